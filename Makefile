@@ -1,0 +1,22 @@
+# xfer — top-level Makefile. The rules live in mk/*.mk.
+#   make            libxfer.a, libxfer.so (versioned soname) and xfer-bench
+#   make setup      install every Debian package the build and tests need
+#   make test       the whole suite: unit, integration, examples
+#   make test-unit | test-integration | test-examples
+#   V=1 shows the commands; WERROR=0 turns warnings back into warnings.
+
+all:
+
+include mk/config.mk
+include mk/lib.mk
+include mk/bench.mk
+include mk/test.mk
+
+setup:
+	@sh mk/setup.sh
+
+clean:
+	rm -rf $(BUILD)
+
+.PHONY: all setup clean
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,283 @@
+/*
+ * xfer — a transfer engine on libevent reactors.
+ *
+ * The model is the Mooncake Transfer Engine's (Segment + BatchTransfer): an
+ * engine per process registers local memory, opens remote segments by name,
+ * submits batches of READ/WRITE requests and learns of their completion
+ * through a callback or a status query.
+ *
+ * Conventions (see also xfer/event.h for the libevent integration):
+ *  - functions return 0 or a negative errno; constructors return NULL and
+ *    set errno;
+ *  - lengths and offsets are in bytes, timeouts in the unit their name says;
+ *  - every handle is opaque and every *_new has a *_free;
+ *  - if a call that takes a callback fails, the callback is never called.
+ */
+#ifndef XFER_XFER_H
+#define XFER_XFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct xfer_engine;
+struct xfer_batch;
+
+/** Operation of a request, as the seed's TransferRequest::OpCode. */
+enum xfer_opcode {
+	XFER_READ = 0,  /**< copy target → source (local) */
+	XFER_WRITE = 1, /**< copy source (local) → target */
+};
+
+/**
+ * Status of a task, exactly the seed's TransferStatusEnum.
+ * WAITING: created, not yet handed to a transport; PENDING: in flight;
+ * the other five are terminal.
+ */
+enum xfer_status {
+	XFER_WAITING = 0,
+	XFER_PENDING,
+	XFER_INVALID,   /**< the request was refused at submit; nothing was sent */
+	XFER_CANCELED,  /**< never sent: the engine shut down first */
+	XFER_COMPLETED,
+	XFER_TIMEOUT,   /**< no progress within the transfer timeout */
+	XFER_FAILED,    /**< the peer refused it or the connection broke */
+};
+
+/** Engine configuration. Fill with xfer_config_init(), then override. */
+struct xfer_config {
+	/**
+	 * Name of this process's RAM segment. In peer-to-peer mode the name is
+	 * always `host:port` (port = the handshake port): a bare host here
+	 * gives the host part, NULL uses bind_addr if it is not a wildcard,
+	 * else the machine's host name. Env XFER_LOCAL_SERVER_NAME,
+	 * MC_LOCAL_SERVER_NAME.
+	 */
+	const char *local_server_name;
+	/** Metadata connection string; "p2p" (also "P2PHANDSHAKE") is the
+	 *  default and the only backend of this release. Env
+	 *  XFER_METADATA_SERVER, MC_METADATA_SERVER. */
+	const char *metadata_server;
+	/** Address the handshake and TCP data listeners bind to; default
+	 *  "0.0.0.0". Env XFER_BIND_ADDRESS, MC_TCP_BIND_ADDRESS. */
+	const char *bind_addr;
+	/** Handshake (rpc) port; 0 = let the kernel pick a free one. Env
+	 *  XFER_HANDSHAKE_PORT, MC_HANDSHAKE_PORT. */
+	uint16_t rpc_port;
+	/** Worker reactors (threads) that own data connections; default 1,
+	 *  at most 64. 0 = everything on the control reactor (with
+	 *  xfer_engine_new_on_base: no thread at all). Env XFER_WORKERS,
+	 *  MC_WORKERS_PER_CTX. */
+	int workers;
+	/** Slice size in bytes, default 65536, between 4096 and 64 MiB. Env
+	 *  XFER_SLICE_SIZE, MC_SLICE_SIZE. */
+	size_t slice_size;
+	/** TCP data connections kept per peer segment, default 2, 1..64. Env
+	 *  XFER_TCP_CONNS, MC_TCP_CONNS. */
+	int tcp_conns;
+	/** A task with no progress for this long ends TIMEOUT, in ms; default
+	 *  30000, 0 = never. Env XFER_TRANSFER_TIMEOUT_MS; MC_TRANSFER_TIMEOUT
+	 *  (in seconds, as Mooncake). */
+	uint32_t transfer_timeout_ms;
+	/** Largest handshake frame accepted, in bytes; default 1 MiB, at most
+	 *  128 MiB. Env XFER_HANDSHAKE_MAX_LENGTH, MC_HANDSHAKE_MAX_LENGTH. */
+	uint32_t handshake_max_len;
+};
+
+/**
+ * Fill @p cfg with defaults, then apply the XFER_* environment variables
+ * (and their MC_* aliases; an XFER_* name wins over its alias). Strings in
+ * @p cfg then point into the environment or static storage; they must stay
+ * valid until xfer_engine_new() returns, which copies them.
+ * @return 0, or -EINVAL naming the bad variable in the log (the field keeps
+ *         its default). Call from any thread.
+ */
+int xfer_config_init(struct xfer_config *cfg);
+
+/**
+ * Create an engine that runs its own reactors: a control thread (handshake
+ * listener, timers, completion callbacks) and cfg->workers worker threads.
+ * The listeners are bound before this returns.
+ * @param cfg NULL for xfer_config_init() defaults; copied, not kept.
+ * @return the engine, or NULL with errno: EINVAL (bad config), EADDRINUSE
+ *         (port taken), EPROTONOSUPPORT (unknown metadata backend), ENOMEM,
+ *         or the errno of a failed socket/thread call.
+ * Call from any thread.
+ */
+struct xfer_engine *xfer_engine_new(const struct xfer_config *cfg);
+
+/**
+ * Stop and free the engine: listeners and connections are closed, worker
+ * threads joined, local memory forgotten (not freed: it is the caller's).
+ * Free every batch first; tasks still in flight end CANCELED or FAILED and
+ * their callbacks do not run. Not from a callback of this engine.
+ */
+void xfer_engine_free(struct xfer_engine *e);
+
+/**
+ * The name of this engine's own RAM segment (`host:port` in p2p mode).
+ * Owned by the engine, valid until xfer_engine_free(). Any thread.
+ */
+const char *xfer_engine_name(const struct xfer_engine *e);
+
+/** The handshake port the engine listens on. Any thread. */
+uint16_t xfer_engine_rpc_port(const struct xfer_engine *e);
+
+/**
+ * A readable message for the last error of this engine (thread-shared, so
+ * best read right after the failing call). Owned by the engine. Any thread.
+ */
+const char *xfer_engine_last_error(const struct xfer_engine *e);
+
+/**
+ * CPU time, in seconds, used so far by the threads this engine started
+ * (0 when it started none). Any thread.
+ */
+double xfer_engine_cpu_seconds(const struct xfer_engine *e);
+
+/**
+ * Register [addr, addr+len) as a buffer of the local segment (Mooncake's
+ * registerLocalMemory). The memory stays the caller's; it must stay mapped
+ * until xfer_unregister().
+ * @param location where the memory lives, `cpu:N` or `*`; copied.
+ * @param remote_access whether peers may read and write it.
+ * @return 0; -EINVAL for NULL addr, len 0, an overflowing range or a bad
+ *         location; -EEXIST if the range overlaps a registered buffer;
+ *         -ENOMEM. Any thread.
+ */
+int xfer_register(struct xfer_engine *e, void *addr, size_t len,
+		  const char *location, bool remote_access);
+
+/**
+ * Unregister the buffer that starts at @p addr.
+ * @return 0; -ENOENT if no buffer starts there; -EBUSY while a task in
+ *         flight uses it as its source. Any thread.
+ */
+int xfer_unregister(struct xfer_engine *e, void *addr);
+
+/**
+ * Open a segment by name and return its id (Mooncake's openSegment). In
+ * p2p mode @p name is `host:port` and the descriptor is fetched from that
+ * peer's handshake port (a Metadata request, PROTOCOL.md §1); the engine's
+ * own name opens the local segment, served by memcpy. Opening a name that
+ * is already open returns the same id.
+ * Blocks the calling thread for at most 5 s per network step; do not call
+ * it from a reactor callback of the peer it opens.
+ * @return an id ≥ 0, or -EINVAL (malformed name), -ECONNREFUSED,
+ *         -ETIMEDOUT, -EHOSTUNREACH (peer unreachable), -EPROTO (the peer
+ *         answered with a bad descriptor), -EPROTONOSUPPORT (a transport
+ *         this engine lacks), -ENOMEM. Any thread.
+ */
+int64_t xfer_segment_open(struct xfer_engine *e, const char *name);
+
+/**
+ * Close a segment id. @return 0, -ENOENT for an unknown id, -EBUSY while
+ * tasks in flight target it. Any thread.
+ */
+int xfer_segment_close(struct xfer_engine *e, int64_t segment_id);
+
+/**
+ * Describe buffer @p index of an open segment: the address peers use as
+ * target_offset, its length in bytes and, if @p location is not NULL, its
+ * location string (owned by the engine, valid until the segment closes).
+ * @return 0, -ENOENT (unknown id or index past the last buffer). Any thread.
+ */
+int xfer_segment_buffer(struct xfer_engine *e, int64_t segment_id,
+			size_t index, uint64_t *addr, uint64_t *len,
+			const char **location);
+
+/** One request, as the seed's TransferRequest. */
+struct xfer_request {
+	enum xfer_opcode opcode;
+	void *source;          /**< local address inside a registered buffer */
+	int64_t target_id;     /**< from xfer_segment_open() */
+	/** Target address in the segment: for RAM segments the owner's
+	 *  virtual address (a buffer's addr plus an offset), as Mooncake. */
+	uint64_t target_offset;
+	size_t length;         /**< bytes, > 0 */
+};
+
+/** Progress of one task. */
+struct xfer_task_status {
+	enum xfer_status status;
+	/** Bytes known to have arrived; a lower bound while PENDING. */
+	uint64_t transferred;
+};
+
+/**
+ * Completion callback of a batch: called once each time every task
+ * submitted so far is terminal (so exactly once for a batch submitted
+ * once), with the batch's outcome: COMPLETED if every task completed, else
+ * FAILED, TIMEOUT, INVALID or CANCELED, the first of those any task has.
+ * It runs on the engine's control reactor: the application's event_base
+ * with xfer_engine_new_on_base(), else the engine's control thread. It may
+ * free the batch.
+ */
+typedef void (*xfer_batch_cb)(struct xfer_batch *b, enum xfer_status outcome,
+			      void *arg);
+
+/**
+ * Allocate a batch that holds up to @p capacity tasks (Mooncake's
+ * allocateBatchID).
+ * @return the batch, or NULL with errno EINVAL (capacity 0 or > 2^24) or
+ *         ENOMEM. Any thread.
+ */
+struct xfer_batch *xfer_batch_new(struct xfer_engine *e, size_t capacity);
+
+/**
+ * Set the completion callback. Only while no task of the batch is in
+ * flight; the callback then covers later submits.
+ * @return 0, -EBUSY while tasks are in flight. Any thread.
+ */
+int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg);
+
+/**
+ * Append @p n requests as tasks (Mooncake's submitTransfer): their indices
+ * follow those already in the batch. Each request is checked at once; a
+ * bad one (source outside registered memory, unknown segment, target range
+ * outside the segment's buffers, length 0) becomes an INVALID task while
+ * the others go ahead. Copies @p reqs.
+ * @return 0 (even when some tasks are INVALID); -EINVAL for NULL reqs or
+ *         n 0; -ENOSPC if the batch has fewer than @p n free slots
+ *         (nothing appended); -ENOMEM. Any thread; not concurrently with
+ *         another submit on the same batch.
+ */
+int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
+		      size_t n);
+
+/**
+ * Read task @p index (Mooncake's getTransferStatus).
+ * @return 0, -ERANGE if no such task was submitted. Any thread.
+ */
+int xfer_batch_status(struct xfer_batch *b, size_t index,
+		      struct xfer_task_status *st);
+
+/** Number of tasks submitted to the batch so far. Any thread. */
+size_t xfer_batch_size(const struct xfer_batch *b);
+
+/**
+ * Block until every submitted task is terminal, for callers without an
+ * event loop. @param timeout_ms < 0 waits for ever.
+ * @return 0, -ETIMEDOUT. Not on the engine's control reactor.
+ */
+int xfer_batch_wait(struct xfer_batch *b, int timeout_ms);
+
+/**
+ * Free a batch (Mooncake's freeBatchID).
+ * @return 0; -EBUSY while a task is in flight or its callback has not yet
+ *         been called (the batch stays valid). Any thread, also from the
+ *         batch's own callback.
+ */
+int xfer_batch_free(struct xfer_batch *b);
+
+/** Name of a status, "COMPLETED" etc.; static storage. */
+const char *xfer_status_str(enum xfer_status s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XFER_XFER_H */

@@ -1,0 +1,36 @@
+# cmocka tests: test/unit_*.c are unit tests, test/it_*.c integration tests
+# over real sockets; examples/*.c build and run in the suite too.
+UNIT_SRCS := $(wildcard test/unit_*.c)
+IT_SRCS   := $(wildcard test/it_*.c)
+EX_SRCS   := $(wildcard examples/*.c)
+UNIT_BINS := $(UNIT_SRCS:test/%.c=$(BUILD)/test/%)
+IT_BINS   := $(IT_SRCS:test/%.c=$(BUILD)/test/%)
+EX_BINS   := $(EX_SRCS:examples/%.c=$(BUILD)/examples/%)
+TEST_LIBS := $(LDLIBS) $(shell pkg-config --libs cmocka)
+
+$(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/helpers.o $(LIB_A)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -o $@ $^ $(TEST_LIBS)
+
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(LIB_A)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -o $@ $^ $(LDLIBS)
+
+# Each program runs alone; the first failure stops the tier.
+define run_each
+	@set -e; for t in $(1); do echo "== $$t"; $$t; done
+endef
+
+test-unit: $(UNIT_BINS)
+	$(call run_each,$(UNIT_BINS))
+
+test-integration: $(IT_BINS) $(BENCH)
+	$(call run_each,$(IT_BINS))
+
+test-examples: $(EX_BINS)
+	$(call run_each,$(EX_BINS))
+
+test: test-unit test-integration test-examples
+
+.PHONY: test test-unit test-integration test-examples
+.SECONDARY:
