@@ -94,4 +94,13 @@ void xfer_hs_notify_clear(struct xfer_hs_notify *n);
 int xfer_json_check_object(const char *json, size_t len, char *err,
 			   size_t errlen);
 
+/** The `mooncake/rpc_meta/<server>` value
+ *  `{"ip_or_host_name":str,"rpc_port":uint16}`. */
+int xfer_rpc_meta_encode(const char *host, uint16_t port, char **json,
+			 size_t *len);
+/** Decode; host non-empty (malloc'd into *host), port 1..65535.
+ *  @return as xfer_desc_decode(). */
+int xfer_rpc_meta_decode(const char *json, size_t len, char **host,
+			 uint16_t *port, char *err, size_t errlen);
+
 #endif

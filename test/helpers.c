@@ -1,15 +1,21 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <stdint.h>
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "desc_internal.h"
 #include "helpers.h"
 
 struct xfer_engine *th_engine(int workers)
@@ -52,6 +58,16 @@ long th_check(const void *buf, size_t len, uint64_t seed)
 	return -1;
 }
 
+long th_check_byte(const void *buf, size_t len, uint8_t byte)
+{
+	const uint8_t *p = buf;
+
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != byte)
+			return (long)i;
+	return -1;
+}
+
 int th_connect(uint16_t port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
@@ -69,4 +85,285 @@ uint16_t th_name_port(const char *name)
 
 	assert_non_null(colon);
 	return (uint16_t)atoi(colon + 1);
+}
+
+void *th_alloc(size_t len)
+{
+	void *p = NULL;
+
+	assert_int_equal(posix_memalign(&p, 4096, len), 0);
+	assert_non_null(p);
+	return p;
+}
+
+int64_t th_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int th_count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+bool th_wait_atomic(atomic_int *v, int want, int timeout_ms)
+{
+	int64_t end = th_now_ms() + timeout_ms;
+	struct timespec ms = { 0, 1000000 };
+
+	while (atomic_load(v) < want) {
+		if (th_now_ms() >= end)
+			return false;
+		nanosleep(&ms, NULL);
+	}
+	return true;
+}
+
+enum xfer_status th_xfer1(struct xfer_engine *e, enum xfer_opcode op,
+			  void *source, int64_t target_id,
+			  uint64_t target_offset, size_t length,
+			  uint64_t *transferred)
+{
+	struct xfer_request r = {
+		.opcode = op,
+		.source = source,
+		.target_id = target_id,
+		.target_offset = target_offset,
+		.length = length,
+	};
+	struct xfer_task_status st = { 0 };
+	struct xfer_batch *b = xfer_batch_new(e, 1);
+
+	assert_non_null(b);
+	assert_int_equal(xfer_batch_submit(b, &r, 1), 0);
+	assert_int_equal(xfer_batch_wait(b, 30000), 0);
+	assert_int_equal(xfer_batch_status(b, 0, &st), 0);
+	assert_int_equal(xfer_batch_free(b), 0);
+	if (transferred)
+		*transferred = st.transferred;
+	return st.status;
+}
+
+uint64_t th_segment_find(struct xfer_engine *e, int64_t seg, uint64_t addr)
+{
+	uint64_t a, len;
+
+	for (size_t i = 0; xfer_segment_buffer(e, seg, i, &a, &len, NULL) == 0;
+	     i++)
+		if (a == addr)
+			return len;
+	fail_msg("segment %lld has no buffer at 0x%llx", (long long)seg,
+		 (unsigned long long)addr);
+	return 0;
+}
+
+/* ---- raw sockets ---- */
+
+int th_send_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Wait for @fd to be readable until @end (ms); 0, or -ETIMEDOUT. */
+static int wait_readable(int fd, int64_t end)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int64_t left = end - th_now_ms();
+		int n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(&pfd, 1, (int)left);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+long th_recv_all(int fd, void *buf, size_t len, int timeout_ms)
+{
+	int64_t end = th_now_ms() + timeout_ms;
+	char *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n;
+		int ret = wait_readable(fd, end);
+
+		if (ret)
+			return ret;
+		n = recv(fd, p + got, len - got, 0);
+		if (n == 0)
+			break;
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			if (errno == ECONNRESET)
+				break;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	return (long)got;
+}
+
+long th_recv_until_close(int fd, void *buf, size_t cap, int timeout_ms)
+{
+	int64_t end = th_now_ms() + timeout_ms;
+	char scratch[4096];
+	long total = 0;
+
+	for (;;) {
+		ssize_t n;
+		int ret = wait_readable(fd, end);
+
+		if (ret)
+			return ret;
+		if ((size_t)total < cap)
+			n = recv(fd, (char *)buf + total, cap - (size_t)total, 0);
+		else
+			n = recv(fd, scratch, sizeof(scratch), 0);
+		if (n == 0)
+			return total;
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			if (errno == ECONNRESET)
+				return total;
+			return -errno;
+		}
+		total += n;
+	}
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+int th_hs_send(int fd, int type, const void *body, size_t len)
+{
+	size_t hdr = type >= 0 ? 9 : 8;
+	uint8_t *frame = malloc(hdr + len);
+	int ret;
+
+	if (!frame)
+		return -ENOMEM;
+	put_le64(frame, (uint64_t)len + (type >= 0 ? 1 : 0));
+	if (type >= 0)
+		frame[8] = (uint8_t)type;
+	if (len)
+		memcpy(frame + hdr, body, len);
+	ret = th_send_all(fd, frame, hdr + len);
+	free(frame);
+	return ret;
+}
+
+int th_hs_recv(int fd, char **body, size_t *len, int timeout_ms)
+{
+	int64_t end = th_now_ms() + timeout_ms;
+	uint8_t lenbuf[8];
+	uint64_t l;
+	long n;
+	char *b;
+
+	*body = NULL;
+	*len = 0;
+	n = th_recv_all(fd, lenbuf, 8, timeout_ms);
+	if (n < 0)
+		return (int)n;
+	if (n < 8)
+		return -ECONNRESET;
+	l = get_le64(lenbuf);
+	if (l == 0 || l > 16u << 20)
+		return -EPROTO;
+	b = malloc(l + 1);
+	if (!b)
+		return -ENOMEM;
+	n = th_recv_all(fd, b, l, (int)(end - th_now_ms() > 0 ?
+					end - th_now_ms() : 1));
+	if (n < 0 || (uint64_t)n < l) {
+		free(b);
+		return n < 0 ? (int)n : -EPIPE;
+	}
+	b[l] = '\0';
+	*body = b;
+	*len = l;
+	return 0;
+}
+
+char *th_hs_call(uint16_t port, int type, const char *req, size_t *len)
+{
+	int fd = th_connect(port);
+	char *body = NULL, *json;
+	size_t blen = 0;
+
+	assert_int_equal(th_hs_send(fd, type, req, strlen(req)), 0);
+	assert_int_equal(th_hs_recv(fd, &body, &blen, 6000), 0);
+	assert_true(blen >= 1);
+	assert_int_equal((uint8_t)body[0], type);
+	/* the server shuts down its write side after its one reply */
+	assert_int_equal(th_recv_until_close(fd, NULL, 0, 6000), 0);
+	close(fd);
+	json = malloc(blen);
+	assert_non_null(json);
+	memcpy(json, body + 1, blen - 1);
+	json[blen - 1] = '\0';
+	free(body);
+	*len = blen - 1;
+	return json;
+}
+
+struct xfer_desc *th_fetch_desc(uint16_t port)
+{
+	struct xfer_desc *d = NULL;
+	char err[256] = "";
+	size_t len;
+	char *json = th_hs_call(port, 1, "{}\n", &len);
+	int ret = xfer_desc_decode(json, len, &d, err, sizeof(err));
+
+	if (ret != 0)
+		fail_msg("descriptor does not decode (%d: %s): %s", ret, err,
+			 json);
+	free(json);
+	assert_non_null(d);
+	return d;
 }

@@ -1,0 +1,321 @@
+/*
+ * Batches: validation at submit, task and batch accounting, completion
+ * delivery on the control reactor, and the blocking wait.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_internal.h"
+#include "transport.h"
+
+#define XFER_BATCH_MAX (1u << 24)
+
+/* Slices of one submit call, freed with the batch. */
+struct slice_chunk {
+	struct slice_chunk *next;
+	struct xfer_slice slices[];
+};
+
+struct xfer_batch {
+	struct xfer_engine *e;
+	size_t cap;
+	_Atomic size_t n;            /* tasks submitted */
+	struct xfer_task *tasks;
+	struct slice_chunk *chunks;
+	atomic_uint seen;            /* bit per terminal status any task had */
+
+	pthread_mutex_t lock;        /* guards the fields below */
+	pthread_cond_t idle;
+	size_t inflight;             /* tasks not terminal, + 1 during submit */
+	bool notify_pending;         /* deliver_job is queued */
+	struct xfer_job deliver_job;
+	xfer_batch_cb cb;
+	void *cb_arg;
+};
+
+const char *xfer_status_str(enum xfer_status s)
+{
+	static const char *const names[] = {
+		"WAITING", "PENDING", "INVALID", "CANCELED",
+		"COMPLETED", "TIMEOUT", "FAILED",
+	};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+struct xfer_batch *xfer_batch_new(struct xfer_engine *e, size_t capacity)
+{
+	struct xfer_batch *b;
+	pthread_condattr_t ca;
+
+	if (!e || capacity == 0 || capacity > XFER_BATCH_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b || !(b->tasks = calloc(capacity, sizeof(*b->tasks)))) {
+		free(b);
+		errno = ENOMEM;
+		return NULL;
+	}
+	b->e = e;
+	b->cap = capacity;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	return b;
+}
+
+int xfer_batch_free(struct xfer_batch *b)
+{
+	struct slice_chunk *c, *next;
+
+	pthread_mutex_lock(&b->lock);
+	if (b->inflight || b->notify_pending) {
+		pthread_mutex_unlock(&b->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&b->lock);
+	for (c = b->chunks; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	pthread_cond_destroy(&b->idle);
+	pthread_mutex_destroy(&b->lock);
+	free(b->tasks);
+	free(b);
+	return 0;
+}
+
+int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&b->lock);
+	if (b->inflight)
+		ret = -EBUSY;
+	else {
+		b->cb = cb;
+		b->cb_arg = arg;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return ret;
+}
+
+static enum xfer_status outcome(unsigned seen)
+{
+	static const enum xfer_status order[] = {
+		XFER_FAILED, XFER_TIMEOUT, XFER_INVALID, XFER_CANCELED,
+	};
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (seen & 1u << order[i])
+			return order[i];
+	return XFER_COMPLETED;
+}
+
+static void deliver(struct xfer_job *j)
+{
+	struct xfer_batch *b = container_of(j, struct xfer_batch, deliver_job);
+	xfer_batch_cb cb;
+	void *cb_arg;
+
+	pthread_mutex_lock(&b->lock);
+	b->notify_pending = false;
+	cb = b->cb;
+	cb_arg = b->cb_arg;
+	pthread_mutex_unlock(&b->lock);
+	/* Last touch of b: the callback may free it. */
+	cb(b, outcome(atomic_load(&b->seen)), cb_arg);
+}
+
+/* @p n tasks (or the submit guard) of @p b are done. */
+static void batch_release(struct xfer_batch *b, size_t n)
+{
+	pthread_mutex_lock(&b->lock);
+	b->inflight -= n;
+	if (b->inflight == 0) {
+		pthread_cond_broadcast(&b->idle);
+		if (b->cb && !b->notify_pending) {
+			b->notify_pending = true;
+			b->deliver_job.fn = deliver;
+			xfer_reactor_post(&b->e->control, &b->deliver_job);
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void task_end(struct xfer_task *t, enum xfer_status st)
+{
+	if (t->source)
+		atomic_fetch_sub(&t->source->users, 1);
+	if (t->segment)
+		atomic_fetch_sub(&t->segment->users, 1);
+	atomic_fetch_or(&t->batch->seen, 1u << st);
+	atomic_store(&t->status, st);
+	batch_release(t->batch, 1);
+}
+
+void xfer_slice_done(struct xfer_slice *s, enum xfer_status st)
+{
+	struct xfer_task *t = s->task;
+	int none = 0;
+
+	if (st == XFER_COMPLETED)
+		atomic_fetch_add(&t->transferred, s->len);
+	else
+		atomic_compare_exchange_strong(&t->failure, &none, st);
+	if (atomic_fetch_sub(&t->slices_left, 1) == 1) {
+		int f = atomic_load(&t->failure);
+
+		task_end(t, f ? (enum xfer_status)f : XFER_COMPLETED);
+	}
+}
+
+/*
+ * Check one request and take uses of its source buffer and segment.
+ * @return 0, or a reason for INVALID.
+ */
+static const char *validate(struct xfer_engine *e, struct xfer_task *t,
+			    const struct xfer_request *r)
+{
+	if (r->length == 0)
+		return "length 0";
+	if (r->opcode != XFER_READ && r->opcode != XFER_WRITE)
+		return "bad opcode";
+	t->segment = xfer_engine_segment_acquire(e, r->target_id);
+	if (!t->segment)
+		return "unknown segment id";
+	t->source = xfer_buffers_acquire(&e->buffers, (uintptr_t)r->source,
+					 r->length);
+	if (!t->source)
+		return "source outside registered memory";
+	if (!xfer_segment_covers(t->segment, r->target_offset, r->length))
+		return "target range outside the segment's buffers";
+	return NULL;
+}
+
+static void release_uses(struct xfer_task *t)
+{
+	if (t->source)
+		atomic_fetch_sub(&t->source->users, 1);
+	if (t->segment)
+		atomic_fetch_sub(&t->segment->users, 1);
+	t->source = NULL;
+	t->segment = NULL;
+}
+
+int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
+		      size_t n)
+{
+	struct xfer_engine *e = b->e;
+	size_t first = atomic_load(&b->n), nslices = 0, valid = 0;
+	size_t slice_size = e->cfg.slice_size;
+	struct slice_chunk *chunk;
+	struct xfer_slice *s;
+
+	if (!reqs || n == 0)
+		return -EINVAL;
+	if (n > b->cap - first)
+		return -ENOSPC;
+
+	for (size_t i = 0; i < n; i++) {
+		struct xfer_task *t = &b->tasks[first + i];
+		const char *why;
+
+		memset(t, 0, sizeof(*t));
+		t->batch = b;
+		why = validate(e, t, &reqs[i]);
+		if (why) {
+			release_uses(t);
+			atomic_store(&t->status, XFER_INVALID);
+			xfer_engine_error(e, -EINVAL, "request %zu: %s",
+					  first + i, why);
+			continue;
+		}
+		valid++;
+		nslices += xfer_slice_count(reqs[i].length, slice_size);
+	}
+
+	chunk = malloc(sizeof(*chunk) + nslices * sizeof(*chunk->slices));
+	if (!chunk) {
+		for (size_t i = 0; i < n; i++)
+			release_uses(&b->tasks[first + i]);
+		return -ENOMEM;
+	}
+
+	pthread_mutex_lock(&b->lock);
+	chunk->next = b->chunks;
+	b->chunks = chunk;
+	b->inflight += valid + 1; /* + 1: no callback before submit is done */
+	pthread_mutex_unlock(&b->lock);
+	atomic_store(&b->n, first + n);
+
+	s = chunk->slices;
+	for (size_t i = 0; i < n; i++) {
+		struct xfer_task *t = &b->tasks[first + i];
+		struct xfer_segment *seg = t->segment;
+		size_t k;
+
+		if (atomic_load(&t->status) == XFER_INVALID) {
+			atomic_fetch_or(&b->seen, 1u << XFER_INVALID);
+			continue;
+		}
+		k = xfer_slice_count(reqs[i].length, slice_size);
+		xfer_slice_cut(t, &reqs[i], slice_size, s);
+		atomic_store(&t->slices_left, k);
+		atomic_store(&t->status, XFER_PENDING);
+		seg->ops->submit(seg->tp, seg, s, k);
+		s += k;
+	}
+	batch_release(b, 1);
+	return 0;
+}
+
+int xfer_batch_status(struct xfer_batch *b, size_t index,
+		      struct xfer_task_status *st)
+{
+	struct xfer_task *t;
+
+	if (index >= atomic_load(&b->n))
+		return -ERANGE;
+	t = &b->tasks[index];
+	st->status = atomic_load(&t->status);
+	st->transferred = atomic_load(&t->transferred);
+	return 0;
+}
+
+size_t xfer_batch_size(const struct xfer_batch *b)
+{
+	return atomic_load(&b->n);
+}
+
+int xfer_batch_wait(struct xfer_batch *b, int timeout_ms)
+{
+	struct timespec deadline;
+	int ret = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&b->lock);
+	while (b->inflight && ret == 0) {
+		if (timeout_ms < 0)
+			pthread_cond_wait(&b->idle, &b->lock);
+		else
+			ret = -pthread_cond_timedwait(&b->idle, &b->lock,
+						      &deadline);
+	}
+	if (!b->inflight)
+		ret = 0;
+	pthread_mutex_unlock(&b->lock);
+	return ret;
+}

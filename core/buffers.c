@@ -1,0 +1,164 @@
+/* Registry of the local segment's buffers: sorted, read-mostly. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+void xfer_buffers_init(struct xfer_buffers *bs)
+{
+	memset(bs, 0, sizeof(*bs));
+	pthread_rwlock_init(&bs->lock, NULL);
+}
+
+void xfer_buffers_fini(struct xfer_buffers *bs)
+{
+	for (size_t i = 0; i < bs->n; i++) {
+		free(bs->v[i]->location);
+		free(bs->v[i]);
+	}
+	free(bs->v);
+	pthread_rwlock_destroy(&bs->lock);
+}
+
+/* Index of the first buffer whose start is above @p addr. */
+static size_t upper_bound(const struct xfer_buffers *bs, uint64_t addr)
+{
+	size_t lo = 0, hi = bs->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (bs->v[mid]->addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct xfer_buffer *xfer_buffers_find(struct xfer_buffers *bs, uint64_t addr,
+				      uint64_t len, bool remote_only)
+{
+	size_t i = upper_bound(bs, addr);
+	struct xfer_buffer *b;
+
+	if (i == 0 || len == 0 || addr + len < addr)
+		return NULL;
+	b = bs->v[i - 1];
+	if (addr + len > b->addr + b->len || (remote_only && !b->remote_access))
+		return NULL;
+	return b;
+}
+
+struct xfer_buffer *xfer_buffers_acquire(struct xfer_buffers *bs,
+					 uint64_t addr, uint64_t len)
+{
+	struct xfer_buffer *b;
+
+	pthread_rwlock_rdlock(&bs->lock);
+	b = xfer_buffers_find(bs, addr, len, false);
+	if (b)
+		atomic_fetch_add(&b->users, 1);
+	pthread_rwlock_unlock(&bs->lock);
+	return b;
+}
+
+int xfer_buffers_add(struct xfer_buffers *bs, uint64_t addr, uint64_t len,
+		     const char *location, bool remote_access)
+{
+	struct xfer_buffer *b;
+	size_t i;
+	int ret = -EEXIST;
+
+	b = calloc(1, sizeof(*b));
+	if (!b || !(b->location = strdup(location))) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->addr = addr;
+	b->len = len;
+	b->remote_access = remote_access;
+
+	pthread_rwlock_wrlock(&bs->lock);
+	i = upper_bound(bs, addr);
+	if ((i > 0 && bs->v[i - 1]->addr + bs->v[i - 1]->len > addr) ||
+	    (i < bs->n && bs->v[i]->addr < addr + len))
+		goto err_unlock;
+	if (bs->n == bs->cap) {
+		size_t cap = bs->cap ? bs->cap * 2 : 8;
+		struct xfer_buffer **v = realloc(bs->v, cap * sizeof(*v));
+
+		ret = -ENOMEM;
+		if (!v)
+			goto err_unlock;
+		bs->v = v;
+		bs->cap = cap;
+	}
+	memmove(&bs->v[i + 1], &bs->v[i], (bs->n - i) * sizeof(*bs->v));
+	bs->v[i] = b;
+	bs->n++;
+	pthread_rwlock_unlock(&bs->lock);
+	return 0;
+
+err_unlock:
+	pthread_rwlock_unlock(&bs->lock);
+	free(b->location);
+	free(b);
+	return ret;
+}
+
+int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr)
+{
+	size_t i;
+	struct xfer_buffer *b;
+	int ret = -ENOENT;
+
+	pthread_rwlock_wrlock(&bs->lock);
+	i = upper_bound(bs, addr);
+	if (i == 0 || bs->v[i - 1]->addr != addr)
+		goto out;
+	b = bs->v[i - 1];
+	ret = -EBUSY;
+	if (atomic_load(&b->users))
+		goto out;
+	memmove(&bs->v[i - 1], &bs->v[i], (bs->n - i) * sizeof(*bs->v));
+	bs->n--;
+	free(b->location);
+	free(b);
+	ret = 0;
+out:
+	pthread_rwlock_unlock(&bs->lock);
+	return ret;
+}
+
+int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d)
+{
+	int ret = 0;
+
+	pthread_rwlock_rdlock(&bs->lock);
+	d->nbufs = 0;
+	d->bufs = calloc(bs->n ? bs->n : 1, sizeof(*d->bufs));
+	if (!d->bufs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < bs->n; i++) {
+		struct xfer_buffer *b = bs->v[i];
+		struct xfer_desc_buf *db = &d->bufs[d->nbufs];
+
+		if (!b->remote_access)
+			continue;
+		db->name = strdup(b->location);
+		if (!db->name) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		db->addr = b->addr;
+		db->length = b->len;
+		d->nbufs++;
+	}
+out:
+	pthread_rwlock_unlock(&bs->lock);
+	return ret;
+}

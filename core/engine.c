@@ -1,0 +1,347 @@
+/* Engine lifecycle, local memory registration and the own descriptor. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <xfer/event.h>
+
+#include "engine_internal.h"
+#include "handshake_internal.h"
+#include "net_internal.h"
+#include "store.h"
+#include "transport.h"
+
+int xfer_engine_error(struct xfer_engine *e, int err, const char *fmt, ...)
+{
+	char msg[sizeof(e->last_error)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&e->err_lock);
+	memcpy(e->last_error, msg, sizeof(msg));
+	pthread_mutex_unlock(&e->err_lock);
+	xfer_log(XFER_LOG_INFO, "%s", msg);
+	return err;
+}
+
+const char *xfer_engine_last_error(const struct xfer_engine *e)
+{
+	return e->last_error;
+}
+
+const char *xfer_engine_name(const struct xfer_engine *e)
+{
+	return e->name;
+}
+
+uint16_t xfer_engine_rpc_port(const struct xfer_engine *e)
+{
+	return e->cfg.rpc_port;
+}
+
+double xfer_engine_cpu_seconds(const struct xfer_engine *e)
+{
+	double s = xfer_reactor_cpu_seconds(&e->control);
+
+	for (int i = 0; i < e->nworkers; i++)
+		s += xfer_reactor_cpu_seconds(&e->workers[i]);
+	return s;
+}
+
+struct xfer_reactor *xfer_engine_worker(struct xfer_engine *e)
+{
+	if (e->nworkers == 0)
+		return &e->control;
+	return &e->workers[atomic_fetch_add(&e->next_worker, 1) % e->nworkers];
+}
+
+/* Re-encode the own descriptor after the buffers changed. */
+static int publish_descriptor(struct xfer_engine *e)
+{
+	struct xfer_desc d = {
+		.name = e->name,
+		.protocol = (char *)xfer_tcp_ops.name,
+		.tcp_proto_version = 2,
+	};
+	char *json;
+	size_t len;
+	int ret;
+
+	xfer_tcp_ops.describe(e->tcp, &d);
+	ret = xfer_buffers_describe(&e->buffers, &d);
+	if (!ret)
+		ret = xfer_desc_encode(&d, &json, &len);
+	for (size_t i = 0; i < d.nbufs; i++)
+		free(d.bufs[i].name);
+	free(d.bufs);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&e->desc_lock);
+	free(e->desc_json);
+	e->desc_json = json;
+	e->desc_len = len;
+	pthread_mutex_unlock(&e->desc_lock);
+	return 0;
+}
+
+char *xfer_engine_descriptor(struct xfer_engine *e, size_t *len)
+{
+	char *copy;
+
+	pthread_mutex_lock(&e->desc_lock);
+	copy = malloc(e->desc_len + 1);
+	if (copy) {
+		memcpy(copy, e->desc_json, e->desc_len + 1);
+		*len = e->desc_len;
+	}
+	pthread_mutex_unlock(&e->desc_lock);
+	return copy;
+}
+
+static bool valid_location(const char *loc)
+{
+	size_t n;
+
+	if (!loc)
+		return false;
+	n = strlen(loc);
+	return n > 0 && n < XFER_DESC_MAX_STR;
+}
+
+int xfer_register(struct xfer_engine *e, void *addr, size_t len,
+		  const char *location, bool remote_access)
+{
+	uintptr_t a = (uintptr_t)addr;
+	int ret;
+
+	if (!addr || len == 0 || a + len < a || !valid_location(location))
+		return xfer_engine_error(e, -EINVAL,
+					 "register %p+%zu: bad range or location",
+					 addr, len);
+	ret = xfer_buffers_add(&e->buffers, a, len, location, remote_access);
+	if (ret == -EEXIST)
+		return xfer_engine_error(e, ret, "register %p+%zu: overlaps a "
+					 "registered buffer", addr, len);
+	if (ret)
+		return ret;
+	ret = publish_descriptor(e);
+	if (ret)
+		xfer_buffers_remove(&e->buffers, a);
+	return ret;
+}
+
+int xfer_unregister(struct xfer_engine *e, void *addr)
+{
+	int ret = xfer_buffers_remove(&e->buffers, (uintptr_t)addr);
+
+	if (ret)
+		return xfer_engine_error(e, ret, "unregister %p: %s", addr,
+					 ret == -EBUSY ? "in use by a transfer"
+						       : "not a registered buffer");
+	return publish_descriptor(e);
+}
+
+static int check_config(const struct xfer_config *c)
+{
+	if (c->workers < 0 || c->workers > XFER_MAX_WORKERS ||
+	    c->slice_size < 4096 || c->slice_size > (64u << 20) ||
+	    c->tcp_conns < 1 || c->tcp_conns > 64 ||
+	    c->handshake_max_len < 64 || c->handshake_max_len > (128u << 20) ||
+	    !c->bind_addr || !c->metadata_server)
+		return -EINVAL;
+	return 0;
+}
+
+/* The host part of the own name: the configured name, a specific bind
+ * address, else the machine's host name. */
+static int pick_host(struct xfer_engine *e, uint16_t *port)
+{
+	const char *n = e->cfg.local_server_name, *b = e->cfg.bind_addr;
+	char host[256];
+
+	*port = e->cfg.rpc_port;
+	if (n && strchr(n, ':')) {
+		if (xfer_split_host_port(n, host, sizeof(host), port))
+			return -EINVAL;
+		if (e->cfg.rpc_port && e->cfg.rpc_port != *port)
+			return -EINVAL;
+	} else if (n) {
+		snprintf(host, sizeof(host), "%s", n);
+	} else if (strcmp(b, "0.0.0.0") && strcmp(b, "::")) {
+		snprintf(host, sizeof(host), "%s", b);
+	} else if (gethostname(host, sizeof(host))) {
+		return -errno;
+	}
+	e->host = strdup(host);
+	return e->host ? 0 : -ENOMEM;
+}
+
+static struct xfer_engine *engine_new(struct event_base *base,
+				      const struct xfer_config *cfg)
+{
+	const struct xfer_store_ops *store_ops;
+	struct xfer_config defaults;
+	struct xfer_engine *e;
+	uint16_t port;
+	char name[300];
+	int ret, i;
+
+	if (!cfg) {
+		xfer_config_init(&defaults);
+		cfg = &defaults;
+	}
+	if (check_config(cfg)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	store_ops = xfer_store_find(cfg->metadata_server);
+	if (!store_ops) {
+		xfer_log(XFER_LOG_ERROR, "metadata server '%s': unknown backend",
+			 cfg->metadata_server);
+		errno = EPROTONOSUPPORT;
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	e->cfg = *cfg;
+	e->cfg_bind = strdup(cfg->bind_addr);
+	e->cfg_meta = strdup(cfg->metadata_server);
+	e->cfg_name = cfg->local_server_name ? strdup(cfg->local_server_name)
+					      : NULL;
+	e->cfg.bind_addr = e->cfg_bind;
+	e->cfg.metadata_server = e->cfg_meta;
+	e->cfg.local_server_name = e->cfg_name;
+	xfer_buffers_init(&e->buffers);
+	pthread_mutex_init(&e->seg_lock, NULL);
+	pthread_mutex_init(&e->desc_lock, NULL);
+	pthread_mutex_init(&e->err_lock, NULL);
+	ret = -ENOMEM;
+	if (!e->cfg_bind || !e->cfg_meta ||
+	    (cfg->local_server_name && !e->cfg_name))
+		goto err_free;
+	ret = pick_host(e, &port);
+	if (ret)
+		goto err_free;
+
+	ret = xfer_reactor_init(&e->control, base, "xfer-control");
+	if (ret)
+		goto err_free;
+	for (i = 0; i < cfg->workers; i++, e->nworkers++) {
+		char wname[16];
+
+		snprintf(wname, sizeof(wname), "xfer-w%d", i & 0xff);
+		ret = xfer_reactor_init(&e->workers[i], NULL, wname);
+		if (ret)
+			goto err_reactors;
+	}
+	ret = store_ops->open(e->cfg_meta, &e->store);
+	if (ret)
+		goto err_reactors;
+	e->store->handshake_max_len = cfg->handshake_max_len;
+	ret = xfer_handshake_listen(e, e->cfg_bind, &port, &e->hs);
+	if (ret)
+		goto err_store;
+	e->cfg.rpc_port = port;
+	snprintf(name, sizeof(name), "%s:%u", e->host, port);
+	e->name = strdup(store_ops == &xfer_p2p_ops || !e->cfg_name ? name
+								     : e->cfg_name);
+	ret = -ENOMEM;
+	if (!e->name)
+		goto err_handshake;
+	ret = xfer_tcp_ops.init(e, &e->tcp);
+	if (ret)
+		goto err_handshake;
+	ret = publish_descriptor(e);
+	if (ret)
+		goto err_tcp;
+	ret = xfer_reactor_start(&e->control);
+	for (i = 0; i < e->nworkers && !ret; i++)
+		ret = xfer_reactor_start(&e->workers[i]);
+	if (ret)
+		goto err_stop;
+	xfer_log(XFER_LOG_INFO, "engine %s up: %d workers", e->name,
+		 e->nworkers);
+	return e;
+
+err_stop:
+	xfer_reactor_stop(&e->control);
+	for (i = 0; i < e->nworkers; i++)
+		xfer_reactor_stop(&e->workers[i]);
+	free(e->desc_json);
+err_tcp:
+	xfer_tcp_ops.fini(e->tcp);
+err_handshake:
+	xfer_handshake_close(e->hs);
+err_store:
+	e->store->ops->close(e->store);
+err_reactors:
+	for (i = 0; i < e->nworkers; i++)
+		xfer_reactor_destroy(&e->workers[i]);
+	xfer_reactor_destroy(&e->control);
+err_free:
+	xfer_log(XFER_LOG_ERROR, "engine: %s", strerror(-ret));
+	free(e->name);
+	free(e->host);
+	free(e->cfg_bind);
+	free(e->cfg_meta);
+	free(e->cfg_name);
+	xfer_buffers_fini(&e->buffers);
+	free(e);
+	errno = -ret;
+	return NULL;
+}
+
+struct xfer_engine *xfer_engine_new(const struct xfer_config *cfg)
+{
+	return engine_new(NULL, cfg);
+}
+
+struct xfer_engine *xfer_engine_new_on_base(struct event_base *base,
+					    const struct xfer_config *cfg)
+{
+	if (!base) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return engine_new(base, cfg);
+}
+
+void xfer_engine_free(struct xfer_engine *e)
+{
+	int i;
+
+	if (!e)
+		return;
+	xfer_reactor_stop(&e->control);
+	for (i = 0; i < e->nworkers; i++)
+		xfer_reactor_stop(&e->workers[i]);
+	xfer_handshake_close(e->hs);
+	xfer_tcp_ops.fini(e->tcp);
+	for (i = 0; i < e->nworkers; i++)
+		xfer_reactor_destroy(&e->workers[i]);
+	xfer_reactor_destroy(&e->control);
+	for (size_t s = 0; s < e->nsegs; s++)
+		xfer_segment_destroy(e->segs[s]);
+	free(e->segs);
+	e->store->ops->close(e->store);
+	xfer_buffers_fini(&e->buffers);
+	free(e->desc_json);
+	free(e->name);
+	free(e->host);
+	free(e->cfg_bind);
+	free(e->cfg_meta);
+	free(e->cfg_name);
+	pthread_mutex_destroy(&e->seg_lock);
+	pthread_mutex_destroy(&e->desc_lock);
+	pthread_mutex_destroy(&e->err_lock);
+	free(e);
+}

@@ -1,0 +1,160 @@
+/* The engine's private state: buffers, segments, batches, tasks, slices. */
+#ifndef XFER_ENGINE_INTERNAL_H
+#define XFER_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <xfer/xfer.h>
+
+#include "desc_internal.h"
+#include "reactor_internal.h"
+
+#define XFER_MAX_WORKERS 64
+#define XFER_HANDSHAKE_TIMEOUT_MS 5000
+
+struct xfer_store;
+struct xfer_transport;
+struct xfer_transport_ops;
+
+/* ---- local buffers (buffers.c) ---- */
+
+struct xfer_buffer {
+	uint64_t addr, len;
+	char *location;
+	bool remote_access;
+	atomic_long users; /* tasks in flight whose source lies here */
+};
+
+/* Sorted by address; entries never move while registered. */
+struct xfer_buffers {
+	pthread_rwlock_t lock;
+	struct xfer_buffer **v;
+	size_t n, cap;
+};
+
+void xfer_buffers_init(struct xfer_buffers *bs);
+void xfer_buffers_fini(struct xfer_buffers *bs);
+int xfer_buffers_add(struct xfer_buffers *bs, uint64_t addr, uint64_t len,
+		     const char *location, bool remote_access);
+int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr);
+/** The buffer holding all of [addr, addr+len), with @p remote_only only a
+ *  remotely accessible one; NULL if none. Caller holds bs->lock. */
+struct xfer_buffer *xfer_buffers_find(struct xfer_buffers *bs, uint64_t addr,
+				      uint64_t len, bool remote_only);
+/** Take a use of the buffer holding the source range; NULL if none. */
+struct xfer_buffer *xfer_buffers_acquire(struct xfer_buffers *bs,
+					 uint64_t addr, uint64_t len);
+/** Fill d->bufs with the remotely accessible buffers. @return 0, -ENOMEM */
+int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d);
+
+/* ---- segments (segment.c) ---- */
+
+struct xfer_segment {
+	int64_t id;
+	char *name;
+	char *host;                 /* where its listeners are */
+	bool local;                 /* this engine's own segment */
+	struct xfer_desc *desc;     /* NULL when local */
+	const struct xfer_transport_ops *ops;
+	struct xfer_transport *tp;
+	void *tp_priv;              /* the transport's per-segment state */
+	atomic_long users;          /* tasks in flight that target it */
+};
+
+/** Free a segment's own memory (the transport keeps its peers). */
+void xfer_segment_destroy(struct xfer_segment *seg);
+
+/** Do the segment's buffers hold all of [addr, addr+len)? */
+bool xfer_segment_covers(const struct xfer_segment *seg, uint64_t addr,
+			 uint64_t len);
+
+/* ---- batches, tasks, slices (batch.c, slice.c) ---- */
+
+struct xfer_task {
+	struct xfer_batch *batch;
+	_Atomic int status;          /* enum xfer_status */
+	atomic_uint_fast64_t transferred;
+	atomic_size_t slices_left;
+	_Atomic int failure;         /* first failure status, 0 = none */
+	struct xfer_buffer *source;  /* use held while in flight */
+	struct xfer_segment *segment;
+};
+
+struct xfer_slice {
+	struct xfer_slice *next;     /* transport queues */
+	struct xfer_task *task;
+	enum xfer_opcode opcode;
+	uint32_t len;
+	void *local;
+	uint64_t remote;
+	/* Scratch space for the transport that owns the slice. */
+	union {
+		uint8_t bytes[48];
+		uint64_t words[6];
+	} tp;
+};
+
+/**
+ * Cut a request of @p len bytes into slices of @p slice_size (the last one
+ * takes the rest) in @p out, which has room for xfer_slice_count().
+ */
+size_t xfer_slice_count(uint64_t len, size_t slice_size);
+void xfer_slice_cut(struct xfer_task *t, const struct xfer_request *req,
+		    size_t slice_size, struct xfer_slice *out);
+
+/** Report one slice; the task ends with its last slice. Any thread; the
+ *  caller must not touch @p s afterwards. */
+void xfer_slice_done(struct xfer_slice *s, enum xfer_status st);
+
+/* ---- the engine (engine.c) ---- */
+
+struct xfer_engine {
+	struct xfer_config cfg;     /* strings point into the fields below */
+	char *cfg_name, *cfg_meta, *cfg_bind;
+	char *name;                 /* own segment name */
+	char *host;                 /* host part of name */
+	struct xfer_reactor control;
+	struct xfer_reactor workers[XFER_MAX_WORKERS];
+	int nworkers;
+	atomic_uint next_worker;
+	struct xfer_buffers buffers;
+	struct xfer_store *store;
+	struct xfer_transport *tcp;
+	struct handshake_server *hs;
+
+	pthread_mutex_t seg_lock;   /* segment table */
+	struct xfer_segment **segs;
+	size_t nsegs;
+
+	pthread_mutex_t desc_lock;  /* own descriptor, encoded */
+	char *desc_json;
+	size_t desc_len;
+
+	pthread_mutex_t err_lock;
+	char last_error[256];
+};
+
+/** A worker reactor, round robin; the control reactor with no workers. */
+struct xfer_reactor *xfer_engine_worker(struct xfer_engine *e);
+
+/** Record a readable error (also logged) and return @p err unchanged. */
+int xfer_engine_error(struct xfer_engine *e, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/** A malloc'd copy of the own descriptor's JSON; NULL on ENOMEM. */
+char *xfer_engine_descriptor(struct xfer_engine *e, size_t *len);
+
+/** Look up an open segment and take a use of it; NULL if unknown. */
+struct xfer_segment *xfer_engine_segment_acquire(struct xfer_engine *e,
+						 int64_t id);
+
+/* ---- logging (log.c) ---- */
+
+enum { XFER_LOG_ERROR, XFER_LOG_WARN, XFER_LOG_INFO, XFER_LOG_DEBUG };
+void xfer_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

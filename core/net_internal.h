@@ -1,0 +1,32 @@
+/* Socket helpers shared by the handshake and the TCP transport. */
+#ifndef XFER_NET_INTERNAL_H
+#define XFER_NET_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/** A numeric IPv4/IPv6 @p host and @p port as a sockaddr; -EINVAL if not
+ *  numeric. */
+int xfer_net_parse(const char *host, uint16_t port,
+		   struct sockaddr_storage *ss, socklen_t *len);
+
+/** Resolve @p host (name or number), first address. May block on DNS.
+ *  @return 0, -ENOENT. */
+int xfer_net_resolve(const char *host, uint16_t port,
+		     struct sockaddr_storage *ss, socklen_t *len);
+
+/** Blocking connect with a timeout; the socket keeps send and receive
+ *  timeouts of @p timeout_ms. @return the fd, or -ECONNREFUSED,
+ *  -ETIMEDOUT, -EHOSTUNREACH or another negative errno. */
+int xfer_net_connect(const struct sockaddr *sa, socklen_t len,
+		     int timeout_ms);
+
+/** The local port a bound socket got. */
+uint16_t xfer_net_local_port(int fd);
+
+/** Split `host:port` (port 1..65535). @return 0, -EINVAL. */
+int xfer_split_host_port(const char *name, char *host, size_t hostlen,
+			 uint16_t *port);
+
+#endif

@@ -1,0 +1,171 @@
+/* Reactor: event_base + thread + cross-thread job queue (eventfd wakeup). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "reactor_internal.h"
+
+static struct xfer_job *take_all(struct xfer_reactor *r)
+{
+	struct xfer_job *jobs;
+
+	pthread_mutex_lock(&r->lock);
+	jobs = r->head;
+	r->head = NULL;
+	r->tail = &r->head;
+	pthread_mutex_unlock(&r->lock);
+	return jobs;
+}
+
+static void run_jobs(struct xfer_reactor *r)
+{
+	struct xfer_job *j, *next;
+
+	for (j = take_all(r); j; j = next) {
+		next = j->next;
+		j->fn(j);
+	}
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t n;
+
+	(void)what;
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return;
+	run_jobs(arg);
+}
+
+static void on_safety(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	run_jobs(arg);
+}
+
+int xfer_reactor_init(struct xfer_reactor *r, struct event_base *base,
+		      const char *name)
+{
+	static const struct timeval safety = { 1, 0 };
+	int ret = -ENOMEM;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->tail = &r->head;
+	pthread_mutex_init(&r->lock, NULL);
+	r->owns_base = base == NULL;
+	r->base = base ? base : event_base_new();
+	if (!r->base)
+		goto err_lock;
+	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->wake_fd < 0) {
+		ret = -errno;
+		goto err_base;
+	}
+	r->wake_ev = event_new(r->base, r->wake_fd, EV_READ | EV_PERSIST,
+			       on_wake, r);
+	r->safety_ev = event_new(r->base, -1, EV_PERSIST, on_safety, r);
+	if (!r->wake_ev || !r->safety_ev || event_add(r->wake_ev, NULL) ||
+	    event_add(r->safety_ev, &safety))
+		goto err_events;
+	return 0;
+
+err_events:
+	if (r->wake_ev)
+		event_free(r->wake_ev);
+	if (r->safety_ev)
+		event_free(r->safety_ev);
+	close(r->wake_fd);
+err_base:
+	if (r->owns_base)
+		event_base_free(r->base);
+err_lock:
+	pthread_mutex_destroy(&r->lock);
+	return ret;
+}
+
+static void *reactor_main(void *arg)
+{
+	struct xfer_reactor *r = arg;
+
+	pthread_setname_np(pthread_self(), r->name);
+	event_base_loop(r->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+int xfer_reactor_start(struct xfer_reactor *r)
+{
+	int ret;
+
+	if (!r->owns_base)
+		return 0;
+	ret = pthread_create(&r->thread, NULL, reactor_main, r);
+	if (ret)
+		return -ret;
+	pthread_getcpuclockid(r->thread, &r->cpu_clock);
+	r->running = true;
+	return 0;
+}
+
+void xfer_reactor_post(struct xfer_reactor *r, struct xfer_job *j)
+{
+	uint64_t one = 1;
+	bool first;
+
+	j->next = NULL;
+	pthread_mutex_lock(&r->lock);
+	first = r->head == NULL;
+	*r->tail = j;
+	r->tail = &j->next;
+	pthread_mutex_unlock(&r->lock);
+	/* Only the first job of a drained queue needs a wakeup; should the
+	 * write fail, the safety timer runs the job. */
+	if (first) {
+		ssize_t n = write(r->wake_fd, &one, sizeof(one));
+		(void)n;
+	}
+}
+
+static void do_break(struct xfer_job *j)
+{
+	struct xfer_reactor *r = container_of(j, struct xfer_reactor, stop_job);
+
+	event_base_loopbreak(r->base);
+}
+
+void xfer_reactor_stop(struct xfer_reactor *r)
+{
+	if (r->running) {
+		r->stop_job.fn = do_break;
+		xfer_reactor_post(r, &r->stop_job);
+		pthread_join(r->thread, NULL);
+		r->running = false;
+	}
+	take_all(r);
+}
+
+void xfer_reactor_destroy(struct xfer_reactor *r)
+{
+	event_free(r->wake_ev);
+	event_free(r->safety_ev);
+	close(r->wake_fd);
+	if (r->owns_base)
+		event_base_free(r->base);
+	pthread_mutex_destroy(&r->lock);
+}
+
+double xfer_reactor_cpu_seconds(const struct xfer_reactor *r)
+{
+	struct timespec ts;
+
+	if (!r->running || clock_gettime(r->cpu_clock, &ts))
+		return 0;
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}

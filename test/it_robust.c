@@ -1,0 +1,699 @@
+/*
+ * Robustness against the network: garbage and hostile requests on the
+ * handshake port (PROTOCOL.md §1) and the TCP data port (§3), raw clients
+ * speaking the protocols by hand, and after each a good engine-to-engine
+ * transfer proving the engine still serves.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "desc_internal.h"
+#include "helpers.h"
+
+/* The target registers the first TB_REG bytes of a TB_BLOCK block; the
+ * rest (TAIL_FILL) lies just past the registered buffer. */
+#define TB_BLOCK (256u << 10)
+#define TB_REG (128u << 10)
+#define TAIL_FILL 0x5A
+#define CLOSE_MS 6000
+
+static struct {
+	struct xfer_engine *t;
+	uint8_t *tb;
+	uint16_t rpc_port, data_port;
+} F;
+
+static uint64_t tb_addr(size_t off)
+{
+	return (uintptr_t)F.tb + off;
+}
+
+static int setup(void **state)
+{
+	struct xfer_desc *d;
+
+	(void)state;
+	F.t = th_engine(1);
+	F.tb = th_alloc(TB_BLOCK);
+	memset(F.tb, 0, TB_REG);
+	memset(F.tb + TB_REG, TAIL_FILL, TB_BLOCK - TB_REG);
+	assert_int_equal(xfer_register(F.t, F.tb, TB_REG, "cpu:0", true), 0);
+	F.rpc_port = xfer_engine_rpc_port(F.t);
+	assert_int_equal(F.rpc_port, th_name_port(xfer_engine_name(F.t)));
+	d = th_fetch_desc(F.rpc_port);
+	assert_string_equal(d->name, xfer_engine_name(F.t));
+	assert_string_equal(d->protocol, "tcp");
+	assert_int_equal(d->tcp_proto_version, 2);
+	assert_int_equal(d->nbufs, 1);
+	assert_int_equal(d->bufs[0].addr, (uintptr_t)F.tb);
+	assert_int_equal(d->bufs[0].length, TB_REG);
+	assert_string_equal(d->bufs[0].name, "cpu:0");
+	assert_true(d->tcp_data_port != 0);
+	F.data_port = d->tcp_data_port;
+	xfer_desc_free(d);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	assert_int_equal(xfer_unregister(F.t, F.tb), 0);
+	xfer_engine_free(F.t);
+	free(F.tb);
+	return 0;
+}
+
+/*
+ * A fresh engine opens the target by name (a handshake) and WRITEs then
+ * READs 64 KiB + 1 at an odd offset; every byte is checked, and the bytes
+ * past the registered buffer are unchanged.
+ */
+static void good_transfer(void)
+{
+	enum { LEN = (64 << 10) + 1, OFF = 1001 };
+	static uint64_t seed = 1000;
+	struct xfer_engine *i = th_engine(1);
+	uint8_t *ib = th_alloc(2 * LEN);
+	uint64_t tr = 0;
+	int64_t seg;
+
+	seed++;
+	th_fill(ib, LEN, seed);
+	memset(ib + LEN, 0, LEN);
+	assert_int_equal(xfer_register(i, ib, 2 * LEN, "cpu:0", true), 0);
+	seg = xfer_segment_open(i, xfer_engine_name(F.t));
+	if (seg < 0)
+		fail_msg("open after the attack: %lld (%s)", (long long)seg,
+			 xfer_engine_last_error(i));
+	th_assert_status(th_xfer1(i, XFER_WRITE, ib, seg, tb_addr(OFF), LEN,
+				  &tr), XFER_COMPLETED);
+	assert_int_equal(tr, LEN);
+	assert_int_equal(th_check(F.tb + OFF, LEN, seed), -1);
+	th_assert_status(th_xfer1(i, XFER_READ, ib + LEN, seg, tb_addr(OFF),
+				  LEN, &tr), XFER_COMPLETED);
+	assert_int_equal(tr, LEN);
+	assert_int_equal(th_check(ib + LEN, LEN, seed), -1);
+	assert_int_equal(th_check_byte(F.tb + TB_REG, TB_BLOCK - TB_REG,
+				       TAIL_FILL), -1);
+	assert_int_equal(xfer_segment_close(i, seg), 0);
+	assert_int_equal(xfer_unregister(i, ib), 0);
+	xfer_engine_free(i);
+	free(ib);
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int k = 0; k < 8; k++)
+		p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* ---- (a) the handshake port ---- */
+
+/* Send @bytes to the handshake port: the server closes without a byte. */
+static void hs_expect_close(const void *bytes, size_t n)
+{
+	int fd = th_connect(F.rpc_port);
+	uint8_t got[64];
+	long r;
+
+	/* the server may close before reading all: a failed send is fine */
+	(void)th_send_all(fd, bytes, n);
+	r = th_recv_until_close(fd, got, sizeof(got), CLOSE_MS);
+	if (r != 0)
+		fail_msg("handshake server: %ld (bytes, or -errno) instead of a "
+			 "close without reply", r);
+	close(fd);
+}
+
+/* A frame: length @len_field, then @tail (type byte and body). */
+static void hs_expect_close_frame(uint64_t len_field, const void *tail,
+				  size_t n)
+{
+	uint8_t *f = malloc(8 + n);
+
+	assert_non_null(f);
+	put_le64(f, len_field);
+	memcpy(f + 8, tail, n);
+	hs_expect_close(f, 8 + n);
+	free(f);
+}
+
+struct hs_case {
+	const char *what;
+	uint64_t len_field;   /* UINT64_MAX: use the length of tail */
+	const char *tail;
+	size_t tail_len;
+};
+
+static void test_hs_garbage(void **state)
+{
+	const struct hs_case *c = *state;
+
+	if (c == NULL) { /* random bytes */
+		uint8_t junk[64];
+
+		th_fill(junk, sizeof(junk), 99);
+		hs_expect_close(junk, sizeof(junk));
+	} else {
+		hs_expect_close_frame(c->len_field == UINT64_MAX ?
+				      c->tail_len : c->len_field,
+				      c->tail, c->tail_len);
+	}
+	good_transfer();
+}
+
+#define TAIL(str) str, sizeof(str) - 1
+
+static const struct hs_case hs_len0 = { "length 0", 0, TAIL("\x01{}\n") };
+static const struct hs_case hs_len_big = { "length > 1 MiB",
+	(1u << 20) + 2, TAIL("\x01{}\n") };
+static const struct hs_case hs_len_huge = { "length 2^63",
+	1ull << 63, TAIL("\x01{}\n") };
+static const struct hs_case hs_type9 = { "type 9", UINT64_MAX,
+	TAIL("\x09{}\n") };
+static const struct hs_case hs_type80 = { "type 0x80", UINT64_MAX,
+	TAIL("\x80{}\n") };
+static const struct hs_case hs_type_ff = { "type 0xff", UINT64_MAX,
+	TAIL("\xff{}\n") };
+static const struct hs_case hs_bad_json = { "Metadata, malformed JSON",
+	UINT64_MAX, TAIL("\x01{\"name\":}\n") };
+static const struct hs_case hs_truncated_json = { "Probe, cut JSON",
+	UINT64_MAX, TAIL("\x03{\"a\":[1,\n") };
+static const struct hs_case hs_not_object = { "Probe, not an object",
+	UINT64_MAX, TAIL("\x03[]\n") };
+static const struct hs_case hs_two_objects = { "Metadata, two objects",
+	UINT64_MAX, TAIL("\x01{}{}\n") };
+
+/* A frame whose body never completes is closed after 5 s. */
+static void test_hs_slow_body(void **state)
+{
+	int fd = th_connect(F.rpc_port);
+	uint8_t f[8 + 11];
+	int64_t t0 = th_now_ms();
+	long r;
+
+	(void)state;
+	put_le64(f, 100);
+	memcpy(f + 8, "\x01{\"buffers\"", 11);
+	assert_int_equal(th_send_all(fd, f, sizeof(f)), 0);
+	r = th_recv_until_close(fd, NULL, 0, CLOSE_MS + 1000);
+	if (r != 0)
+		fail_msg("incomplete frame: %ld after %lld ms", r,
+			 (long long)(th_now_ms() - t0));
+	close(fd);
+	good_transfer();
+}
+
+static void test_hs_metadata(void **state)
+{
+	struct xfer_desc *d;
+
+	(void)state;
+	d = th_fetch_desc(F.rpc_port); /* checks type byte 1 and the close */
+	assert_string_equal(d->name, xfer_engine_name(F.t));
+	assert_int_equal(d->tcp_data_port, F.data_port);
+	assert_int_equal(d->nbufs, 1);
+	assert_int_equal(d->bufs[0].addr, (uintptr_t)F.tb);
+	assert_int_equal(d->bufs[0].length, TB_REG);
+	xfer_desc_free(d);
+
+	/* a request carrying the client's own descriptor is fine too */
+	{
+		static const char req[] =
+			"{\"buffers\":[],\"name\":\"127.0.0.1:1\","
+			"\"protocol\":\"tcp\",\"tcp_data_port\":1,"
+			"\"tcp_proto_version\":2}\n";
+		struct xfer_desc *d2 = NULL;
+		char err[256] = "";
+		size_t len;
+		char *json = th_hs_call(F.rpc_port, 1, req, &len);
+
+		assert_int_equal(xfer_desc_decode(json, len, &d2, err,
+						  sizeof(err)), 0);
+		assert_string_equal(d2->name, xfer_engine_name(F.t));
+		xfer_desc_free(d2);
+		free(json);
+	}
+	good_transfer();
+}
+
+static void test_hs_probe(void **state)
+{
+	size_t len;
+	char *json = th_hs_call(F.rpc_port, 3, "{}\n", &len);
+
+	(void)state;
+	assert_string_equal(json, "{\"status\":\"success\"}\n");
+	assert_int_equal(len, strlen(json));
+	free(json);
+	good_transfer();
+}
+
+static void test_hs_notify(void **state)
+{
+	struct xfer_hs_notify n = { 0 };
+	char err[256] = "";
+	size_t len;
+	char *json = th_hs_call(F.rpc_port, 2,
+				"{\"name\":\"peer\",\"notify_msg\":\"hi\"}\n",
+				&len);
+
+	(void)state;
+	assert_int_equal(json[len - 1], '\n');
+	if (xfer_hs_notify_decode(json, len, &n, err, sizeof(err)) != 0)
+		fail_msg("notify reply does not decode (%s): %s", err, json);
+	assert_string_equal(n.name, "");
+	assert_string_equal(n.notify_msg, "success");
+	xfer_hs_notify_clear(&n);
+	free(json);
+	good_transfer();
+}
+
+static const char conn_req[] =
+	"{\"local_gid\":\"\",\"local_lid\":0,\"local_nic_path\":\"x@mlx5_0\","
+	"\"payload\":\"\",\"peer_nic_path\":\"y@mlx5_0\",\"qp_num\":[],"
+	"\"ready_ack\":false,\"reply_msg\":\"\"}\n";
+
+static void test_hs_connection_typed(void **state)
+{
+	struct xfer_hs_conn c = { 0 };
+	char err[256] = "";
+	size_t len;
+	char *json = th_hs_call(F.rpc_port, 0, conn_req, &len);
+
+	(void)state;
+	if (xfer_hs_conn_decode(json, len, &c, err, sizeof(err)) != 0)
+		fail_msg("connection reply does not decode (%s): %s", err, json);
+	xfer_hs_conn_clear(&c);
+	free(json);
+	good_transfer();
+}
+
+/* A legacy frame (no type byte, body starts with '{') is a Connection and
+ * is answered with an untyped frame. */
+static void test_hs_legacy(void **state)
+{
+	int fd = th_connect(F.rpc_port);
+	struct xfer_hs_conn c = { 0 };
+	char err[256] = "";
+	char *body = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(th_hs_send(fd, -1, conn_req, strlen(conn_req)), 0);
+	assert_int_equal(th_hs_recv(fd, &body, &len, CLOSE_MS), 0);
+	assert_true(len > 0);
+	assert_int_equal(body[0], '{');
+	if (xfer_hs_conn_decode(body, len, &c, err, sizeof(err)) != 0)
+		fail_msg("legacy reply does not decode (%s): %s", err, body);
+	xfer_hs_conn_clear(&c);
+	assert_int_equal(th_recv_until_close(fd, NULL, 0, CLOSE_MS), 0);
+	close(fd);
+	free(body);
+	good_transfer();
+}
+
+/* Many raw connections stay open and idle (nothing, a partial length, a
+ * partial body) while a good peer opens the engine and transfers. */
+static void test_hs_many_idle(void **state)
+{
+	enum { N = 48 };
+	int fds[N];
+	uint8_t partial[8 + 5];
+
+	(void)state;
+	put_le64(partial, 200);
+	memcpy(partial + 8, "\x01{\"na", 5);
+	for (int k = 0; k < N; k++) {
+		fds[k] = th_connect(F.rpc_port);
+		if (k % 3 == 1)
+			assert_int_equal(th_send_all(fds[k], partial, 3), 0);
+		else if (k % 3 == 2)
+			assert_int_equal(th_send_all(fds[k], partial,
+						     sizeof(partial)), 0);
+	}
+	good_transfer();
+	{
+		size_t len;
+		char *json = th_hs_call(F.rpc_port, 3, "{}\n", &len);
+
+		assert_string_equal(json, "{\"status\":\"success\"}\n");
+		free(json);
+	}
+	for (int k = 0; k < N; k++)
+		close(fds[k]);
+	good_transfer();
+}
+
+/* ---- the TCP data port ---- */
+
+#define OP_V2 0x80
+#define OP_WRITE 1
+#define OP_READ 0
+
+static const uint8_t status_ok[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
+static const uint8_t status_refused[8] = { 1, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
+
+static void data_header(uint8_t h[24], uint64_t size, uint64_t addr,
+			uint8_t opcode, uint8_t pad)
+{
+	put_le64(h, size);
+	put_le64(h + 8, addr);
+	h[16] = opcode;
+	memset(h + 17, pad, 7);
+}
+
+/* Send a header (and @payload_len bytes of @payload, if any) on a fresh
+ * connection; @return everything the server sent before closing. */
+static long data_refused(uint64_t size, uint64_t addr, uint8_t opcode,
+			 const void *payload, size_t payload_len,
+			 uint8_t *got, size_t cap)
+{
+	int fd = th_connect(F.data_port);
+	uint8_t *msg = malloc(24 + payload_len);
+	long r;
+
+	assert_non_null(msg);
+	data_header(msg, size, addr, opcode, 0);
+	if (payload_len)
+		memcpy(msg + 24, payload, payload_len);
+	(void)th_send_all(fd, msg, 24 + payload_len);
+	r = th_recv_until_close(fd, got, cap, CLOSE_MS);
+	close(fd);
+	free(msg);
+	return r;
+}
+
+/* A v2 request outside the buffers gets status 1, then EOF. */
+static void expect_v2_refused(const char *what, uint64_t size, uint64_t addr,
+			      uint8_t opcode, const void *payload,
+			      size_t payload_len)
+{
+	uint8_t got[64] = { 0 };
+	long r = data_refused(size, addr, OP_V2 | opcode, payload, payload_len,
+			      got, sizeof(got));
+
+	if (r != 8 || memcmp(got, status_refused, 8) != 0)
+		fail_msg("%s: %ld bytes (or -errno) instead of status 1 "
+			 "then EOF; first: %02x %02x %02x %02x %02x %02x "
+			 "%02x %02x", what, r, got[0], got[1], got[2], got[3],
+			 got[4], got[5], got[6], got[7]);
+}
+
+/* A v1 request outside the buffers is closed without a byte. */
+static void expect_v1_closed(const char *what, uint64_t size, uint64_t addr,
+			     uint8_t opcode, const void *payload,
+			     size_t payload_len)
+{
+	uint8_t got[64];
+	long r = data_refused(size, addr, opcode, payload, payload_len, got,
+			      sizeof(got));
+
+	if (r != 0)
+		fail_msg("%s: %ld bytes (or -errno) instead of a close", what, r);
+}
+
+static void test_data_garbage(void **state)
+{
+	uint8_t junk[64], ff[24];
+	int idle[4];
+	long r;
+
+	(void)state;
+	/* random bytes (byte 16 says v1 READ): closed without a byte */
+	th_fill(junk, sizeof(junk), 123);
+	junk[16] = 0x00;
+	{
+		int fd = th_connect(F.data_port);
+
+		(void)th_send_all(fd, junk, sizeof(junk));
+		r = th_recv_until_close(fd, NULL, 0, CLOSE_MS);
+		if (r != 0)
+			fail_msg("random bytes: %ld instead of a close", r);
+		close(fd);
+	}
+	/* random bytes as a v1 WRITE */
+	junk[16] = 0x01;
+	{
+		int fd = th_connect(F.data_port);
+
+		(void)th_send_all(fd, junk, sizeof(junk));
+		r = th_recv_until_close(fd, NULL, 0, CLOSE_MS);
+		if (r != 0)
+			fail_msg("random v1 WRITE: %ld instead of a close", r);
+		close(fd);
+	}
+	/* all ones: a v2 READ of 2^64-1 bytes at 2^64-1 */
+	memset(ff, 0xff, sizeof(ff));
+	{
+		int fd = th_connect(F.data_port);
+		uint8_t got[16];
+
+		assert_int_equal(th_send_all(fd, ff, sizeof(ff)), 0);
+		r = th_recv_until_close(fd, got, sizeof(got), CLOSE_MS);
+		if (r != 8 || memcmp(got, status_refused, 8) != 0)
+			fail_msg("all-ones header: %ld bytes instead of status 1",
+				 r);
+		close(fd);
+	}
+	/* idle data connections (one with half a header) while a good
+	 * transfer runs */
+	for (int k = 0; k < 4; k++) {
+		idle[k] = th_connect(F.data_port);
+		if (k % 2)
+			assert_int_equal(th_send_all(idle[k], ff, 10), 0);
+	}
+	assert_int_equal(th_check_byte(F.tb + TB_REG, TB_BLOCK - TB_REG,
+				       TAIL_FILL), -1);
+	good_transfer();
+	for (int k = 0; k < 4; k++)
+		close(idle[k]);
+	good_transfer();
+}
+
+static void test_data_v2_read_outside(void **state)
+{
+	(void)state;
+	expect_v2_refused("READ just past the buffer", 16, tb_addr(TB_REG),
+			  OP_READ, NULL, 0);
+	expect_v2_refused("READ at 0x1000", 16, 0x1000, OP_READ, NULL, 0);
+	expect_v2_refused("READ over the end", 16, tb_addr(TB_REG - 8),
+			  OP_READ, NULL, 0);
+	expect_v2_refused("READ over the start", 16, tb_addr(0) - 8, OP_READ,
+			  NULL, 0);
+	expect_v2_refused("READ of 0 bytes", 0, tb_addr(0), OP_READ, NULL, 0);
+	expect_v2_refused("READ of 2^64-1 bytes", UINT64_MAX, tb_addr(0),
+			  OP_READ, NULL, 0);
+	expect_v2_refused("READ wrapping around", 64, UINT64_MAX - 31,
+			  OP_READ, NULL, 0);
+	expect_v2_refused("READ of the whole block", TB_BLOCK, tb_addr(0),
+			  OP_READ, NULL, 0);
+	good_transfer();
+}
+
+static void test_data_v2_write_outside(void **state)
+{
+	uint8_t payload[16];
+
+	(void)state;
+	memset(payload, 0xEE, sizeof(payload));
+	memset(F.tb + TB_REG - 64, 0x11, 64);
+	expect_v2_refused("WRITE just past the buffer", 16, tb_addr(TB_REG),
+			  OP_WRITE, payload, sizeof(payload));
+	expect_v2_refused("WRITE over the end", 16, tb_addr(TB_REG - 8),
+			  OP_WRITE, payload, sizeof(payload));
+	expect_v2_refused("WRITE at 0x1000", 16, 0x1000, OP_WRITE, payload,
+			  sizeof(payload));
+	expect_v2_refused("WRITE of 0 bytes", 0, tb_addr(0), OP_WRITE, NULL, 0);
+	expect_v2_refused("WRITE of 2^64-1 bytes", UINT64_MAX, tb_addr(16),
+			  OP_WRITE, payload, sizeof(payload));
+	/* not a byte written: not past the buffer, not its last bytes */
+	assert_int_equal(th_check_byte(F.tb + TB_REG, TB_BLOCK - TB_REG,
+				       TAIL_FILL), -1);
+	assert_int_equal(th_check_byte(F.tb + TB_REG - 64, 64, 0x11), -1);
+	good_transfer();
+}
+
+static void test_data_v1_outside(void **state)
+{
+	uint8_t payload[16];
+
+	(void)state;
+	memset(payload, 0xEE, sizeof(payload));
+	memset(F.tb + TB_REG - 64, 0x11, 64);
+	expect_v1_closed("v1 READ just past the buffer", 16, tb_addr(TB_REG),
+			 OP_READ, NULL, 0);
+	expect_v1_closed("v1 READ at 0x1000", 16, 0x1000, OP_READ, NULL, 0);
+	expect_v1_closed("v1 WRITE just past the buffer", 16,
+			 tb_addr(TB_REG), OP_WRITE, payload, sizeof(payload));
+	expect_v1_closed("v1 WRITE over the end", 16, tb_addr(TB_REG - 8),
+			 OP_WRITE, payload, sizeof(payload));
+	assert_int_equal(th_check_byte(F.tb + TB_REG, TB_BLOCK - TB_REG,
+				       TAIL_FILL), -1);
+	assert_int_equal(th_check_byte(F.tb + TB_REG - 64, 64, 0x11), -1);
+	good_transfer();
+}
+
+/* v2 inside a buffer: status 0 then exactly the bytes; requests follow
+ * one another on one connection; padding is ignored. */
+static void test_data_v2_inside(void **state)
+{
+	enum { RLEN = 100000, ROFF = 777, WLEN = 5000, WOFF = 120000 };
+	int fd = th_connect(F.data_port);
+	uint8_t h[24], st[8];
+	uint8_t *got = malloc(RLEN), *wdata = malloc(WLEN);
+
+	(void)state;
+	assert_non_null(got);
+	assert_non_null(wdata);
+	th_fill(F.tb + ROFF, RLEN, 31);
+	memset(F.tb + WOFF - 16, 0x22, WLEN + 32);
+	th_fill(wdata, WLEN, 32);
+
+	/* READ, garbage in the padding */
+	data_header(h, RLEN, tb_addr(ROFF), OP_V2 | OP_READ, 0xEE);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_recv_all(fd, st, 8, CLOSE_MS), 8);
+	assert_memory_equal(st, status_ok, 8);
+	assert_int_equal(th_recv_all(fd, got, RLEN, CLOSE_MS), RLEN);
+	assert_int_equal(th_check(got, RLEN, 31), -1);
+
+	/* WRITE on the same connection: status 0 once it is in memory */
+	data_header(h, WLEN, tb_addr(WOFF), OP_V2 | OP_WRITE, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_send_all(fd, wdata, WLEN), 0);
+	assert_int_equal(th_recv_all(fd, st, 8, CLOSE_MS), 8);
+	assert_memory_equal(st, status_ok, 8);
+	assert_int_equal(th_check(F.tb + WOFF, WLEN, 32), -1);
+	assert_int_equal(th_check_byte(F.tb + WOFF - 16, 16, 0x22), -1);
+	assert_int_equal(th_check_byte(F.tb + WOFF + WLEN, 16, 0x22), -1);
+
+	/* READ it back, opcode 0x85: low bits other than 1 mean READ */
+	data_header(h, WLEN, tb_addr(WOFF), 0x85, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_recv_all(fd, st, 8, CLOSE_MS), 8);
+	assert_memory_equal(st, status_ok, 8);
+	assert_int_equal(th_recv_all(fd, got, WLEN, CLOSE_MS), WLEN);
+	assert_int_equal(th_check(got, WLEN, 32), -1);
+
+	/* the last byte of the buffer, exactly */
+	F.tb[TB_REG - 1] = 0x9C;
+	data_header(h, 1, tb_addr(TB_REG - 1), OP_V2 | OP_READ, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_recv_all(fd, st, 8, CLOSE_MS), 8);
+	assert_memory_equal(st, status_ok, 8);
+	assert_int_equal(th_recv_all(fd, got, 1, CLOSE_MS), 1);
+	assert_int_equal(got[0], 0x9C);
+
+	/* nothing more comes: our EOF ends the connection */
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	assert_int_equal(th_recv_until_close(fd, NULL, 0, CLOSE_MS), 0);
+	close(fd);
+	free(got);
+	free(wdata);
+	good_transfer();
+}
+
+/* v1 inside a buffer: the bytes with no status frame. */
+static void test_data_v1_inside(void **state)
+{
+	enum { RLEN = (64 << 10) + 1, ROFF = 333, WLEN = 3000, WOFF = 90000 };
+	int fd = th_connect(F.data_port);
+	uint8_t h[24];
+	uint8_t *got = malloc(RLEN), *wdata = malloc(WLEN);
+
+	(void)state;
+	assert_non_null(got);
+	assert_non_null(wdata);
+	th_fill(F.tb + ROFF, RLEN, 41);
+	th_fill(wdata, WLEN, 42);
+	memset(F.tb + WOFF, 0, WLEN);
+
+	data_header(h, RLEN, tb_addr(ROFF), OP_READ, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_recv_all(fd, got, RLEN, CLOSE_MS), RLEN);
+	assert_int_equal(th_check(got, RLEN, 41), -1);
+
+	data_header(h, WLEN, tb_addr(WOFF), OP_WRITE, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_send_all(fd, wdata, WLEN), 0);
+
+	/* the READ after it sees the WRITE (one request after another) */
+	data_header(h, WLEN, tb_addr(WOFF), OP_READ, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_recv_all(fd, got, WLEN, CLOSE_MS), WLEN);
+	assert_int_equal(th_check(got, WLEN, 42), -1);
+	assert_int_equal(th_check(F.tb + WOFF, WLEN, 42), -1);
+
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	assert_int_equal(th_recv_until_close(fd, NULL, 0, CLOSE_MS), 0);
+	close(fd);
+	free(got);
+	free(wdata);
+	good_transfer();
+}
+
+/* A refused request ends its connection, not the others. */
+static void test_data_refusal_is_per_connection(void **state)
+{
+	int good = th_connect(F.data_port);
+	uint8_t h[24], st[8], got[32];
+
+	(void)state;
+	th_fill(F.tb + 64, 32, 51);
+	expect_v2_refused("READ past the buffer", 16, tb_addr(TB_REG), OP_READ,
+			  NULL, 0);
+	data_header(h, 32, tb_addr(64), OP_V2 | OP_READ, 0);
+	assert_int_equal(th_send_all(good, h, 24), 0);
+	assert_int_equal(th_recv_all(good, st, 8, CLOSE_MS), 8);
+	assert_memory_equal(st, status_ok, 8);
+	assert_int_equal(th_recv_all(good, got, 32, CLOSE_MS), 32);
+	assert_int_equal(th_check(got, 32, 51), -1);
+	close(good);
+	good_transfer();
+}
+
+/* One garbage case as a test of its own name. */
+#define HS_CASE(name, c) { name, test_hs_garbage, NULL, NULL, (void *)(c) }
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hs_metadata),
+		cmocka_unit_test(test_hs_probe),
+		cmocka_unit_test(test_hs_notify),
+		cmocka_unit_test(test_hs_connection_typed),
+		cmocka_unit_test(test_hs_legacy),
+		HS_CASE("test_hs_random_bytes", NULL),
+		HS_CASE("test_hs_length_0", &hs_len0),
+		HS_CASE("test_hs_length_over_1MiB", &hs_len_big),
+		HS_CASE("test_hs_length_2e63", &hs_len_huge),
+		HS_CASE("test_hs_type_9", &hs_type9),
+		HS_CASE("test_hs_type_0x80", &hs_type80),
+		HS_CASE("test_hs_type_0xff", &hs_type_ff),
+		HS_CASE("test_hs_metadata_bad_json", &hs_bad_json),
+		HS_CASE("test_hs_probe_cut_json", &hs_truncated_json),
+		HS_CASE("test_hs_probe_not_object", &hs_not_object),
+		HS_CASE("test_hs_metadata_two_objects", &hs_two_objects),
+		cmocka_unit_test(test_hs_slow_body),
+		cmocka_unit_test(test_hs_many_idle),
+		cmocka_unit_test(test_data_garbage),
+		cmocka_unit_test(test_data_v2_read_outside),
+		cmocka_unit_test(test_data_v2_write_outside),
+		cmocka_unit_test(test_data_v1_outside),
+		cmocka_unit_test(test_data_v2_inside),
+		cmocka_unit_test(test_data_v1_inside),
+		cmocka_unit_test(test_data_refusal_is_per_connection),
+	};
+
+	return cmocka_run_group_tests_name("robust", tests, setup, teardown);
+}

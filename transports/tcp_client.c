@@ -1,0 +1,429 @@
+/*
+ * TCP transport, initiator side: one persistent connection per (peer,
+ * index), owned by a worker reactor. Slices arrive from any thread in an
+ * inbox; the reactor writes their headers and payloads with gathered
+ * sendmsg, and reads the in-order replies (status frames, READ payloads)
+ * with scattered recvmsg straight into the slices' memory.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "tcp_internal.h"
+
+#define SEND_MAX (4u << 20) /* bytes per sendmsg */
+
+/* Per-slice state, in the slice's transport scratch space. */
+struct tcp_slice {
+	uint8_t hdr[TCP_HDR_LEN];
+	uint64_t status;
+	uint32_t status_got;
+	uint32_t data_got;
+};
+_Static_assert(sizeof(struct tcp_slice) <= sizeof(((struct xfer_slice *)0)->tp),
+	       "tcp slice state does not fit");
+
+struct slice_queue {
+	struct xfer_slice *head, **tail;
+};
+
+struct tcp_conn {
+	struct xfer_transport *t;
+	struct tcp_peer *peer;
+	struct xfer_reactor *r;
+
+	pthread_mutex_t lock;          /* inbox and kicked: any thread */
+	struct slice_queue inbox;
+	bool kicked;
+	struct xfer_job kick_job;
+
+	/* Owned by the reactor. */
+	int fd;                        /* -1: not connected */
+	bool connecting, writing;
+	struct event *rev, *wev, *timer;
+	struct slice_queue sendq;      /* head may be partly sent */
+	size_t sent;                   /* bytes of sendq's head sent */
+	struct slice_queue waitq;      /* sent, awaiting the reply */
+};
+
+static struct tcp_slice *ts(struct xfer_slice *s)
+{
+	return (struct tcp_slice *)s->tp.bytes;
+}
+
+static void q_init(struct slice_queue *q)
+{
+	q->head = NULL;
+	q->tail = &q->head;
+}
+
+static void q_push(struct slice_queue *q, struct xfer_slice *s)
+{
+	s->next = NULL;
+	*q->tail = s;
+	q->tail = &s->next;
+}
+
+static struct xfer_slice *q_pop(struct slice_queue *q)
+{
+	struct xfer_slice *s = q->head;
+
+	q->head = s->next;
+	if (!q->head)
+		q->tail = &q->head;
+	return s;
+}
+
+/* Report every slice of @p q with @p st and empty it. */
+static void q_fail(struct slice_queue *q, enum xfer_status st)
+{
+	while (q->head)
+		xfer_slice_done(q_pop(q), st);
+}
+
+static size_t wire_len(struct xfer_slice *s)
+{
+	return TCP_HDR_LEN + (s->opcode == XFER_WRITE ? s->len : 0);
+}
+
+static void close_socket(struct tcp_conn *c)
+{
+	if (c->rev)
+		event_free(c->rev);
+	if (c->wev)
+		event_free(c->wev);
+	c->rev = c->wev = NULL;
+	if (c->timer)
+		event_del(c->timer);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->connecting = c->writing = false;
+	c->sent = 0;
+}
+
+/* The connection broke: every slice on it ends with @p st; the next
+ * submit reconnects. */
+static void conn_fail(struct tcp_conn *c, enum xfer_status st)
+{
+	close_socket(c);
+	q_fail(&c->waitq, st);
+	q_fail(&c->sendq, st);
+}
+
+static void set_writing(struct tcp_conn *c, bool w)
+{
+	if (c->writing != w) {
+		c->writing = w;
+		if (w)
+			event_add(c->wev, NULL);
+		else
+			event_del(c->wev);
+	}
+}
+
+/* Progress was made: restart the transfer timeout, or stop it if idle. */
+static void touch(struct tcp_conn *c)
+{
+	uint32_t ms = c->t->e->cfg.transfer_timeout_ms;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (!c->waitq.head && !c->sendq.head)
+		event_del(c->timer);
+	else if (ms)
+		event_add(c->timer, &tv);
+}
+
+static int conn_send(struct tcp_conn *c)
+{
+	struct iovec iov[TCP_IOV_MAX];
+	struct msghdr msg = { .msg_iov = iov };
+	struct xfer_slice *s;
+	size_t off = c->sent, bytes = 0;
+	ssize_t n;
+	int k = 0;
+
+	while (c->sendq.head) {
+		k = 0;
+		bytes = 0;
+		off = c->sent;
+		for (s = c->sendq.head; s && k < TCP_IOV_MAX - 1 &&
+		     bytes < SEND_MAX; s = s->next, off = 0) {
+			if (off < TCP_HDR_LEN) {
+				iov[k].iov_base = ts(s)->hdr + off;
+				iov[k++].iov_len = TCP_HDR_LEN - off;
+				off = TCP_HDR_LEN;
+			}
+			if (s->opcode == XFER_WRITE) {
+				iov[k].iov_base = (uint8_t *)s->local +
+						  (off - TCP_HDR_LEN);
+				iov[k++].iov_len = s->len - (off - TCP_HDR_LEN);
+			}
+			bytes += wire_len(s);
+		}
+		msg.msg_iovlen = k;
+		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN)
+				break;
+			return -1;
+		}
+		/* Slices fully on the wire move to the reply queue. */
+		while (c->sendq.head &&
+		       (size_t)n >= wire_len(c->sendq.head) - c->sent) {
+			n -= wire_len(c->sendq.head) - c->sent;
+			c->sent = 0;
+			s = q_pop(&c->sendq);
+			if (c->peer->version == 1 && s->opcode == XFER_WRITE)
+				xfer_slice_done(s, XFER_COMPLETED); /* no reply */
+			else
+				q_push(&c->waitq, s);
+		}
+		c->sent += n;
+	}
+	set_writing(c, c->sendq.head != NULL);
+	touch(c);
+	return 0;
+}
+
+/* Is the reply for @p s complete? A refused status also counts. */
+static bool reply_done(struct tcp_conn *c, struct xfer_slice *s)
+{
+	if (c->peer->version == 2 && ts(s)->status_got < 8)
+		return false;
+	if (c->peer->version == 2 && ts(s)->status != TCP_STATUS_OK)
+		return true;
+	return s->opcode == XFER_WRITE || ts(s)->data_got == s->len;
+}
+
+static int conn_recv(struct tcp_conn *c)
+{
+	struct iovec iov[TCP_IOV_MAX];
+	struct msghdr msg = { .msg_iov = iov };
+	bool v2 = c->peer->version == 2;
+	struct xfer_slice *s;
+	ssize_t n;
+	int k;
+
+	for (;;) {
+		k = 0;
+		for (s = c->waitq.head; s && k < TCP_IOV_MAX - 1; s = s->next) {
+			struct tcp_slice *x = ts(s);
+
+			if (v2 && x->status_got < 8) {
+				iov[k].iov_base = (uint8_t *)&x->status +
+						  x->status_got;
+				iov[k++].iov_len = 8 - x->status_got;
+			}
+			if (s->opcode == XFER_READ) {
+				iov[k].iov_base = (uint8_t *)s->local + x->data_got;
+				iov[k++].iov_len = s->len - x->data_got;
+			}
+		}
+		if (k == 0) {
+			/* Nothing expected: EOF or junk both end the socket. */
+			char junk;
+
+			n = recv(c->fd, &junk, 1, 0);
+			if (n < 0 && errno == EAGAIN)
+				return 0;
+			return -1;
+		}
+		msg.msg_iovlen = k;
+		n = recvmsg(c->fd, &msg, 0);
+		if (n == 0)
+			return -1;
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -1;
+		/* Hand the bytes out in the order the iovecs were built. */
+		for (s = c->waitq.head; n > 0; s = s->next) {
+			struct tcp_slice *x = ts(s);
+
+			if (v2 && x->status_got < 8) {
+				size_t m = 8 - x->status_got;
+
+				m = (size_t)n < m ? (size_t)n : m;
+				x->status_got += m;
+				n -= m;
+			}
+			if (s->opcode == XFER_READ && n > 0) {
+				size_t m = s->len - x->data_got;
+
+				m = (size_t)n < m ? (size_t)n : m;
+				x->data_got += m;
+				n -= m;
+			}
+		}
+		while (c->waitq.head && reply_done(c, c->waitq.head)) {
+			s = q_pop(&c->waitq);
+			if (v2 && ts(s)->status != TCP_STATUS_OK) {
+				xfer_slice_done(s, XFER_FAILED);
+				return -1; /* the peer closes after a refusal */
+			}
+			xfer_slice_done(s, XFER_COMPLETED);
+		}
+		touch(c);
+	}
+}
+
+static void on_io(evutil_socket_t fd, short what, void *arg);
+
+static void on_connected(struct tcp_conn *c)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
+		xfer_log(XFER_LOG_WARN, "tcp: connect: %s", strerror(err));
+		conn_fail(c, XFER_FAILED);
+		return;
+	}
+	c->connecting = false;
+	event_add(c->rev, NULL);
+}
+
+static void on_io(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcp_conn *c = arg;
+
+	(void)fd;
+	if (c->connecting) {
+		on_connected(c);
+		if (c->fd < 0)
+			return;
+	}
+	if (((what & EV_READ) && conn_recv(c)) ||
+	    ((what & EV_WRITE) && conn_send(c)))
+		conn_fail(c, XFER_FAILED);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	xfer_log(XFER_LOG_WARN, "tcp: no progress within the transfer timeout");
+	conn_fail(arg, XFER_TIMEOUT);
+}
+
+static int conn_connect(struct tcp_conn *c)
+{
+	int one = 1;
+
+	c->fd = socket(c->peer->addr.ss_family,
+		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return -1;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->rev = event_new(c->r->base, c->fd, EV_READ | EV_PERSIST, on_io, c);
+	c->wev = event_new(c->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
+	if (!c->rev || !c->wev)
+		return -1;
+	if (connect(c->fd, (struct sockaddr *)&c->peer->addr,
+		    c->peer->addrlen) == 0) {
+		event_add(c->rev, NULL);
+		return 0;
+	}
+	if (errno != EINPROGRESS)
+		return -1;
+	c->connecting = true;
+	set_writing(c, true);
+	return 0;
+}
+
+static void conn_kick(struct xfer_job *j)
+{
+	struct tcp_conn *c = container_of(j, struct tcp_conn, kick_job);
+	struct slice_queue in;
+
+	pthread_mutex_lock(&c->lock);
+	in = c->inbox;
+	q_init(&c->inbox);
+	c->kicked = false;
+	pthread_mutex_unlock(&c->lock);
+	if (!in.head)
+		return;
+	*c->sendq.tail = in.head;
+	c->sendq.tail = in.tail;
+	if (c->fd < 0 && conn_connect(c)) {
+		xfer_log(XFER_LOG_WARN, "tcp: connect: %s", strerror(errno));
+		conn_fail(c, XFER_FAILED);
+		return;
+	}
+	touch(c);
+	if (!c->connecting && conn_send(c))
+		conn_fail(c, XFER_FAILED);
+}
+
+void tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s, size_t n)
+{
+	uint8_t op = (c->peer->version == 2 ? TCP_OP_V2 : 0);
+	bool kick;
+
+	for (size_t i = 0; i < n; i++) {
+		struct tcp_slice *x = ts(&s[i]);
+		uint64_t len = s[i].len;
+
+		memset(x, 0, sizeof(*x));
+		memcpy(x->hdr, &len, 8);
+		memcpy(x->hdr + 8, &s[i].remote, 8);
+		x->hdr[16] = op | (s[i].opcode == XFER_WRITE ? TCP_OP_WRITE : 0);
+		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
+	}
+	pthread_mutex_lock(&c->lock);
+	*c->inbox.tail = s;
+	c->inbox.tail = &s[n - 1].next;
+	kick = !c->kicked;
+	c->kicked = true;
+	pthread_mutex_unlock(&c->lock);
+	if (kick)
+		xfer_reactor_post(c->r, &c->kick_job);
+}
+
+struct tcp_conn *tcp_conn_new(struct xfer_transport *t, struct tcp_peer *p)
+{
+	struct tcp_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->t = t;
+	c->peer = p;
+	c->fd = -1;
+	c->r = xfer_engine_worker(t->e);
+	c->timer = evtimer_new(c->r->base, on_timeout, c);
+	if (!c->timer) {
+		free(c);
+		return NULL;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	q_init(&c->inbox);
+	q_init(&c->sendq);
+	q_init(&c->waitq);
+	c->kick_job.fn = conn_kick;
+	return c;
+}
+
+/* With the reactors stopped: slices on the wire fail, the rest were never
+ * sent and are canceled. */
+void tcp_conn_free(struct tcp_conn *c)
+{
+	struct xfer_slice *head = c->sendq.head;
+
+	if (head && c->sent) {
+		q_pop(&c->sendq);
+		xfer_slice_done(head, XFER_FAILED);
+	}
+	close_socket(c);
+	q_fail(&c->waitq, XFER_FAILED);
+	q_fail(&c->sendq, XFER_CANCELED);
+	q_fail(&c->inbox, XFER_CANCELED);
+	event_free(c->timer);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
