@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "desc_internal.h"
@@ -642,6 +643,30 @@ static void test_data_v1_inside(void **state)
 	good_transfer();
 }
 
+/* A client may half-close after its last WRITE: the status frame of that
+ * WRITE still comes, then EOF. */
+static void test_data_v2_write_then_half_close(void **state)
+{
+	enum { WLEN = 3000, WOFF = 50000 };
+	int fd = th_connect(F.data_port);
+	uint8_t msg[24 + WLEN], got[16];
+	long r;
+
+	(void)state;
+	memset(F.tb + WOFF, 0, WLEN);
+	data_header(msg, WLEN, tb_addr(WOFF), OP_V2 | OP_WRITE, 0);
+	th_fill(msg + 24, WLEN, 71);
+	assert_int_equal(th_send_all(fd, msg, sizeof(msg)), 0);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	r = th_recv_until_close(fd, got, sizeof(got), CLOSE_MS);
+	assert_int_equal(th_check(F.tb + WOFF, WLEN, 71), -1);
+	if (r != 8 || memcmp(got, status_ok, 8) != 0)
+		fail_msg("WRITE then half-close: %ld bytes (or -errno) instead "
+			 "of status 0 then EOF", r);
+	close(fd);
+	good_transfer();
+}
+
 /* A refused request ends its connection, not the others. */
 static void test_data_refusal_is_per_connection(void **state)
 {
@@ -659,6 +684,151 @@ static void test_data_refusal_is_per_connection(void **state)
 	assert_int_equal(th_recv_all(good, got, 32, CLOSE_MS), 32);
 	assert_int_equal(th_check(got, 32, 51), -1);
 	close(good);
+	good_transfer();
+}
+
+/* ---- unregistering memory a peer is using ---- */
+
+/*
+ * xfer_register: "it must stay mapped until xfer_unregister()", so once
+ * xfer_unregister() returns 0 the engine must not touch the memory again,
+ * also not for a peer's request that started before. (Returning -EBUSY
+ * while a peer's request is in progress is acceptable too.)
+ */
+#define BIG (32u << 20)
+#define MARK 0xEE
+
+static void set_send_timeout(int fd, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv,
+				    sizeof(tv)), 0);
+}
+
+static void test_unregister_during_remote_read(void **state)
+{
+	uint8_t *big = th_alloc(BIG), *ref = th_alloc(BIG);
+	uint8_t *chunk = malloc(1u << 20);
+	int fd = th_connect(F.data_port);
+	uint8_t h[24], st[8];
+	size_t got = 0, bad_at = SIZE_MAX;
+	int ret;
+
+	(void)state;
+	assert_non_null(chunk);
+	th_fill(ref, BIG, 61);
+	memcpy(big, ref, BIG);
+	assert_int_equal(xfer_register(F.t, big, BIG, "cpu:0", true), 0);
+
+	/* a READ of all of it; take the status and the first MiB: the rest
+	 * cannot fit in the socket buffers, so the server is mid-request */
+	data_header(h, BIG, (uintptr_t)big, OP_V2 | OP_READ, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_recv_all(fd, st, 8, CLOSE_MS), 8);
+	assert_memory_equal(st, status_ok, 8);
+	assert_int_equal(th_recv_all(fd, chunk, 1u << 20, CLOSE_MS), 1u << 20);
+	assert_memory_equal(chunk, ref, 1u << 20);
+	got = 1u << 20;
+
+	ret = xfer_unregister(F.t, big);
+	if (ret == 0)
+		memset(big, MARK, BIG); /* the application reuses its memory */
+	else
+		assert_int_equal(ret, -EBUSY);
+
+	/* whatever still comes must be the bytes from before */
+	while (got < BIG) {
+		size_t want = BIG - got < (1u << 20) ? BIG - got : (1u << 20);
+		long n = th_recv_all(fd, chunk, want, CLOSE_MS);
+
+		assert_true(n >= 0);
+		if (bad_at == SIZE_MAX && memcmp(chunk, ref + got, (size_t)n))
+			for (long k = 0; k < n; k++)
+				if (chunk[k] != ref[got + k]) {
+					bad_at = got + (size_t)k;
+					break;
+				}
+		got += (size_t)n;
+		if ((size_t)n < want)
+			break; /* closed */
+	}
+	close(fd);
+	if (bad_at != SIZE_MAX)
+		fail_msg("xfer_unregister returned %d while a peer's READ was "
+			 "in progress; the peer then got memory written after "
+			 "it (first changed byte at offset %zu of %u; %zu bytes "
+			 "sent in all)", ret, bad_at, BIG, got);
+	if (ret != 0)
+		assert_int_equal(xfer_unregister(F.t, big), 0);
+	free(chunk);
+	free(ref);
+	free(big);
+	good_transfer();
+}
+
+static void test_unregister_during_remote_write(void **state)
+{
+	uint8_t *big = th_alloc(BIG), *payload = th_alloc(BIG);
+	volatile uint8_t *probe = big;
+	int fd = th_connect(F.data_port);
+	const size_t first = 1u << 20;
+	uint8_t h[24], st[8];
+	int64_t end;
+	long r;
+	int ret, sret;
+
+	(void)state;
+	memset(big, 0, BIG);
+	th_fill(payload, BIG, 62);
+	payload[first - 1] |= 1; /* non-zero: the probe below sees it land */
+	assert_int_equal(xfer_register(F.t, big, BIG, "cpu:0", true), 0);
+	set_send_timeout(fd, CLOSE_MS);
+
+	/* a WRITE of all of it, the first MiB now */
+	data_header(h, BIG, (uintptr_t)big, OP_V2 | OP_WRITE, 0);
+	assert_int_equal(th_send_all(fd, h, 24), 0);
+	assert_int_equal(th_send_all(fd, payload, first), 0);
+	/* the server is mid-request once that MiB is in memory */
+	end = th_now_ms() + CLOSE_MS;
+	while (probe[first - 1] != payload[first - 1] && th_now_ms() < end)
+		;
+	assert_int_equal(probe[first - 1], payload[first - 1]);
+
+	ret = xfer_unregister(F.t, big);
+	if (ret == 0)
+		memset(big, MARK, BIG); /* the application reuses its memory */
+	else
+		assert_int_equal(ret, -EBUSY);
+
+	/* the rest: the server may close (a failed send is fine) */
+	sret = th_send_all(fd, payload + first, BIG - first);
+	if (sret == -EAGAIN || sret == -EWOULDBLOCK)
+		fail_msg("after xfer_unregister (%d) the server neither reads "
+			 "the WRITE's payload nor closes", ret);
+	/* its answer: a status frame, or a close */
+	r = th_recv_all(fd, st, sizeof(st), CLOSE_MS);
+	assert_true(r >= 0);
+	close(fd);
+	if (ret == 0) {
+		long k = th_check_byte(big, BIG, MARK);
+
+		if (k != -1)
+			fail_msg("xfer_unregister returned 0 while a peer's "
+				 "WRITE was in progress; the server then wrote "
+				 "into the memory (first changed byte at offset "
+				 "%ld of %u; the server answered %ld bytes)", k,
+				 BIG, r);
+	} else {
+		/* still registered: the WRITE completed */
+		assert_int_equal(sret, 0);
+		assert_int_equal(r, 8);
+		assert_memory_equal(st, status_ok, 8);
+		assert_memory_equal(big, payload, BIG);
+		assert_int_equal(xfer_unregister(F.t, big), 0);
+	}
+	free(payload);
+	free(big);
 	good_transfer();
 }
 
@@ -692,7 +862,10 @@ int main(void)
 		cmocka_unit_test(test_data_v1_outside),
 		cmocka_unit_test(test_data_v2_inside),
 		cmocka_unit_test(test_data_v1_inside),
+		cmocka_unit_test(test_data_v2_write_then_half_close),
 		cmocka_unit_test(test_data_refusal_is_per_connection),
+		cmocka_unit_test(test_unregister_during_remote_read),
+		cmocka_unit_test(test_unregister_during_remote_write),
 	};
 
 	return cmocka_run_group_tests_name("robust", tests, setup, teardown);

@@ -3,7 +3,11 @@
  * connections, straight between the socket and registered memory. Every
  * (addr, size) is checked against the remotely accessible buffers before
  * memory is touched; a refused request gets status 1 (v2) and the
- * connection is closed.
+ * connection is closed once that status is out.
+ *
+ * To keep syscalls few, a run of READ headers is taken with one peek, and
+ * their replies (status + payload each) go out in one gathered sendmsg; a
+ * WRITE payload is read together with the header that follows it.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -18,10 +22,16 @@
 
 #include "tcp_internal.h"
 
-#define OUT_MAX 64                 /* status frames held before a flush */
-#define BUDGET (8u << 20)          /* bytes per callback, for fairness */
+#define REPLIES 32             /* replies queued before the reads pause */
+#define BUDGET (8u << 20)      /* bytes per callback, for fairness */
 
-enum sconn_state { S_HDR, S_RECV, S_SEND };
+/* One reply, in request order: a status frame (v2) and/or READ payload. */
+struct reply {
+	uint64_t status;
+	uint8_t status_left;   /* bytes of status still to send: 8 or 0 */
+	uint8_t *ptr;          /* READ payload still to send */
+	size_t left;
+};
 
 struct tcp_sconn {
 	struct xfer_transport *t;
@@ -30,16 +40,15 @@ struct tcp_sconn {
 	struct xfer_job start_job;
 	int fd;
 	struct event *rev, *wev;
-	bool writing;                  /* waiting for EV_WRITE, not EV_READ */
-	enum sconn_state state;
-	uint8_t hdr[TCP_HDR_LEN];
+	bool reading, writing;         /* which events are added */
+	uint8_t hdr[TCP_HDR_LEN];      /* a header being read */
 	size_t hdr_got;
-	uint8_t *ptr;                  /* payload in progress */
-	size_t left;
-	bool v2;
-	uint64_t out[OUT_MAX];         /* status frames to send */
-	size_t out_n, out_off;         /* frames queued; bytes already sent */
-	bool refused;                  /* close once out is flushed */
+	uint8_t *wptr;                 /* WRITE payload being read */
+	size_t wleft;
+	bool wv2;
+	struct reply rq[REPLIES];      /* ring of replies to send */
+	unsigned rq_head, rq_n;
+	bool refused;                  /* close once the replies are out */
 };
 
 static void sconn_free(struct tcp_sconn *c)
@@ -62,179 +71,194 @@ static void sconn_free(struct tcp_sconn *c)
 	free(c);
 }
 
-static void want_write(struct tcp_sconn *c, bool w)
+static void set_interest(struct event *ev, bool *cur, bool want)
 {
-	if (c->writing == w)
-		return;
-	c->writing = w;
-	event_del(w ? c->rev : c->wev);
-	event_add(w ? c->wev : c->rev, NULL);
-}
-
-/* Send @p iov (queued statuses first); @return bytes sent or -errno. */
-static ssize_t send_iov(struct tcp_sconn *c, struct iovec *iov, int n)
-{
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
-	ssize_t sent = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
-
-	return sent < 0 ? -errno : sent;
-}
-
-/* Consume @p n sent bytes of the status queue; @return the rest. */
-static size_t out_advance(struct tcp_sconn *c, size_t n)
-{
-	size_t pending = c->out_n * 8 - c->out_off;
-
-	if (n < pending) {
-		c->out_off += n;
-		return 0;
+	if (*cur != want) {
+		*cur = want;
+		if (want)
+			event_add(ev, NULL);
+		else
+			event_del(ev);
 	}
-	c->out_n = c->out_off = 0;
-	return n - pending;
 }
 
-/* @return 0 once the status queue is empty, -EAGAIN, or another -errno. */
-static int flush_out(struct tcp_sconn *c)
+static void push_reply(struct tcp_sconn *c, bool v2, uint64_t status,
+		       uint8_t *ptr, size_t len)
 {
-	struct iovec iov;
-	ssize_t n;
+	struct reply *r = &c->rq[(c->rq_head + c->rq_n++) % REPLIES];
 
-	while (c->out_n) {
-		iov.iov_base = (uint8_t *)c->out + c->out_off;
-		iov.iov_len = c->out_n * 8 - c->out_off;
-		n = send_iov(c, &iov, 1);
-		if (n < 0)
-			return (int)n;
-		out_advance(c, (size_t)n);
-	}
-	return 0;
+	r->status = status;
+	r->status_left = v2 ? 8 : 0;
+	r->ptr = ptr;
+	r->left = len;
 }
 
-/* Parse and check a complete header; @return false if refused. */
-static bool start_request(struct tcp_sconn *c)
+/*
+ * Act on one complete header: queue a READ reply, start reading a WRITE
+ * payload, or refuse. @return false when refused without a status (v1).
+ */
+static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 {
 	struct xfer_buffers *bs = &c->t->e->buffers;
 	uint64_t size, addr;
-	uint8_t op = c->hdr[16];
-	bool ok;
+	uint8_t op = hdr[16];
+	bool v2 = op & TCP_OP_V2, write = (op & 0x7f) == TCP_OP_WRITE, ok;
 
-	memcpy(&size, c->hdr, 8);
-	memcpy(&addr, c->hdr + 8, 8);
-	c->v2 = op & TCP_OP_V2;
+	memcpy(&size, hdr, 8);
+	memcpy(&addr, hdr + 8, 8);
 	pthread_rwlock_rdlock(&bs->lock);
 	ok = size > 0 && xfer_buffers_find(bs, addr, size, true);
 	pthread_rwlock_unlock(&bs->lock);
 	if (!ok) {
 		xfer_log(XFER_LOG_WARN, "tcp: refused %s of %llu bytes at 0x%llx",
-			 (op & 0x7f) == TCP_OP_WRITE ? "write" : "read",
-			 (unsigned long long)size, (unsigned long long)addr);
-		return false;
+			 write ? "write" : "read", (unsigned long long)size,
+			 (unsigned long long)addr);
+		c->refused = true;
+		if (v2)
+			push_reply(c, true, TCP_STATUS_REFUSED, NULL, 0);
+		return v2;
 	}
-	c->ptr = (uint8_t *)(uintptr_t)addr;
-	c->left = size;
-	c->hdr_got = 0;
-	if ((op & 0x7f) == TCP_OP_WRITE) {
-		c->state = S_RECV;
+	if (write) {
+		c->wptr = (uint8_t *)(uintptr_t)addr;
+		c->wleft = size;
+		c->wv2 = v2;
 	} else {
-		if (c->v2)
-			c->out[c->out_n++] = TCP_STATUS_OK;
-		c->state = S_SEND;
+		push_reply(c, v2, TCP_STATUS_OK, (uint8_t *)(uintptr_t)addr,
+			   size);
 	}
 	return true;
 }
 
-/*
- * Move as far as the socket allows. @return 0 to keep the connection,
- * -1 to close it.
- */
+/* Read what can be read now. @return bytes read, 0 on EAGAIN, -1 to
+ * close. */
+static ssize_t sconn_read(struct tcp_sconn *c)
+{
+	uint8_t peek[REPLIES * TCP_HDR_LEN];
+	struct iovec iov[2];
+	size_t room = REPLIES - c->rq_n, used = 0;
+	ssize_t n;
+
+	if (c->wleft) {
+		/* The payload, and the next header with it if it is there. */
+		iov[0] = (struct iovec){ c->wptr, c->wleft };
+		iov[1] = (struct iovec){ c->hdr, TCP_HDR_LEN };
+		n = readv(c->fd, iov, 2);
+	} else if (c->hdr_got) {
+		n = recv(c->fd, c->hdr + c->hdr_got, TCP_HDR_LEN - c->hdr_got, 0);
+	} else {
+		n = recv(c->fd, peek, room * TCP_HDR_LEN, MSG_PEEK);
+	}
+	if (n == 0)
+		return -1;
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -1;
+
+	if (c->wleft) {
+		size_t m = (size_t)n < c->wleft ? (size_t)n : c->wleft;
+
+		c->wptr += m;
+		c->wleft -= m;
+		c->hdr_got = (size_t)n - m;
+		if (c->wleft)
+			return n;
+		push_reply(c, c->wv2, TCP_STATUS_OK, NULL, 0);
+	} else if (c->hdr_got) {
+		c->hdr_got += (size_t)n;
+	} else {
+		/* Take whole headers up to the first WRITE (its payload
+		 * follows) and a trailing part of one; leave the rest. */
+		while (used + TCP_HDR_LEN <= (size_t)n && !c->wleft &&
+		       !c->refused && c->rq_n < REPLIES) {
+			if (!take_header(c, peek + used))
+				return -1;
+			used += TCP_HDR_LEN;
+		}
+		if (!c->wleft && !c->refused && used < (size_t)n &&
+		    (size_t)n - used < TCP_HDR_LEN) {
+			c->hdr_got = (size_t)n - used;
+			memcpy(c->hdr, peek + used, c->hdr_got);
+			used = (size_t)n;
+		}
+		return recv(c->fd, peek, used, 0) == (ssize_t)used ? n : -1;
+	}
+	if (c->hdr_got == TCP_HDR_LEN) {
+		c->hdr_got = 0;
+		if (c->rq_n == REPLIES || !take_header(c, c->hdr))
+			return -1;
+	}
+	return n;
+}
+
+/* Send queued replies. @return bytes sent, 0 on EAGAIN, -1 to close. */
+static ssize_t sconn_write(struct tcp_sconn *c)
+{
+	struct iovec iov[2 * REPLIES];
+	struct msghdr msg = { .msg_iov = iov };
+	ssize_t n, sent;
+	int k = 0;
+
+	for (unsigned i = 0; i < c->rq_n; i++) {
+		struct reply *r = &c->rq[(c->rq_head + i) % REPLIES];
+
+		if (r->status_left)
+			iov[k++] = (struct iovec){
+				(uint8_t *)&r->status + 8 - r->status_left,
+				r->status_left };
+		if (r->left)
+			iov[k++] = (struct iovec){ r->ptr, r->left };
+	}
+	if (k == 0)
+		return 0;
+	msg.msg_iovlen = k;
+	sent = n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -1;
+	while (c->rq_n) {
+		struct reply *r = &c->rq[c->rq_head];
+		size_t m = (size_t)n < r->status_left ? (size_t)n : r->status_left;
+
+		r->status_left -= m;
+		n -= m;
+		m = (size_t)n < r->left ? (size_t)n : r->left;
+		r->ptr += m;
+		r->left -= m;
+		n -= m;
+		if (r->status_left || r->left)
+			break;
+		c->rq_head = (c->rq_head + 1) % REPLIES;
+		c->rq_n--;
+	}
+	return sent;
+}
+
+/* Alternate reading requests and sending replies while either moves. */
 static int sconn_run(struct tcp_sconn *c)
 {
 	size_t budget = BUDGET;
-	struct iovec iov[2];
-	ssize_t n;
-	int ret;
+	ssize_t in = 0, out;
 
-	if (c->refused)
-		goto flush;
-	while (budget) {
-		if (c->state == S_SEND) {
-			int k = 0;
-
-			if (c->out_n) {
-				iov[k].iov_base = (uint8_t *)c->out + c->out_off;
-				iov[k++].iov_len = c->out_n * 8 - c->out_off;
-			}
-			iov[k].iov_base = c->ptr;
-			iov[k++].iov_len = c->left;
-			n = send_iov(c, iov, k);
-			if (n == -EAGAIN)
-				goto wait_write;
-			if (n < 0)
-				return -1;
-			n = (ssize_t)out_advance(c, (size_t)n);
-			c->ptr += n;
-			c->left -= n;
-			budget -= n < (ssize_t)budget ? (size_t)n : budget;
-			if (!c->left)
-				c->state = S_HDR;
-			continue;
-		}
-		if (c->state == S_HDR && c->out_n == OUT_MAX) {
-			ret = flush_out(c);
-			if (ret == -EAGAIN)
-				goto wait_write;
-			if (ret)
-				return -1;
-		}
-		if (c->state == S_RECV)
-			n = recv(c->fd, c->ptr, c->left, 0);
-		else
-			n = recv(c->fd, c->hdr + c->hdr_got,
-				 TCP_HDR_LEN - c->hdr_got, 0);
-		if (n == 0)
+	do {
+		out = sconn_write(c);
+		if (out < 0)
 			return -1;
-		if (n < 0) {
-			if (errno != EAGAIN)
+		if (c->refused && c->rq_n == 0)
+			return -1;
+		in = 0;
+		if (!c->refused && (c->rq_n < REPLIES || c->wleft)) {
+			in = sconn_read(c);
+			if (in < 0)
 				return -1;
-			break;
 		}
-		if (c->state == S_RECV) {
-			c->ptr += n;
-			c->left -= n;
-			budget -= (size_t)n < budget ? (size_t)n : budget;
-			if (c->left)
-				continue;
-			if (c->v2)
-				c->out[c->out_n++] = TCP_STATUS_OK;
-			c->state = S_HDR;
-			continue;
-		}
-		c->hdr_got += n;
-		if (c->hdr_got < TCP_HDR_LEN)
-			continue;
-		if (!start_request(c)) {
-			/* v1 has no way to say no: just close. */
-			if (!(c->hdr[16] & TCP_OP_V2))
-				return -1;
-			c->out[c->out_n++] = TCP_STATUS_REFUSED;
-			c->refused = true;
-			break;
-		}
-	}
-	/* Input drained (or budget spent): send the statuses now. */
-flush:
-	ret = flush_out(c);
-	if (ret == -EAGAIN)
-		goto wait_write;
-	if (ret || c->refused)
-		return -1;
-	want_write(c, false);
-	if (!budget)
-		event_active(c->rev, EV_READ, 0);
-	return 0;
+		budget -= (size_t)(in + out) < budget ? (size_t)(in + out)
+						      : budget;
+	} while ((in || out) && budget);
 
-wait_write:
-	want_write(c, true);
+	set_interest(c->wev, &c->writing, c->rq_n > 0);
+	set_interest(c->rev, &c->reading,
+		     !c->refused && (c->rq_n < REPLIES || c->wleft));
+	if (!budget)
+		event_active(c->reading ? c->rev : c->wev,
+			     c->reading ? EV_READ : EV_WRITE, 0);
 	return 0;
 }
 
@@ -252,8 +276,11 @@ static void sconn_start(struct xfer_job *j)
 
 	c->rev = event_new(c->r->base, c->fd, EV_READ | EV_PERSIST, on_io, c);
 	c->wev = event_new(c->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
-	if (!c->rev || !c->wev || event_add(c->rev, NULL))
+	if (!c->rev || !c->wev) {
 		sconn_free(c);
+		return;
+	}
+	set_interest(c->rev, &c->reading, true);
 }
 
 void tcp_server_accept(struct xfer_transport *t, int fd)

@@ -1,0 +1,677 @@
+/*
+ * The initiator against a peer it cannot trust: a fake peer (a thread
+ * with raw listeners) answers the handshake and the TCP data protocol by
+ * hand. It checks the bytes the engine sends (PROTOCOL.md §1, §3: zeroed
+ * padding, the v1/v2 opcode) and misbehaves on demand: bad replies and
+ * descriptors must fail xfer_segment_open, refusals, bad status frames,
+ * early closes and silence must end tasks FAILED or TIMEOUT, in bounded
+ * time, and the engine must recover once the peer behaves.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define MEM_LEN (1u << 20)
+#define TIMEOUT_MS 1500 /* the initiator's transfer timeout */
+#define MAX_FDS 32
+
+enum hs_mode {
+	HS_REPLY,      /* type 1 + f->reply */
+	HS_SILENT,     /* read the request, never answer, keep it open */
+	HS_CLOSE,      /* read the request, close */
+	HS_WRONG_TYPE, /* the reply frame has type 3 */
+	HS_LEN0,       /* a reply length of 0 */
+	HS_HUGE,       /* a reply length of 2^40 */
+	HS_TRUNC,      /* a reply length of 1000, 10 bytes, close */
+};
+
+enum data_mode {
+	D_SERVE,       /* by the book, f->version */
+	D_REFUSE,      /* v2 status 1, close */
+	D_BAD_MAGIC,   /* a status frame with a wrong magic, then the data */
+	D_PARTIAL,     /* half the READ data / half the WRITE payload, close */
+	D_SILENT,      /* read the header, never answer, keep it open */
+	D_CLOSE,       /* close at the header */
+};
+
+struct fake {
+	int hs_lfd, data_lfd, stop[2];
+	uint16_t hs_port, data_port;
+	char name[64];
+	atomic_int hs_mode, data_mode;
+	int version;                   /* of D_SERVE */
+	char reply[2048];              /* Metadata reply JSON */
+	uint8_t *mem;                  /* served at its own address */
+	atomic_int bad_headers, requests, hs_requests;
+	int fds[MAX_FDS], nfds;        /* data connections served */
+	int held[MAX_FDS], nheld;      /* connections kept silent */
+	pthread_t th;
+};
+
+static struct fake F;
+
+/* ---- the fake peer ---- */
+
+static int listen_any(uint16_t *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 64), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int k = 0; k < 8; k++)
+		p[k] = (uint8_t)(v >> (8 * k));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int k = 7; k >= 0; k--)
+		v = v << 8 | p[k];
+	return v;
+}
+
+static void hold(int fd)
+{
+	if (F.nheld < MAX_FDS)
+		F.held[F.nheld++] = fd;
+	else
+		close(fd);
+}
+
+static void hs_serve(int fd)
+{
+	int mode = atomic_load(&F.hs_mode);
+	uint8_t frame[9 + sizeof(F.reply)];
+	char *req = NULL;
+	size_t len = 0, rlen = strlen(F.reply);
+
+	atomic_fetch_add(&F.hs_requests, 1);
+	if (th_hs_recv(fd, &req, &len, 3000) != 0 || len < 1 || req[0] != 1)
+		atomic_fetch_add(&F.bad_headers, 1); /* not a Metadata request */
+	free(req);
+	switch (mode) {
+	case HS_REPLY:
+	case HS_WRONG_TYPE:
+		put_le64(frame, rlen + 1);
+		frame[8] = mode == HS_REPLY ? 1 : 3;
+		memcpy(frame + 9, F.reply, rlen);
+		(void)th_send_all(fd, frame, 9 + rlen);
+		shutdown(fd, SHUT_WR);
+		break;
+	case HS_SILENT:
+		hold(fd);
+		return;
+	case HS_CLOSE:
+		break;
+	case HS_LEN0:
+		put_le64(frame, 0);
+		(void)th_send_all(fd, frame, 8);
+		break;
+	case HS_HUGE:
+		put_le64(frame, 1ull << 40);
+		frame[8] = 1;
+		(void)th_send_all(fd, frame, 9);
+		break;
+	case HS_TRUNC:
+		put_le64(frame, 1000);
+		memcpy(frame + 8, "\x01{\"buffers", 10);
+		(void)th_send_all(fd, frame, 18);
+		break;
+	}
+	close(fd);
+}
+
+static const uint8_t status_ok[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
+static const uint8_t status_refused[8] = { 1, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
+static const uint8_t status_bad_magic[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4e };
+
+/* Serve one request on @fd. @return 0 to keep it, -1 to close it. */
+static int data_serve_one(int fd)
+{
+	int mode = atomic_load(&F.data_mode);
+	uint8_t h[24], *p;
+	uint64_t size, addr;
+	bool write, v2;
+	long n;
+
+	n = th_recv_all(fd, h, 24, 3000);
+	if (n == 0)
+		return -1; /* the initiator closed */
+	if (n != 24) {
+		atomic_fetch_add(&F.bad_headers, 1);
+		return -1;
+	}
+	atomic_fetch_add(&F.requests, 1);
+	size = get_le64(h);
+	addr = get_le64(h + 8);
+	v2 = h[16] & 0x80;
+	write = (h[16] & 0x7f) == 1;
+	/* what xfer must send: zero padding, opcode 0/1 (+0x80 for v2),
+	 * a range inside what we advertised */
+	if (th_check_byte(h + 17, 7, 0) != -1 || (h[16] & 0x7f) > 1 ||
+	    v2 != (F.version == 2) || size == 0 || size > MEM_LEN ||
+	    addr < (uintptr_t)F.mem ||
+	    addr + size > (uintptr_t)F.mem + MEM_LEN) {
+		atomic_fetch_add(&F.bad_headers, 1);
+		return -1;
+	}
+	p = (uint8_t *)(uintptr_t)addr;
+
+	switch (mode) {
+	case D_SERVE:
+		if (write) {
+			if (th_recv_all(fd, p, size, 3000) != (long)size)
+				return -1;
+			if (v2 && th_send_all(fd, status_ok, 8))
+				return -1;
+		} else {
+			if (v2 && th_send_all(fd, status_ok, 8))
+				return -1;
+			if (th_send_all(fd, p, size))
+				return -1;
+		}
+		return 0;
+	case D_REFUSE:
+		(void)th_send_all(fd, status_refused, 8);
+		return -1;
+	case D_BAD_MAGIC:
+		if (write)
+			(void)th_recv_all(fd, p, size, 3000);
+		(void)th_send_all(fd, status_bad_magic, 8);
+		if (!write)
+			(void)th_send_all(fd, p, size);
+		return 0;
+	case D_PARTIAL:
+		if (write) {
+			(void)th_recv_all(fd, p, size / 2, 3000);
+		} else {
+			if (v2)
+				(void)th_send_all(fd, status_ok, 8);
+			(void)th_send_all(fd, p, size / 2);
+		}
+		return -1;
+	case D_SILENT:
+		hold(fd);
+		return 1;
+	default:
+		return -1;
+	}
+}
+
+static void *fake_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd pfd[3 + MAX_FDS];
+		int n = 3;
+
+		pfd[0] = (struct pollfd){ .fd = F.stop[0], .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = F.hs_lfd, .events = POLLIN };
+		pfd[2] = (struct pollfd){ .fd = F.data_lfd, .events = POLLIN };
+		for (int k = 0; k < F.nfds; k++)
+			pfd[n++] = (struct pollfd){ .fd = F.fds[k],
+						    .events = POLLIN };
+		if (poll(pfd, n, -1) < 0)
+			continue;
+		if (pfd[0].revents)
+			break;
+		if (pfd[1].revents & POLLIN) {
+			int fd = accept(F.hs_lfd, NULL, NULL);
+
+			if (fd >= 0)
+				hs_serve(fd);
+		}
+		if (pfd[2].revents & POLLIN) {
+			int fd = accept(F.data_lfd, NULL, NULL);
+
+			if (fd >= 0 && F.nfds < MAX_FDS)
+				F.fds[F.nfds++] = fd;
+			else if (fd >= 0)
+				close(fd);
+		}
+		for (int k = 3; k < n; k++) {
+			int fd = pfd[k].fd, ret;
+
+			if (!pfd[k].revents)
+				continue;
+			ret = data_serve_one(fd);
+			if (ret == 0)
+				continue;
+			if (ret < 0)
+				close(fd);
+			/* closed or held: no longer served */
+			for (int j = 0; j < F.nfds; j++)
+				if (F.fds[j] == fd) {
+					F.fds[j] = F.fds[--F.nfds];
+					break;
+				}
+		}
+	}
+	for (int k = 0; k < F.nfds; k++)
+		close(F.fds[k]);
+	for (int k = 0; k < F.nheld; k++)
+		close(F.held[k]);
+	return NULL;
+}
+
+/* The reply: a TCP descriptor advertising F.mem, with @version (0: the
+ * field left out, as a v1 peer). */
+static void good_reply(int version)
+{
+	char ver[40] = "";
+
+	if (version)
+		snprintf(ver, sizeof(ver), ",\"tcp_proto_version\":%d", version);
+	snprintf(F.reply, sizeof(F.reply),
+		 "{\"buffers\":[{\"addr\":%llu,\"length\":%u,\"name\":\"cpu:0\"}],"
+		 "\"name\":\"%s\",\"protocol\":\"tcp\",\"tcp_data_port\":%u%s,"
+		 "\"timestamp\":\"2026-01-01 00:00:00.000000\"}\n",
+		 (unsigned long long)(uintptr_t)F.mem, MEM_LEN, F.name,
+		 F.data_port, ver);
+}
+
+/* ---- fixture ---- */
+
+static struct xfer_engine *E; /* the initiator */
+static uint8_t *LB;           /* its buffer */
+
+static int setup(void **state)
+{
+	struct xfer_config cfg;
+
+	(void)state;
+	memset(&F, 0, sizeof(F));
+	F.hs_lfd = listen_any(&F.hs_port);
+	F.data_lfd = listen_any(&F.data_port);
+	assert_int_equal(pipe(F.stop), 0);
+	snprintf(F.name, sizeof(F.name), "127.0.0.1:%u", F.hs_port);
+	F.mem = th_alloc(MEM_LEN);
+	memset(F.mem, 0, MEM_LEN);
+	F.version = 2;
+	good_reply(2);
+	assert_int_equal(pthread_create(&F.th, NULL, fake_main, NULL), 0);
+
+	assert_int_equal(xfer_config_init(&cfg), 0);
+	cfg.bind_addr = "127.0.0.1";
+	cfg.local_server_name = "127.0.0.1";
+	cfg.workers = 1;
+	cfg.tcp_conns = 1;
+	cfg.transfer_timeout_ms = TIMEOUT_MS;
+	E = xfer_engine_new(&cfg);
+	assert_non_null(E);
+	LB = th_alloc(MEM_LEN);
+	assert_int_equal(xfer_register(E, LB, MEM_LEN, "cpu:0", true), 0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	assert_int_equal(xfer_unregister(E, LB), 0);
+	xfer_engine_free(E);
+	assert_int_equal(write(F.stop[1], "x", 1), 1);
+	pthread_join(F.th, NULL);
+	close(F.hs_lfd);
+	close(F.data_lfd);
+	close(F.stop[0]);
+	close(F.stop[1]);
+	free(F.mem);
+	free(LB);
+	return 0;
+}
+
+/* Each test starts with a well-behaved v2 peer. */
+static int reset(void **state)
+{
+	(void)state;
+	atomic_store(&F.hs_mode, HS_REPLY);
+	atomic_store(&F.data_mode, D_SERVE);
+	atomic_store(&F.bad_headers, 0);
+	F.version = 2;
+	good_reply(2);
+	return 0;
+}
+
+static int64_t open_fake(void)
+{
+	int64_t id = xfer_segment_open(E, F.name);
+	uint64_t addr, len;
+
+	if (id < 0)
+		fail_msg("open %s: %lld (%s)", F.name, (long long)id,
+			 xfer_engine_last_error(E));
+	assert_int_equal(xfer_segment_buffer(E, id, 0, &addr, &len, NULL), 0);
+	assert_int_equal(addr, (uintptr_t)F.mem);
+	assert_int_equal(len, MEM_LEN);
+	return id;
+}
+
+/* WRITE then READ @len bytes at an odd offset; all must complete. */
+static void roundtrip(int64_t id, size_t len, uint64_t seed)
+{
+	uint64_t tr = 0;
+
+	th_fill(LB, len, seed);
+	memset(LB + len, 0, len);
+	memset(F.mem + 5, 0, len);
+	th_assert_status(th_xfer1(E, XFER_WRITE, LB, id,
+				  (uintptr_t)F.mem + 5, len, &tr),
+			 XFER_COMPLETED);
+	assert_int_equal(tr, len);
+	assert_int_equal(th_check(F.mem + 5, len, seed), -1);
+	th_assert_status(th_xfer1(E, XFER_READ, LB + len, id,
+				  (uintptr_t)F.mem + 5, len, &tr),
+			 XFER_COMPLETED);
+	assert_int_equal(tr, len);
+	assert_int_equal(th_check(LB + len, len, seed), -1);
+}
+
+/* ---- the data protocol ---- */
+
+static void test_peer_v2(void **state)
+{
+	int64_t id = open_fake();
+	int before = atomic_load(&F.requests);
+
+	(void)state;
+	roundtrip(id, (200u << 10) + 3, 1);
+	roundtrip(id, 1, 2);
+	/* 200 KiB + 3 is 4 slices of 64 KiB each way, 1 B one */
+	assert_int_equal(atomic_load(&F.requests) - before, 10);
+	assert_int_equal(atomic_load(&F.bad_headers), 0);
+	assert_int_equal(xfer_segment_close(E, id), 0);
+}
+
+/* A peer whose descriptor has no tcp_proto_version speaks v1: no status
+ * frames, opcodes without bit 7. */
+static void test_peer_v1(void **state)
+{
+	int64_t id;
+
+	(void)state;
+	F.version = 1;
+	good_reply(0);
+	id = open_fake();
+	roundtrip(id, (200u << 10) + 3, 3);
+	roundtrip(id, 1, 4);
+	assert_int_equal(atomic_load(&F.bad_headers), 0);
+	assert_int_equal(xfer_segment_close(E, id), 0);
+}
+
+/* The peer misbehaves on the data connection with @mode: READ and WRITE
+ * end @want within @max_ms; then it behaves and the same segment works
+ * again. */
+static void data_fault(int mode, enum xfer_status want, int max_ms)
+{
+	const size_t len = (64u << 10) + 1;
+	int64_t id = open_fake();
+	enum xfer_opcode ops[2] = { XFER_READ, XFER_WRITE };
+
+	for (int k = 0; k < 2; k++) {
+		int64_t t0 = th_now_ms(), took;
+		enum xfer_status st;
+
+		atomic_store(&F.data_mode, mode);
+		th_fill(LB, len, 10);
+		st = th_xfer1(E, ops[k], LB, id, (uintptr_t)F.mem + 5, len,
+			      NULL);
+		took = th_now_ms() - t0;
+		if (st != want || took > max_ms)
+			fail_msg("%s against a peer in mode %d: %s after %lld "
+				 "ms, want %s within %d ms",
+				 ops[k] == XFER_READ ? "READ" : "WRITE", mode,
+				 xfer_status_str(st), (long long)took,
+				 xfer_status_str(want), max_ms);
+		atomic_store(&F.data_mode, D_SERVE);
+		roundtrip(id, len, 20 + k);
+	}
+	assert_int_equal(atomic_load(&F.bad_headers), 0);
+	assert_int_equal(xfer_segment_close(E, id), 0);
+}
+
+static void test_peer_refuses(void **state)
+{
+	(void)state;
+	data_fault(D_REFUSE, XFER_FAILED, 3000);
+}
+
+static void test_peer_bad_magic(void **state)
+{
+	(void)state;
+	data_fault(D_BAD_MAGIC, XFER_FAILED, 3000);
+}
+
+static void test_peer_closes_midway(void **state)
+{
+	(void)state;
+	data_fault(D_PARTIAL, XFER_FAILED, 3000);
+}
+
+static void test_peer_closes_at_header(void **state)
+{
+	(void)state;
+	data_fault(D_CLOSE, XFER_FAILED, 3000);
+}
+
+static void test_peer_silent(void **state)
+{
+	(void)state;
+	data_fault(D_SILENT, XFER_TIMEOUT, TIMEOUT_MS + 3000);
+}
+
+/* Nothing listens on the advertised data port. */
+static void test_peer_data_port_closed(void **state)
+{
+	uint16_t dead;
+	int fd = listen_any(&dead);
+	int64_t id;
+
+	(void)state;
+	close(fd);
+	snprintf(F.reply, sizeof(F.reply),
+		 "{\"buffers\":[{\"addr\":%llu,\"length\":%u,\"name\":\"cpu:0\"}],"
+		 "\"name\":\"%s\",\"protocol\":\"tcp\",\"tcp_data_port\":%u,"
+		 "\"tcp_proto_version\":2}\n",
+		 (unsigned long long)(uintptr_t)F.mem, MEM_LEN, F.name, dead);
+	id = xfer_segment_open(E, F.name);
+	assert_true(id >= 0);
+	th_assert_status(th_xfer1(E, XFER_WRITE, LB, id, (uintptr_t)F.mem, 64,
+				  NULL), XFER_FAILED);
+	th_assert_status(th_xfer1(E, XFER_READ, LB, id, (uintptr_t)F.mem, 64,
+				  NULL), XFER_FAILED);
+	assert_int_equal(xfer_segment_close(E, id), 0);
+}
+
+/* ---- the handshake ---- */
+
+/* After a failed open the name is not cached: a good answer opens it. */
+static void open_recovers(void)
+{
+	int64_t id;
+
+	atomic_store(&F.hs_mode, HS_REPLY);
+	good_reply(2);
+	id = open_fake();
+	roundtrip(id, 100, 30);
+	assert_int_equal(xfer_segment_close(E, id), 0);
+}
+
+struct hs_fault {
+	int mode;
+	int want; /* 0: any negative errno */
+};
+
+static void test_open_bad_reply(void **state)
+{
+	const struct hs_fault *c = *state;
+	int64_t t0 = th_now_ms(), id;
+
+	atomic_store(&F.hs_mode, c->mode);
+	id = xfer_segment_open(E, F.name);
+	if (id >= 0 || (c->want && id != c->want) || th_now_ms() - t0 > 6000)
+		fail_msg("open with handshake mode %d: %lld after %lld ms, "
+			 "want %d", c->mode, (long long)id,
+			 (long long)(th_now_ms() - t0), c->want);
+	assert_int_equal(atomic_load(&F.bad_headers), 0);
+	open_recovers();
+}
+
+static const struct hs_fault hs_close = { HS_CLOSE, 0 };
+static const struct hs_fault hs_wrong_type = { HS_WRONG_TYPE, -EPROTO };
+static const struct hs_fault hs_len0 = { HS_LEN0, -EPROTO };
+static const struct hs_fault hs_huge = { HS_HUGE, -EPROTO };
+static const struct hs_fault hs_trunc = { HS_TRUNC, 0 };
+static const struct hs_fault hs_silent = { HS_SILENT, -ETIMEDOUT };
+
+
+struct bad_desc {
+	const char *fmt;
+	int want;
+};
+
+static const struct bad_desc bad_descs[] = {
+	{ "not json\n", -EPROTO },
+	{ "[]\n", -EPROTO },
+	{ "{\"buffers\":[],\"protocol\":\"tcp\",\"tcp_data_port\":@P}\n",
+	  -EPROTO }, /* no name */
+	{ "{\"buffers\":[{\"addr\":0,\"length\":4096,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":@P}\n",
+	  -EPROTO }, /* address 0 */
+	{ "{\"buffers\":[{\"addr\":@A,\"length\":0,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":@P}\n",
+	  -EPROTO }, /* length 0 */
+	{ "{\"buffers\":[{\"addr\":18446744073709551600,\"length\":32,"
+	  "\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":@P}\n",
+	  -EPROTO }, /* wraps around */
+	{ "{\"buffers\":[{\"addr\":-4096,\"length\":32,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":@P}\n",
+	  -EPROTO }, /* negative address */
+	{ "{\"buffers\":[{\"addr\":@A,\"length\":8192,\"name\":\"cpu:0\"},"
+	  "{\"addr\":@A,\"length\":4096,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":@P}\n",
+	  -EPROTO }, /* overlapping buffers */
+	{ "{\"buffers\":[{\"addr\":@A,\"length\":4096,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":0}\n",
+	  -EPROTO }, /* data port 0 */
+	{ "{\"buffers\":[{\"addr\":@A,\"length\":4096,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":70000}\n",
+	  -EPROTO }, /* data port out of range */
+	{ "{\"buffers\":[{\"addr\":@A,\"length\":4096,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":@P,"
+	  "\"tcp_proto_version\":3}\n",
+	  -EPROTO }, /* unknown data protocol version */
+	{ "{\"buffers\":[{\"addr\":\"@A\",\"length\":4096,"
+	  "\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"tcp\",\"tcp_data_port\":@P}\n",
+	  -EPROTO }, /* address as a string */
+	{ "{\"buffers\":[{\"addr\":@A,\"length\":4096,\"name\":\"cpu:0\","
+	  "\"rkey\":[7],\"lkey\":[8]}],"
+	  "\"devices\":[{\"name\":\"mlx5_0\",\"lid\":1,\"gid\":"
+	  "\"fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:01\"}],"
+	  "\"name\":\"@N\",\"priority_matrix\":{\"cpu:0\":[[\"mlx5_0\"],[]]},"
+	  "\"protocol\":\"rdma\","
+	  "\"timestamp\":\"2026-01-01 00:00:00.000000\"}\n",
+	  -EPROTONOSUPPORT }, /* a transport this engine lacks */
+};
+
+/* Copy @fmt to @out with @A, @N and @P replaced. */
+static void expand(char *out, size_t cap, const char *fmt)
+{
+	size_t n = 0;
+
+	for (const char *p = fmt; *p; p++) {
+		char val[64];
+
+		if (p[0] == '@' && (p[1] == 'A' || p[1] == 'N' || p[1] == 'P')) {
+			if (p[1] == 'A')
+				snprintf(val, sizeof(val), "%llu",
+					 (unsigned long long)(uintptr_t)F.mem);
+			else if (p[1] == 'N')
+				snprintf(val, sizeof(val), "%s", F.name);
+			else
+				snprintf(val, sizeof(val), "%u", F.data_port);
+			assert_true(n + strlen(val) < cap);
+			memcpy(out + n, val, strlen(val));
+			n += strlen(val);
+			p++;
+			continue;
+		}
+		assert_true(n + 1 < cap);
+		out[n++] = *p;
+	}
+	out[n] = '\0';
+}
+
+static void test_open_bad_descriptor(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < sizeof(bad_descs) / sizeof(bad_descs[0]); k++) {
+		int64_t id;
+
+expand(F.reply, sizeof(F.reply), bad_descs[k].fmt);
+		atomic_store(&F.hs_mode, HS_REPLY);
+		id = xfer_segment_open(E, F.name);
+		if (id != bad_descs[k].want)
+			fail_msg("descriptor %zu gave %lld, want %d: %s", k,
+				 (long long)id, bad_descs[k].want, F.reply);
+		open_recovers();
+	}
+}
+
+#define HS_CASE(name, c) \
+	{ name, test_open_bad_reply, reset, NULL, (void *)(c) }
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_peer_v2, reset),
+		cmocka_unit_test_setup(test_peer_v1, reset),
+		cmocka_unit_test_setup(test_peer_refuses, reset),
+		cmocka_unit_test_setup(test_peer_bad_magic, reset),
+		cmocka_unit_test_setup(test_peer_closes_midway, reset),
+		cmocka_unit_test_setup(test_peer_closes_at_header, reset),
+		cmocka_unit_test_setup(test_peer_silent, reset),
+		cmocka_unit_test_setup(test_peer_data_port_closed, reset),
+		HS_CASE("test_open_reply_closed", &hs_close),
+		HS_CASE("test_open_reply_wrong_type", &hs_wrong_type),
+		HS_CASE("test_open_reply_length_0", &hs_len0),
+		HS_CASE("test_open_reply_length_2e40", &hs_huge),
+		HS_CASE("test_open_reply_truncated", &hs_trunc),
+		HS_CASE("test_open_reply_never", &hs_silent),
+		cmocka_unit_test_setup(test_open_bad_descriptor, reset),
+	};
+
+	return cmocka_run_group_tests_name("hostile peer", tests, setup,
+					   teardown);
+}
