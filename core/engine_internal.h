@@ -25,7 +25,7 @@ struct xfer_buffer {
 	uint64_t addr, len;
 	char *location;
 	bool remote_access;
-	atomic_long users; /* tasks in flight whose source lies here */
+	atomic_long users; /* local tasks and peer requests using it now */
 };
 
 /* Sorted by address; entries never move while registered. */

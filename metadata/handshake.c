@@ -24,6 +24,7 @@
 struct hs_conn {
 	struct handshake_server *hs;
 	struct bufferevent *bev;
+	struct event *deadline;    /* the whole request within 5 s */
 	struct hs_conn *prev, *next;
 };
 
@@ -41,6 +42,7 @@ static void conn_free(struct hs_conn *c)
 		c->hs->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	event_free(c->deadline);
 	bufferevent_free(c->bev);
 	free(c);
 }
@@ -112,6 +114,13 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	conn_free(arg);
 }
 
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_free(arg);
+}
+
 static void on_read(struct bufferevent *bev, void *arg)
 {
 	struct hs_conn *c = arg;
@@ -143,6 +152,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 	}
 	if (answer(e, type, (char *)body, frame_len, &reply, &reply_len))
 		goto close;
+	event_del(c->deadline); /* the write timeout covers the reply */
 	reply_hdr = reply_len + !legacy;
 	bufferevent_disable(bev, EV_READ);
 	bufferevent_setcb(bev, NULL, on_written, on_event, c);
@@ -169,20 +179,26 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 	(void)salen;
 	if (!c)
 		goto err_close;
+	c->deadline = evtimer_new(evconnlistener_get_base(lev), on_deadline, c);
+	if (!c->deadline)
+		goto err_free;
 	c->bev = bufferevent_socket_new(evconnlistener_get_base(lev), fd,
 					BEV_OPT_CLOSE_ON_FREE);
 	if (!c->bev)
-		goto err_free;
+		goto err_timer;
 	c->hs = hs;
 	c->next = hs->conns;
 	if (hs->conns)
 		hs->conns->prev = c;
 	hs->conns = c;
 	bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
-	bufferevent_set_timeouts(c->bev, &timeout, &timeout);
+	bufferevent_set_timeouts(c->bev, NULL, &timeout);
 	bufferevent_enable(c->bev, EV_READ);
+	evtimer_add(c->deadline, &timeout);
 	return;
 
+err_timer:
+	event_free(c->deadline);
 err_free:
 	free(c);
 err_close:

@@ -214,6 +214,34 @@ static void test_hs_slow_body(void **state)
 	good_transfer();
 }
 
+/* The 5 s for a frame are not renewed by every byte: a client that
+ * trickles one byte a second is closed within about 5 s all the same. */
+static void test_hs_trickle(void **state)
+{
+	int fd = th_connect(F.rpc_port);
+	uint8_t f[8 + 1];
+	int64_t t0 = th_now_ms();
+	long r = -ETIMEDOUT;
+
+	(void)state;
+	put_le64(f, 4000);
+	f[8] = 1;
+	assert_int_equal(th_send_all(fd, f, sizeof(f)), 0);
+	while (th_now_ms() - t0 < CLOSE_MS + 2000) {
+		/* wait up to 1 s for the close, else send one more byte */
+		r = th_recv_until_close(fd, NULL, 0, 1000);
+		if (r != -ETIMEDOUT)
+			break;
+		(void)th_send_all(fd, " ", 1);
+	}
+	if (r != 0 || th_now_ms() - t0 > CLOSE_MS + 500)
+		fail_msg("trickled frame: %ld (bytes or -errno) after %lld ms; "
+			 "want a close without reply within 5 s", r,
+			 (long long)(th_now_ms() - t0));
+	close(fd);
+	good_transfer();
+}
+
 static void test_hs_metadata(void **state)
 {
 	struct xfer_desc *d;
@@ -855,6 +883,7 @@ int main(void)
 		HS_CASE("test_hs_probe_not_object", &hs_not_object),
 		HS_CASE("test_hs_metadata_two_objects", &hs_two_objects),
 		cmocka_unit_test(test_hs_slow_body),
+		cmocka_unit_test(test_hs_trickle),
 		cmocka_unit_test(test_hs_many_idle),
 		cmocka_unit_test(test_data_garbage),
 		cmocka_unit_test(test_data_v2_read_outside),

@@ -31,6 +31,7 @@ struct reply {
 	uint8_t status_left;   /* bytes of status still to send: 8 or 0 */
 	uint8_t *ptr;          /* READ payload still to send */
 	size_t left;
+	struct xfer_buffer *buf; /* use held until the payload is out */
 };
 
 struct tcp_sconn {
@@ -46,14 +47,25 @@ struct tcp_sconn {
 	uint8_t *wptr;                 /* WRITE payload being read */
 	size_t wleft;
 	bool wv2;
+	struct xfer_buffer *wbuf;      /* use held until it has arrived */
 	struct reply rq[REPLIES];      /* ring of replies to send */
 	unsigned rq_head, rq_n;
 	bool refused;                  /* close once the replies are out */
 };
 
+static void put_buffer(struct xfer_buffer *b)
+{
+	if (b)
+		atomic_fetch_sub(&b->users, 1);
+}
+
 static void sconn_free(struct tcp_sconn *c)
 {
 	struct xfer_transport *t = c->t;
+
+	put_buffer(c->wbuf);
+	for (unsigned i = 0; i < c->rq_n; i++)
+		put_buffer(c->rq[(c->rq_head + i) % REPLIES].buf);
 
 	pthread_mutex_lock(&t->lock);
 	if (c->prev)
@@ -83,7 +95,7 @@ static void set_interest(struct event *ev, bool *cur, bool want)
 }
 
 static void push_reply(struct tcp_sconn *c, bool v2, uint64_t status,
-		       uint8_t *ptr, size_t len)
+		       uint8_t *ptr, size_t len, struct xfer_buffer *buf)
 {
 	struct reply *r = &c->rq[(c->rq_head + c->rq_n++) % REPLIES];
 
@@ -91,6 +103,7 @@ static void push_reply(struct tcp_sconn *c, bool v2, uint64_t status,
 	r->status_left = v2 ? 8 : 0;
 	r->ptr = ptr;
 	r->left = len;
+	r->buf = buf;
 }
 
 /*
@@ -102,29 +115,34 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 	struct xfer_buffers *bs = &c->t->e->buffers;
 	uint64_t size, addr;
 	uint8_t op = hdr[16];
-	bool v2 = op & TCP_OP_V2, write = (op & 0x7f) == TCP_OP_WRITE, ok;
+	bool v2 = op & TCP_OP_V2, write = (op & 0x7f) == TCP_OP_WRITE;
+	struct xfer_buffer *b;
 
 	memcpy(&size, hdr, 8);
 	memcpy(&addr, hdr + 8, 8);
+	/* The use keeps the buffer registered while its bytes move. */
 	pthread_rwlock_rdlock(&bs->lock);
-	ok = size > 0 && xfer_buffers_find(bs, addr, size, true);
+	b = xfer_buffers_find(bs, addr, size, true);
+	if (b)
+		atomic_fetch_add(&b->users, 1);
 	pthread_rwlock_unlock(&bs->lock);
-	if (!ok) {
+	if (!b) {
 		xfer_log(XFER_LOG_WARN, "tcp: refused %s of %llu bytes at 0x%llx",
 			 write ? "write" : "read", (unsigned long long)size,
 			 (unsigned long long)addr);
 		c->refused = true;
 		if (v2)
-			push_reply(c, true, TCP_STATUS_REFUSED, NULL, 0);
+			push_reply(c, true, TCP_STATUS_REFUSED, NULL, 0, NULL);
 		return v2;
 	}
 	if (write) {
 		c->wptr = (uint8_t *)(uintptr_t)addr;
 		c->wleft = size;
 		c->wv2 = v2;
+		c->wbuf = b;
 	} else {
 		push_reply(c, v2, TCP_STATUS_OK, (uint8_t *)(uintptr_t)addr,
-			   size);
+			   size, b);
 	}
 	return true;
 }
@@ -161,7 +179,9 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 		c->hdr_got = (size_t)n - m;
 		if (c->wleft)
 			return n;
-		push_reply(c, c->wv2, TCP_STATUS_OK, NULL, 0);
+		put_buffer(c->wbuf);
+		c->wbuf = NULL;
+		push_reply(c, c->wv2, TCP_STATUS_OK, NULL, 0, NULL);
 	} else if (c->hdr_got) {
 		c->hdr_got += (size_t)n;
 	} else {
@@ -225,6 +245,7 @@ static ssize_t sconn_write(struct tcp_sconn *c)
 		n -= m;
 		if (r->status_left || r->left)
 			break;
+		put_buffer(r->buf);
 		c->rq_head = (c->rq_head + 1) % REPLIES;
 		c->rq_n--;
 	}

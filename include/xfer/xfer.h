@@ -155,7 +155,8 @@ int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 /**
  * Unregister the buffer that starts at @p addr.
  * @return 0; -ENOENT if no buffer starts there; -EBUSY while a task in
- *         flight uses it as its source. Any thread.
+ *         flight uses it as its source, or while a peer's request to it
+ *         is being served (the buffer stays registered). Any thread.
  */
 int xfer_unregister(struct xfer_engine *e, void *addr);
 
