@@ -252,6 +252,57 @@ static void test_private_buffer(void **state)
 	assert_int_equal(th_check_byte(F.ib, 256, 0), -1);
 }
 
+/* The initiator's descriptor is older than the target's registry: the
+ * target itself refuses a range it no longer has (FAILED, not a byte
+ * moved), and a reopen sees the target's buffers as they are now. */
+static void test_stale_descriptor(void **state)
+{
+	enum { S = 64u << 10 };
+	uint8_t *gone = th_alloc(S), *fresh = th_alloc(S);
+	uint64_t tr;
+	int64_t id;
+
+	(void)state;
+	/* registered before the open, unregistered after it */
+	memset(gone, FILL, S);
+	assert_int_equal(xfer_register(F.t, gone, S, "cpu:0", true), 0);
+	assert_int_equal(xfer_segment_close(F.i, F.seg), 0);
+	F.seg = xfer_segment_open(F.i, xfer_engine_name(F.t));
+	assert_true(F.seg >= 0);
+	assert_int_equal(th_segment_find(F.i, F.seg, (uintptr_t)gone), S);
+	assert_int_equal(xfer_unregister(F.t, gone), 0);
+
+	th_fill(F.ib, S, 8);
+	th_assert_status(th_xfer1(F.i, XFER_WRITE, F.ib, F.seg,
+				  (uintptr_t)gone, S, NULL), XFER_FAILED);
+	assert_int_equal(th_check_byte(gone, S, FILL), -1);
+	memset(F.ib, 0, S);
+	th_assert_status(th_xfer1(F.i, XFER_READ, F.ib, F.seg,
+				  (uintptr_t)gone, S, NULL), XFER_FAILED);
+	assert_int_equal(th_check_byte(F.ib, S, 0), -1);
+	/* the engine goes on serving what is registered */
+	th_fill(F.ib, S, 9);
+	th_assert_status(th_xfer1(F.i, XFER_WRITE, F.ib, F.seg, taddr(64), S,
+				  &tr), XFER_COMPLETED);
+	assert_int_equal(th_check(F.tb + 64, S, 9), -1);
+
+	/* registered after the open: a reopen sees it */
+	memset(fresh, 0, S);
+	assert_int_equal(xfer_register(F.t, fresh, S, "cpu:0", true), 0);
+	assert_int_equal(xfer_segment_close(F.i, F.seg), 0);
+	F.seg = xfer_segment_open(F.i, xfer_engine_name(F.t));
+	assert_true(F.seg >= 0);
+	assert_int_equal(th_segment_find(F.i, F.seg, (uintptr_t)fresh), S);
+	id = F.seg;
+	th_assert_status(th_xfer1(F.i, XFER_WRITE, F.ib, id, (uintptr_t)fresh,
+				  S, &tr), XFER_COMPLETED);
+	assert_int_equal(tr, S);
+	assert_int_equal(th_check(fresh, S, 9), -1);
+	assert_int_equal(xfer_unregister(F.t, fresh), 0);
+	free(gone);
+	free(fresh);
+}
+
 static void test_register_errors(void **state)
 {
 	const size_t M = 1u << 20;
@@ -316,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_all_invalid_batch),
 		cmocka_unit_test(test_closed_segment_invalid),
 		cmocka_unit_test(test_private_buffer),
+		cmocka_unit_test(test_stale_descriptor),
 		cmocka_unit_test(test_register_errors),
 		cmocka_unit_test(test_open_nothing_listening),
 		cmocka_unit_test(test_open_malformed),

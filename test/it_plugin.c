@@ -194,6 +194,8 @@ static int run_initiator(int workers)
 	assert_int_equal(xfer_batch_free(wb), 0);
 	/* the engine started no thread later either */
 	assert_int_equal(th_count_threads(), n1);
+	if (workers == 0) /* "0 when it started none" */
+		assert_true(xfer_engine_cpu_seconds(p) == 0.0);
 
 	assert_int_equal(xfer_segment_close(p, seg), 0);
 	assert_int_equal(xfer_unregister(p, pbuf), 0);

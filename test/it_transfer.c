@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,6 +404,146 @@ static void test_free_in_flight_ebusy(void **state)
 	free(tbuf);
 }
 
+/* The callback may free its own batch. */
+struct free_rec {
+	atomic_int calls;
+	atomic_int free_ret;
+};
+
+static void free_cb(struct xfer_batch *b, enum xfer_status outcome, void *arg)
+{
+	struct free_rec *r = arg;
+
+	atomic_store(&r->free_ret, outcome == XFER_COMPLETED ?
+		     xfer_batch_free(b) : -1000 - (int)outcome);
+	atomic_fetch_add(&r->calls, 1);
+}
+
+static void test_free_in_callback(void **state)
+{
+	enum { S = (64u << 10) + 1 };
+	struct free_rec rec = { 0, 1 };
+	struct xfer_request r = { XFER_WRITE, F.buf[0] + LOFF, F.seg[0],
+				  F.raddr[0] + ROFF, S };
+	struct xfer_batch *b = xfer_batch_new(F.e[0], 1);
+
+	(void)state;
+	assert_non_null(b);
+	th_fill(F.buf[0] + LOFF, S, 90);
+	memset(F.buf[1] + ROFF, 0, S);
+	assert_int_equal(xfer_batch_set_callback(b, free_cb, &rec), 0);
+	assert_int_equal(xfer_batch_submit(b, &r, 1), 0);
+	/* the batch may be gone any time now: only the record is read */
+	assert_true(th_wait_atomic(&rec.calls, 1, 30000));
+	assert_int_equal(atomic_load(&rec.free_ret), 0);
+	assert_int_equal(th_check(F.buf[1] + ROFF, S, 90), -1);
+}
+
+/* Several threads submit to one engine at once ("any thread"). */
+#define SUBMITTERS 4
+#define ROUNDS 16
+#define PER 16
+#define CHUNK (16u << 10)
+
+struct submitter {
+	int idx;
+	int err; /* 0, or the line that failed */
+};
+
+#define SUB_CHECK(c) do { if (!(c)) { a->err = __LINE__; return NULL; } } while (0)
+
+static void *submitter_main(void *arg)
+{
+	struct submitter *a = arg;
+	/* each thread owns a disjoint PER * CHUNK range on both sides */
+	size_t base = LOFF + (size_t)a->idx * PER * CHUNK;
+	uint8_t *local = F.buf[0] + base, *remote = F.buf[1] + base;
+
+	for (int round = 0; round < ROUNDS; round++) {
+		struct xfer_request r[PER];
+		struct xfer_task_status st;
+		struct xfer_batch *b = xfer_batch_new(F.e[0], PER);
+		uint64_t seed = 7000 + a->idx * 100 + round;
+		bool w = round % 2 == 0;
+
+		SUB_CHECK(b);
+		for (int k = 0; k < PER; k++) {
+			th_fill((w ? local : remote) + k * CHUNK, CHUNK, seed + k);
+			r[k] = (struct xfer_request){
+				w ? XFER_WRITE : XFER_READ, local + k * CHUNK,
+				F.seg[0], F.raddr[0] + base + k * CHUNK, CHUNK };
+		}
+		SUB_CHECK(xfer_batch_submit(b, r, PER) == 0);
+		SUB_CHECK(xfer_batch_wait(b, 30000) == 0);
+		for (int k = 0; k < PER; k++) {
+			SUB_CHECK(xfer_batch_status(b, k, &st) == 0);
+			SUB_CHECK(st.status == XFER_COMPLETED);
+			SUB_CHECK(st.transferred == CHUNK);
+			SUB_CHECK(th_check((w ? remote : local) + k * CHUNK,
+					   CHUNK, seed + k) == -1);
+		}
+		SUB_CHECK(xfer_batch_free(b) == 0);
+	}
+	return NULL;
+}
+
+static void test_concurrent_submitters(void **state)
+{
+	pthread_t th[SUBMITTERS];
+	struct submitter a[SUBMITTERS];
+
+	(void)state;
+	for (int i = 0; i < SUBMITTERS; i++) {
+		a[i] = (struct submitter){ .idx = i };
+		assert_int_equal(pthread_create(&th[i], NULL, submitter_main,
+						&a[i]), 0);
+	}
+	for (int i = 0; i < SUBMITTERS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	for (int i = 0; i < SUBMITTERS; i++)
+		if (a[i].err)
+			fail_msg("submitter %d failed at line %d", i, a[i].err);
+}
+
+/* A buffer peers may not access is still a fine source or destination
+ * for the engine's own requests. */
+static void test_private_local_buffer(void **state)
+{
+	enum { S = 10000 };
+	uint8_t *priv = th_alloc(2 * S);
+	uint64_t tr;
+
+	(void)state;
+	assert_int_equal(xfer_register(F.e[0], priv, 2 * S, "cpu:0", false), 0);
+	th_fill(priv, S, 95);
+	memset(F.buf[1] + ROFF, 0, S);
+	th_assert_status(th_xfer1(F.e[0], XFER_WRITE, priv, F.seg[0],
+				  F.raddr[0] + ROFF, S, &tr), XFER_COMPLETED);
+	assert_int_equal(th_check(F.buf[1] + ROFF, S, 95), -1);
+	memset(priv + S, 0, S);
+	th_assert_status(th_xfer1(F.e[0], XFER_READ, priv + S, F.seg[0],
+				  F.raddr[0] + ROFF, S, &tr), XFER_COMPLETED);
+	assert_int_equal(th_check(priv + S, S, 95), -1);
+	assert_int_equal(xfer_unregister(F.e[0], priv), 0);
+	free(priv);
+}
+
+/* An idle engine uses no CPU: no thread busy-polls. */
+static void test_idle_engines_use_no_cpu(void **state)
+{
+	struct timespec s1 = { 1, 0 };
+	double c0 = xfer_engine_cpu_seconds(F.e[0]) +
+		    xfer_engine_cpu_seconds(F.e[1]);
+	double c1;
+
+	(void)state;
+	assert_true(c0 > 0); /* they did work and have threads */
+	nanosleep(&s1, NULL); /* measuring idleness, not a sync */
+	c1 = xfer_engine_cpu_seconds(F.e[0]) + xfer_engine_cpu_seconds(F.e[1]);
+	if (c1 - c0 > 0.02)
+		fail_msg("two idle engines used %.3f s of CPU in 1 s", c1 - c0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest one_worker[] = {
@@ -415,6 +556,10 @@ int main(void)
 		cmocka_unit_test(test_open_same_name_same_id),
 		cmocka_unit_test(test_batch_capacity),
 		cmocka_unit_test(test_free_in_flight_ebusy),
+		cmocka_unit_test(test_free_in_callback),
+		cmocka_unit_test(test_concurrent_submitters),
+		cmocka_unit_test(test_private_local_buffer),
+		cmocka_unit_test(test_idle_engines_use_no_cpu),
 	};
 	const struct CMUnitTest two_workers[] = {
 		cmocka_unit_test(test_rw_1B),
@@ -423,6 +568,8 @@ int main(void)
 		cmocka_unit_test(test_rw_16MiB),
 		cmocka_unit_test(test_batch_1000),
 		cmocka_unit_test(test_local_segment),
+		cmocka_unit_test(test_free_in_callback),
+		cmocka_unit_test(test_concurrent_submitters),
 	};
 	int fails = 0;
 
