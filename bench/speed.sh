@@ -29,19 +29,19 @@ for k in sys.argv[1:]:
     print("nan" if v is None else v)' "$@"
 }
 
-# One single-stream client; the server takes one test and exits. The client
-# retries while the server is still starting.
-iperf3 -s -1 -p "$IPERF_PORT" >/dev/null &
+# One single-stream client against a server started here and stopped
+# after; the client starts once the server listens.
+iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &
 iperf_pid=$!
 pids+=("$iperf_pid")
-for try in $(seq 20); do
-	if out=$(iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -t "$DURATION" -J 2>/dev/null); then
-		break
-	fi
-	[ "$try" = 20 ] && { echo "speed.sh: iperf3 client failed" >&2; exit 1; }
-	sleep 0.25
+for _ in $(seq 100); do
+	ss -Hltn "sport = :$IPERF_PORT" | grep -q . && break
+	sleep 0.05
 done
-wait "$iperf_pid"
+out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
+	-t "$DURATION" -J) || { echo "speed.sh: iperf3 client failed" >&2; exit 1; }
+kill "$iperf_pid" 2>/dev/null || true
+wait "$iperf_pid" 2>/dev/null || true
 iperf_gbps=$(json end.sum_received.bits_per_second <<<"$out" |
 	awk '{ printf "%.2f", $1 / 8e9 }')
 
