@@ -5,4 +5,4 @@ all: $(BENCH)
 
 $(BENCH): $(BUILD)/bench/xfer_bench.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) -o $@ $^ $(LDLIBS) -lm
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lm

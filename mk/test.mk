@@ -10,11 +10,11 @@ TEST_LIBS := $(LDLIBS) $(shell pkg-config --libs cmocka)
 
 $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/helpers.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) -o $@ $^ $(TEST_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
 
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Each program runs alone; the first failure stops the tier.
 define run_each
