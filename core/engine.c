@@ -182,6 +182,22 @@ static int pick_host(struct xfer_engine *e, uint16_t *port)
 	return e->host ? 0 : -ENOMEM;
 }
 
+/* Free what the engine holds once its reactors and transports are gone. */
+static void engine_release(struct xfer_engine *e)
+{
+	xfer_buffers_fini(&e->buffers);
+	free(e->desc_json);
+	free(e->name);
+	free(e->host);
+	free(e->cfg_bind);
+	free(e->cfg_meta);
+	free(e->cfg_name);
+	pthread_mutex_destroy(&e->seg_lock);
+	pthread_mutex_destroy(&e->desc_lock);
+	pthread_mutex_destroy(&e->err_lock);
+	free(e);
+}
+
 static struct xfer_engine *engine_new(struct event_base *base,
 				      const struct xfer_config *cfg)
 {
@@ -276,7 +292,6 @@ err_stop:
 	xfer_reactor_stop(&e->control);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_stop(&e->workers[i]);
-	free(e->desc_json);
 err_tcp:
 	xfer_tcp_ops.fini(e->tcp);
 err_handshake:
@@ -289,13 +304,7 @@ err_reactors:
 	xfer_reactor_destroy(&e->control);
 err_free:
 	xfer_log(XFER_LOG_ERROR, "engine: %s", strerror(-ret));
-	free(e->name);
-	free(e->host);
-	free(e->cfg_bind);
-	free(e->cfg_meta);
-	free(e->cfg_name);
-	xfer_buffers_fini(&e->buffers);
-	free(e);
+	engine_release(e);
 	errno = -ret;
 	return NULL;
 }
@@ -333,15 +342,5 @@ void xfer_engine_free(struct xfer_engine *e)
 		xfer_segment_destroy(e->segs[s]);
 	free(e->segs);
 	e->store->ops->close(e->store);
-	xfer_buffers_fini(&e->buffers);
-	free(e->desc_json);
-	free(e->name);
-	free(e->host);
-	free(e->cfg_bind);
-	free(e->cfg_meta);
-	free(e->cfg_name);
-	pthread_mutex_destroy(&e->seg_lock);
-	pthread_mutex_destroy(&e->desc_lock);
-	pthread_mutex_destroy(&e->err_lock);
-	free(e);
+	engine_release(e);
 }
