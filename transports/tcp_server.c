@@ -147,8 +147,11 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 	return true;
 }
 
-/* Read what can be read now. @return bytes read, 0 on EAGAIN, -1 to
- * close. */
+/*
+ * Read what can be read now; called only with room for one more reply.
+ * @return bytes read (or 1 for a header taken from c->hdr), 0 on EAGAIN,
+ * -1 to close.
+ */
 static ssize_t sconn_read(struct tcp_sconn *c)
 {
 	uint8_t peek[REPLIES * TCP_HDR_LEN];
@@ -156,6 +159,11 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 	size_t room = REPLIES - c->rq_n, used = 0;
 	ssize_t n;
 
+	if (c->hdr_got == TCP_HDR_LEN) {
+		/* A header read along with a payload waited for room. */
+		c->hdr_got = 0;
+		return take_header(c, c->hdr) ? 1 : -1;
+	}
 	if (c->wleft) {
 		/* The payload, and the next header with it if it is there. */
 		iov[0] = (struct iovec){ c->wptr, c->wleft };
@@ -181,7 +189,8 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 			return n;
 		put_buffer(c->wbuf);
 		c->wbuf = NULL;
-		push_reply(c, c->wv2, TCP_STATUS_OK, NULL, 0, NULL);
+		if (c->wv2) /* v1 has no status frames */
+			push_reply(c, true, TCP_STATUS_OK, NULL, 0, NULL);
 	} else if (c->hdr_got) {
 		c->hdr_got += (size_t)n;
 	} else {
@@ -201,9 +210,9 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 		}
 		return recv(c->fd, peek, used, 0) == (ssize_t)used ? n : -1;
 	}
-	if (c->hdr_got == TCP_HDR_LEN) {
+	if (c->hdr_got == TCP_HDR_LEN && c->rq_n < REPLIES) {
 		c->hdr_got = 0;
-		if (c->rq_n == REPLIES || !take_header(c, c->hdr))
+		if (!take_header(c, c->hdr))
 			return -1;
 	}
 	return n;
@@ -265,7 +274,7 @@ static int sconn_run(struct tcp_sconn *c)
 		if (c->refused && c->rq_n == 0)
 			return -1;
 		in = 0;
-		if (!c->refused && (c->rq_n < REPLIES || c->wleft)) {
+		if (!c->refused && c->rq_n < REPLIES) {
 			in = sconn_read(c);
 			if (in < 0)
 				return -1;
@@ -275,8 +284,7 @@ static int sconn_run(struct tcp_sconn *c)
 	} while ((in || out) && budget);
 
 	set_interest(c->wev, &c->writing, c->rq_n > 0);
-	set_interest(c->rev, &c->reading,
-		     !c->refused && (c->rq_n < REPLIES || c->wleft));
+	set_interest(c->rev, &c->reading, !c->refused && c->rq_n < REPLIES);
 	if (!budget)
 		event_active(c->reading ? c->rev : c->wev,
 			     c->reading ? EV_READ : EV_WRITE, 0);
