@@ -1,14 +1,12 @@
 /* Socket helpers: addresses, a connect with a timeout, host:port names. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "net_internal.h"
@@ -55,7 +53,6 @@ int xfer_net_resolve(const char *host, uint16_t port,
 int xfer_net_connect(const struct sockaddr *sa, socklen_t len,
 		     int timeout_ms)
 {
-	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 	struct pollfd pfd = { .events = POLLOUT };
 	socklen_t elen = sizeof(int);
 	int fd, err = 0;
@@ -75,12 +72,6 @@ int xfer_net_connect(const struct sockaddr *sa, socklen_t len,
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err)
 		goto err_close;
-	if (fcntl(fd, F_SETFL, 0) ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) ||
-	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv))) {
-		err = errno;
-		goto err_close;
-	}
 	return fd;
 
 err_close:

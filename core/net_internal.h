@@ -16,9 +16,8 @@ int xfer_net_parse(const char *host, uint16_t port,
 int xfer_net_resolve(const char *host, uint16_t port,
 		     struct sockaddr_storage *ss, socklen_t *len);
 
-/** Blocking connect with a timeout; the socket keeps send and receive
- *  timeouts of @p timeout_ms. @return the fd, or -ECONNREFUSED,
- *  -ETIMEDOUT, -EHOSTUNREACH or another negative errno. */
+/** Connect, waiting at most @p timeout_ms. @return a non-blocking fd, or
+ *  -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH or another negative errno. */
 int xfer_net_connect(const struct sockaddr *sa, socklen_t len,
 		     int timeout_ms);
 

@@ -5,9 +5,11 @@
  * connection only, without a reply. Client: one blocking exchange.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -245,21 +247,38 @@ void xfer_handshake_close(struct handshake_server *hs)
 	free(hs);
 }
 
-/* Send or receive exactly @p len bytes on a blocking socket. */
-static int xfer_all(int fd, void *buf, size_t len, bool send_it)
+static int64_t now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Send or receive exactly @p len bytes before @p deadline (monotonic ms):
+ * a peer that trickles bytes cannot hold the caller longer than that.
+ */
+static int xfer_all(int fd, void *buf, size_t len, bool send_it,
+		    int64_t deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = send_it ? POLLOUT : POLLIN };
 	char *p = buf;
 
 	while (len) {
-		ssize_t n = send_it ? send(fd, p, len, MSG_NOSIGNAL)
-				    : recv(fd, p, len, 0);
+		int64_t left = deadline - now_ms();
+		ssize_t n;
 
+		if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+			return -ETIMEDOUT;
+		n = send_it ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+			    : recv(fd, p, len, MSG_DONTWAIT);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR || errno == EAGAIN)
 				continue;
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+			return -errno;
 		}
 		p += n;
 		len -= n;
@@ -274,6 +293,7 @@ int xfer_handshake_request(const char *host, uint16_t port, uint8_t type,
 	struct sockaddr_storage ss;
 	uint64_t frame_len = body_len + 1;
 	socklen_t salen;
+	int64_t deadline;
 	char *buf;
 	int fd, ret;
 
@@ -284,13 +304,16 @@ int xfer_handshake_request(const char *host, uint16_t port, uint8_t type,
 			      XFER_HANDSHAKE_TIMEOUT_MS);
 	if (fd < 0)
 		return fd;
-	ret = xfer_all(fd, &frame_len, sizeof(frame_len), true);
+	deadline = now_ms() + XFER_HANDSHAKE_TIMEOUT_MS;
+	ret = xfer_all(fd, &frame_len, sizeof(frame_len), true, deadline);
 	if (!ret)
-		ret = xfer_all(fd, &type, 1, true);
+		ret = xfer_all(fd, &type, 1, true, deadline);
 	if (!ret)
-		ret = xfer_all(fd, (void *)body, body_len, true);
+		ret = xfer_all(fd, (void *)body, body_len, true, deadline);
+	deadline = now_ms() + XFER_HANDSHAKE_TIMEOUT_MS;
 	if (!ret)
-		ret = xfer_all(fd, &frame_len, sizeof(frame_len), false);
+		ret = xfer_all(fd, &frame_len, sizeof(frame_len), false,
+			       deadline);
 	if (ret)
 		goto out;
 	ret = -EPROTO;
@@ -300,7 +323,7 @@ int xfer_handshake_request(const char *host, uint16_t port, uint8_t type,
 	ret = -ENOMEM;
 	if (!buf)
 		goto out;
-	ret = xfer_all(fd, buf, frame_len, false);
+	ret = xfer_all(fd, buf, frame_len, false, deadline);
 	if (!ret && (uint8_t)buf[0] != type)
 		ret = -EPROTO;
 	if (ret) {

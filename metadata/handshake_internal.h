@@ -33,7 +33,8 @@ void xfer_handshake_close(struct handshake_server *hs);
 /**
  * Send one typed frame to @p host:@p port and read the reply's body (JSON,
  * type byte stripped and checked): *reply malloc'd, *len bytes, NUL-ended.
- * Connect, send and receive each give up after 5 s.
+ * Connecting, sending and awaiting the reply each have 5 s in all, so a
+ * peer that trickles bytes cannot hold the caller longer.
  * @return 0; -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOENT (host does
  *         not resolve), -ECONNRESET (closed without a reply), -EPROTO (a
  *         bad reply frame), -ENOMEM.
