@@ -119,6 +119,17 @@ int th_count_threads(void)
 	return n;
 }
 
+int th_wait_threads(int want, int timeout_ms)
+{
+	int64_t end = th_now_ms() + timeout_ms;
+	struct timespec ms = { 0, 1000000 };
+	int n;
+
+	while ((n = th_count_threads()) > want && th_now_ms() < end)
+		nanosleep(&ms, NULL);
+	return n;
+}
+
 bool th_wait_atomic(atomic_int *v, int want, int timeout_ms)
 {
 	int64_t end = th_now_ms() + timeout_ms;
@@ -155,6 +166,17 @@ enum xfer_status th_xfer1(struct xfer_engine *e, enum xfer_opcode op,
 	if (transferred)
 		*transferred = st.transferred;
 	return st.status;
+}
+
+int th_unregister(struct xfer_engine *e, void *addr)
+{
+	int64_t end = th_now_ms() + 2000;
+	struct timespec ms = { 0, 1000000 };
+	int ret;
+
+	while ((ret = xfer_unregister(e, addr)) == -EBUSY && th_now_ms() < end)
+		nanosleep(&ms, NULL);
+	return ret;
 }
 
 uint64_t th_segment_find(struct xfer_engine *e, int64_t seg, uint64_t addr)

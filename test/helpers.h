@@ -39,6 +39,13 @@ int64_t th_now_ms(void);
 int th_count_threads(void);
 
 /**
+ * Poll th_count_threads() until it is at most @p want or @p timeout_ms
+ * passed (a joined thread can stay listed for a moment while the kernel
+ * reaps it). @return the last count.
+ */
+int th_wait_threads(int want, int timeout_ms);
+
+/**
  * Poll @p v (every millisecond) until it is at least @p want or
  * @p timeout_ms passed. @return true if it reached @p want.
  */
@@ -58,6 +65,15 @@ enum xfer_status th_xfer1(struct xfer_engine *e, enum xfer_opcode op,
 /** Fail the test, with status names, unless @p got equals @p want. */
 #define th_assert_status(got, want) \
 	assert_string_equal(xfer_status_str(got), xfer_status_str(want))
+
+/**
+ * xfer_unregister() for a buffer peers use as a target: a peer's READ
+ * that has just completed may hold it a moment longer (the target lets go
+ * after its last send returns, which can be after the peer has the bytes),
+ * so -EBUSY is retried for up to 2 s. No cmocka asserts (a forked child
+ * may call it). @return what xfer_unregister() last returned.
+ */
+int th_unregister(struct xfer_engine *e, void *addr);
 
 /** Find the buffer of open segment @p seg that starts at @p addr; fails
  *  the test unless there is one. @return its length. */

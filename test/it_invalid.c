@@ -77,8 +77,8 @@ static int teardown(void **state)
 	(void)state;
 	assert_int_equal(xfer_segment_close(F.i, F.seg), 0);
 	assert_int_equal(xfer_unregister(F.i, F.ib), 0);
-	assert_int_equal(xfer_unregister(F.t, F.tb), 0);
-	assert_int_equal(xfer_unregister(F.t, F.priv), 0);
+	assert_int_equal(th_unregister(F.t, F.tb), 0);
+	assert_int_equal(th_unregister(F.t, F.priv), 0);
 	xfer_engine_free(F.i);
 	xfer_engine_free(F.t);
 	free(F.ib);
@@ -298,7 +298,7 @@ static void test_stale_descriptor(void **state)
 				  S, &tr), XFER_COMPLETED);
 	assert_int_equal(tr, S);
 	assert_int_equal(th_check(fresh, S, 9), -1);
-	assert_int_equal(xfer_unregister(F.t, fresh), 0);
+	assert_int_equal(th_unregister(F.t, fresh), 0);
 	free(gone);
 	free(fresh);
 }

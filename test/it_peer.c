@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -40,6 +41,8 @@ enum hs_mode {
 	HS_LEN0,       /* a reply length of 0 */
 	HS_HUGE,       /* a reply length of 2^40 */
 	HS_TRUNC,      /* a reply length of 1000, 10 bytes, close */
+	HS_TRICKLE,    /* a reply length of 1000, then a byte a second, for
+			* at most 8 s */
 };
 
 enum data_mode {
@@ -56,7 +59,8 @@ struct fake {
 	uint16_t hs_port, data_port;
 	char name[64];
 	atomic_int hs_mode, data_mode;
-	int version;                   /* of D_SERVE */
+	atomic_int version;            /* of D_SERVE */
+	pthread_mutex_t reply_lock;    /* the test thread sets, the fake reads */
 	char reply[2048];              /* Metadata reply JSON */
 	uint8_t *mem;                  /* served at its own address */
 	atomic_int bad_headers, requests, hs_requests;
@@ -112,8 +116,13 @@ static void hs_serve(int fd)
 {
 	int mode = atomic_load(&F.hs_mode);
 	uint8_t frame[9 + sizeof(F.reply)];
-	char *req = NULL;
-	size_t len = 0, rlen = strlen(F.reply);
+	char *req = NULL, reply[sizeof(F.reply)];
+	size_t len = 0, rlen;
+
+	pthread_mutex_lock(&F.reply_lock);
+	memcpy(reply, F.reply, sizeof(reply));
+	pthread_mutex_unlock(&F.reply_lock);
+	rlen = strlen(reply);
 
 	atomic_fetch_add(&F.hs_requests, 1);
 	if (th_hs_recv(fd, &req, &len, 3000) != 0 || len < 1 || req[0] != 1)
@@ -124,7 +133,7 @@ static void hs_serve(int fd)
 	case HS_WRONG_TYPE:
 		put_le64(frame, rlen + 1);
 		frame[8] = mode == HS_REPLY ? 1 : 3;
-		memcpy(frame + 9, F.reply, rlen);
+		memcpy(frame + 9, reply, rlen);
 		(void)th_send_all(fd, frame, 9 + rlen);
 		shutdown(fd, SHUT_WR);
 		break;
@@ -147,13 +156,30 @@ static void hs_serve(int fd)
 		memcpy(frame + 8, "\x01{\"buffers", 10);
 		(void)th_send_all(fd, frame, 18);
 		break;
+	case HS_TRICKLE: {
+		struct timespec s1 = { 1, 0 };
+
+		put_le64(frame, 1000);
+		frame[8] = 1;
+		frame[9] = '{';
+		if (th_send_all(fd, frame, 10))
+			break;
+		/* the adversary's pace, not a synchronisation */
+		for (int k = 0; k < 8; k++) {
+			nanosleep(&s1, NULL);
+			if (th_send_all(fd, " ", 1))
+				break;
+		}
+		break;
+	}
 	}
 	close(fd);
 }
 
 static const uint8_t status_ok[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
 static const uint8_t status_refused[8] = { 1, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
-static const uint8_t status_bad_magic[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4e };
+static const uint8_t status_bad_magic[8] = { 0, 0, 0, 0,
+					      0x56, 0x54, 0x43, 0x4e };
 
 /* Serve one request on @fd. @return 0 to keep it, -1 to close it. */
 static int data_serve_one(int fd)
@@ -179,7 +205,8 @@ static int data_serve_one(int fd)
 	/* what xfer must send: zero padding, opcode 0/1 (+0x80 for v2),
 	 * a range inside what we advertised */
 	if (th_check_byte(h + 17, 7, 0) != -1 || (h[16] & 0x7f) > 1 ||
-	    v2 != (F.version == 2) || size == 0 || size > MEM_LEN ||
+	    v2 != (atomic_load(&F.version) == 2) || size == 0 ||
+	    size > MEM_LEN ||
 	    addr < (uintptr_t)F.mem ||
 	    addr + size > (uintptr_t)F.mem + MEM_LEN) {
 		atomic_fetch_add(&F.bad_headers, 1);
@@ -284,20 +311,29 @@ static void *fake_main(void *arg)
 	return NULL;
 }
 
+static void set_reply(const char *r)
+{
+	pthread_mutex_lock(&F.reply_lock);
+	snprintf(F.reply, sizeof(F.reply), "%s", r);
+	pthread_mutex_unlock(&F.reply_lock);
+}
+
 /* The reply: a TCP descriptor advertising F.mem, with @version (0: the
  * field left out, as a v1 peer). */
 static void good_reply(int version)
 {
-	char ver[40] = "";
+	char ver[40] = "", r[sizeof(F.reply)];
 
 	if (version)
 		snprintf(ver, sizeof(ver), ",\"tcp_proto_version\":%d", version);
-	snprintf(F.reply, sizeof(F.reply),
+
+	snprintf(r, sizeof(r),
 		 "{\"buffers\":[{\"addr\":%llu,\"length\":%u,\"name\":\"cpu:0\"}],"
 		 "\"name\":\"%s\",\"protocol\":\"tcp\",\"tcp_data_port\":%u%s,"
 		 "\"timestamp\":\"2026-01-01 00:00:00.000000\"}\n",
 		 (unsigned long long)(uintptr_t)F.mem, MEM_LEN, F.name,
 		 F.data_port, ver);
+	set_reply(r);
 }
 
 /* ---- fixture ---- */
@@ -318,7 +354,8 @@ static int setup(void **state)
 	snprintf(F.name, sizeof(F.name), "127.0.0.1:%u", F.hs_port);
 	F.mem = th_alloc(MEM_LEN);
 	memset(F.mem, 0, MEM_LEN);
-	F.version = 2;
+	pthread_mutex_init(&F.reply_lock, NULL);
+	atomic_store(&F.version, 2);
 	good_reply(2);
 	assert_int_equal(pthread_create(&F.th, NULL, fake_main, NULL), 0);
 
@@ -346,6 +383,7 @@ static int teardown(void **state)
 	close(F.data_lfd);
 	close(F.stop[0]);
 	close(F.stop[1]);
+	pthread_mutex_destroy(&F.reply_lock);
 	free(F.mem);
 	free(LB);
 	return 0;
@@ -368,7 +406,7 @@ static int reset(void **state)
 	atomic_store(&F.hs_mode, HS_REPLY);
 	atomic_store(&F.data_mode, D_SERVE);
 	atomic_store(&F.bad_headers, 0);
-	F.version = 2;
+	atomic_store(&F.version, 2);
 	good_reply(2);
 	return 0;
 }
@@ -402,7 +440,7 @@ static void roundtrip(int64_t id, size_t len, uint64_t seed)
 	assert_int_equal(tr, len);
 	/* v2: COMPLETED means in the peer's memory; v1 has no reply, so
 	 * only the READ after it (same connection) proves it */
-	if (F.version == 2)
+	if (atomic_load(&F.version) == 2)
 		assert_int_equal(th_check(F.mem + 5, len, seed), -1);
 	th_assert_status(th_xfer1(E, XFER_READ, LB + len, id,
 				  (uintptr_t)F.mem + 5, len, &tr),
@@ -435,7 +473,7 @@ static void test_peer_v1(void **state)
 	int64_t id;
 
 	(void)state;
-	F.version = 1;
+	atomic_store(&F.version, 1);
 	good_reply(0);
 	id = open_fake();
 	roundtrip(id, (200u << 10) + 3, 3);
@@ -514,11 +552,18 @@ static void test_peer_data_port_closed(void **state)
 
 	(void)state;
 	close(fd);
-	snprintf(F.reply, sizeof(F.reply),
-		 "{\"buffers\":[{\"addr\":%llu,\"length\":%u,\"name\":\"cpu:0\"}],"
-		 "\"name\":\"%s\",\"protocol\":\"tcp\",\"tcp_data_port\":%u,"
-		 "\"tcp_proto_version\":2}\n",
-		 (unsigned long long)(uintptr_t)F.mem, MEM_LEN, F.name, dead);
+	{
+		char r[sizeof(F.reply)];
+
+		snprintf(r, sizeof(r),
+			 "{\"buffers\":[{\"addr\":%llu,\"length\":%u,"
+			 "\"name\":\"cpu:0\"}],\"name\":\"%s\","
+			 "\"protocol\":\"tcp\",\"tcp_data_port\":%u,"
+			 "\"tcp_proto_version\":2}\n",
+			 (unsigned long long)(uintptr_t)F.mem, MEM_LEN, F.name,
+			 dead);
+		set_reply(r);
+	}
 	id = xfer_segment_open(E, F.name);
 	assert_true(id >= 0);
 	OPEN_ID = id;
@@ -555,7 +600,7 @@ static void test_open_bad_reply(void **state)
 
 	atomic_store(&F.hs_mode, c->mode);
 	id = xfer_segment_open(E, F.name);
-	if (id >= 0 || (c->want && id != c->want) || th_now_ms() - t0 > 6000)
+	if (id >= 0 || (c->want && id != c->want) || th_now_ms() - t0 > 6500)
 		fail_msg("open with handshake mode %d: %lld after %lld ms, "
 			 "want %d", c->mode, (long long)id,
 			 (long long)(th_now_ms() - t0), c->want);
@@ -569,6 +614,7 @@ static const struct hs_fault hs_len0 = { HS_LEN0, -EPROTO };
 static const struct hs_fault hs_huge = { HS_HUGE, -EPROTO };
 static const struct hs_fault hs_trunc = { HS_TRUNC, 0 };
 static const struct hs_fault hs_silent = { HS_SILENT, -ETIMEDOUT };
+static const struct hs_fault hs_trickle = { HS_TRICKLE, -ETIMEDOUT };
 
 
 struct bad_desc {
@@ -656,37 +702,42 @@ static void test_open_bad_descriptor(void **state)
 	for (size_t k = 0; k < sizeof(bad_descs) / sizeof(bad_descs[0]); k++) {
 		int64_t id;
 
-expand(F.reply, sizeof(F.reply), bad_descs[k].fmt);
+		char r[sizeof(F.reply)];
+
+		expand(r, sizeof(r), bad_descs[k].fmt);
+		set_reply(r);
 		atomic_store(&F.hs_mode, HS_REPLY);
 		id = xfer_segment_open(E, F.name);
 		if (id != bad_descs[k].want)
 			fail_msg("descriptor %zu gave %lld, want %d: %s", k,
-				 (long long)id, bad_descs[k].want, F.reply);
+				 (long long)id, bad_descs[k].want, r);
 		open_recovers();
 	}
 }
 
+#define PEER_TEST(f) cmocka_unit_test_setup_teardown(f, reset, close_open)
 #define HS_CASE(name, c) \
 	{ name, test_open_bad_reply, reset, close_open, (void *)(c) }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_peer_v2, reset, close_open),
-		cmocka_unit_test_setup_teardown(test_peer_v1, reset, close_open),
-		cmocka_unit_test_setup_teardown(test_peer_refuses, reset, close_open),
-		cmocka_unit_test_setup_teardown(test_peer_bad_magic, reset, close_open),
-		cmocka_unit_test_setup_teardown(test_peer_closes_midway, reset, close_open),
-		cmocka_unit_test_setup_teardown(test_peer_closes_at_header, reset, close_open),
-		cmocka_unit_test_setup_teardown(test_peer_silent, reset, close_open),
-		cmocka_unit_test_setup_teardown(test_peer_data_port_closed, reset, close_open),
+		PEER_TEST(test_peer_v2),
+		PEER_TEST(test_peer_v1),
+		PEER_TEST(test_peer_refuses),
+		PEER_TEST(test_peer_bad_magic),
+		PEER_TEST(test_peer_closes_midway),
+		PEER_TEST(test_peer_closes_at_header),
+		PEER_TEST(test_peer_silent),
+		PEER_TEST(test_peer_data_port_closed),
 		HS_CASE("test_open_reply_closed", &hs_close),
 		HS_CASE("test_open_reply_wrong_type", &hs_wrong_type),
 		HS_CASE("test_open_reply_length_0", &hs_len0),
 		HS_CASE("test_open_reply_length_2e40", &hs_huge),
 		HS_CASE("test_open_reply_truncated", &hs_trunc),
 		HS_CASE("test_open_reply_never", &hs_silent),
-		cmocka_unit_test_setup_teardown(test_open_bad_descriptor, reset, close_open),
+		HS_CASE("test_open_reply_trickled", &hs_trickle),
+		PEER_TEST(test_open_bad_descriptor),
 	};
 
 	return cmocka_run_group_tests_name("hostile peer", tests, setup,

@@ -203,9 +203,9 @@ static int run_initiator(int workers)
 	/* the engine did not free the application's base */
 	assert_non_null(event_base_get_method(base));
 	event_base_free(base);
-	assert_int_equal(th_count_threads(), n0);
+	assert_int_equal(th_wait_threads(n0, 2000), n0);
 
-	assert_int_equal(xfer_unregister(t, tbuf), 0);
+	assert_int_equal(th_unregister(t, tbuf), 0);
 	xfer_engine_free(t);
 	free(tbuf);
 	free(pbuf);
@@ -256,7 +256,8 @@ static int xfer1_plain(struct xfer_engine *e, enum xfer_opcode op, void *src,
 	return (int)st.status;
 }
 
-#define PEER_CHECK(c) do { if (!(c)) { a->result = __LINE__; goto out; } } while (0)
+#define PEER_CHECK(c) \
+	do { if (!(c)) { a->result = __LINE__; goto out; } } while (0)
 
 static void *peer_thread(void *arg)
 {
@@ -321,11 +322,11 @@ static void test_plugin_serves_peer(void **state)
 		fail_msg("peer thread failed at line %d", a.result);
 
 	event_free(wake);
-	assert_int_equal(xfer_unregister(a.p, a.pbuf), 0);
+	assert_int_equal(th_unregister(a.p, a.pbuf), 0);
 	xfer_engine_free(a.p);
 	assert_non_null(event_base_get_method(base));
 	event_base_free(base);
-	assert_int_equal(xfer_unregister(a.t, a.tbuf), 0);
+	assert_int_equal(th_unregister(a.t, a.tbuf), 0);
 	xfer_engine_free(a.t);
 	close(pfd[0]);
 	close(pfd[1]);

@@ -95,7 +95,7 @@ child_main(size_t size, int namefd, int gofd)
 	    th_check(p + w, size, SEED_PARENT) != -1 ||
 	    th_check_byte(p + w + size, GAP, FILL) != -1)
 		rc = CHILD_BAD_DATA;
-	if (xfer_unregister(e, buf) != 0)
+	if (th_unregister(e, buf) != 0)
 		rc = CHILD_BAD_DATA;
 	xfer_engine_free(e);
 	free(buf);

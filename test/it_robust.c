@@ -67,7 +67,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	assert_int_equal(xfer_unregister(F.t, F.tb), 0);
+	assert_int_equal(th_unregister(F.t, F.tb), 0);
 	xfer_engine_free(F.t);
 	free(F.tb);
 	return 0;
@@ -120,7 +120,7 @@ static void put_le64(uint8_t *p, uint64_t v)
 /* ---- (a) the handshake port ---- */
 
 /* Send @bytes to the handshake port: the server closes without a byte. */
-static void hs_expect_close(const void *bytes, size_t n)
+static void hs_expect_close(const char *what, const void *bytes, size_t n)
 {
 	int fd = th_connect(F.rpc_port);
 	uint8_t got[64];
@@ -130,21 +130,21 @@ static void hs_expect_close(const void *bytes, size_t n)
 	(void)th_send_all(fd, bytes, n);
 	r = th_recv_until_close(fd, got, sizeof(got), CLOSE_MS);
 	if (r != 0)
-		fail_msg("handshake server: %ld (bytes, or -errno) instead of a "
-			 "close without reply", r);
+		fail_msg("%s: %ld (bytes, or -errno) instead of a close "
+			 "without reply", what, r);
 	close(fd);
 }
 
 /* A frame: length @len_field, then @tail (type byte and body). */
-static void hs_expect_close_frame(uint64_t len_field, const void *tail,
-				  size_t n)
+static void hs_expect_close_frame(const char *what, uint64_t len_field,
+				  const void *tail, size_t n)
 {
 	uint8_t *f = malloc(8 + n);
 
 	assert_non_null(f);
 	put_le64(f, len_field);
 	memcpy(f + 8, tail, n);
-	hs_expect_close(f, 8 + n);
+	hs_expect_close(what, f, 8 + n);
 	free(f);
 }
 
@@ -163,9 +163,9 @@ static void test_hs_garbage(void **state)
 		uint8_t junk[64];
 
 		th_fill(junk, sizeof(junk), 99);
-		hs_expect_close(junk, sizeof(junk));
+		hs_expect_close("random bytes", junk, sizeof(junk));
 	} else {
-		hs_expect_close_frame(c->len_field == UINT64_MAX ?
+		hs_expect_close_frame(c->what, c->len_field == UINT64_MAX ?
 				      c->tail_len : c->len_field,
 				      c->tail, c->tail_len);
 	}
@@ -788,7 +788,7 @@ static void test_unregister_during_remote_read(void **state)
 			 "it (first changed byte at offset %zu of %u; %zu bytes "
 			 "sent in all)", ret, bad_at, BIG, got);
 	if (ret != 0)
-		assert_int_equal(xfer_unregister(F.t, big), 0);
+		assert_int_equal(th_unregister(F.t, big), 0);
 	free(chunk);
 	free(ref);
 	free(big);
@@ -853,7 +853,7 @@ static void test_unregister_during_remote_write(void **state)
 		assert_int_equal(r, 8);
 		assert_memory_equal(st, status_ok, 8);
 		assert_memory_equal(big, payload, BIG);
-		assert_int_equal(xfer_unregister(F.t, big), 0);
+		assert_int_equal(th_unregister(F.t, big), 0);
 	}
 	free(payload);
 	free(big);

@@ -113,7 +113,7 @@ static int teardown_engines(void **state)
 			assert_int_equal(xfer_segment_close(F.e[i], F.seg[i]), 0);
 	for (int i = 0; i < 2; i++) {
 		if (F.e[i])
-			assert_int_equal(xfer_unregister(F.e[i], F.buf[i]), 0);
+			assert_int_equal(th_unregister(F.e[i], F.buf[i]), 0);
 		xfer_engine_free(F.e[i]);
 		free(F.buf[i]);
 	}
@@ -396,7 +396,7 @@ static void test_free_in_flight_ebusy(void **state)
 	assert_int_equal(xfer_segment_close(a, seg), 0);
 	assert_int_equal(xfer_segment_close(a, seg), -ENOENT);
 	assert_int_equal(xfer_unregister(a, lbuf), 0);
-	assert_int_equal(xfer_unregister(t, tbuf), 0);
+	assert_int_equal(th_unregister(t, tbuf), 0);
 	xfer_engine_free(a);
 	xfer_engine_free(t);
 	free(reqs);
@@ -450,7 +450,8 @@ struct submitter {
 	int err; /* 0, or the line that failed */
 };
 
-#define SUB_CHECK(c) do { if (!(c)) { a->err = __LINE__; return NULL; } } while (0)
+#define SUB_CHECK(c) \
+	do { if (!(c)) { a->err = __LINE__; return NULL; } } while (0)
 
 static void *submitter_main(void *arg)
 {
