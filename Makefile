@@ -10,6 +10,7 @@ all:
 include mk/config.mk
 include mk/lib.mk
 include mk/bench.mk
+include mk/metad.mk
 include mk/test.mk
 
 setup:

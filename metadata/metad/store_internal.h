@@ -1,0 +1,121 @@
+/*
+ * xfer-metad's store: keys and values in a hash table, a revision counter
+ * that counts every change, the last METAD_HISTORY changes for watchers,
+ * and (with a persist file) every change on disk before it is answered.
+ * Single-threaded: everything runs on the server's event_base.
+ */
+#ifndef XFER_METAD_STORE_INTERNAL_H
+#define XFER_METAD_STORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define METAD_KEY_MAX 4096u            /* bytes */
+#define METAD_VALUE_MAX (64u << 20)    /* bytes */
+#define METAD_HISTORY 4096u            /* changes kept for watchers */
+
+struct metad_entry {
+	struct metad_entry *next;      /* bucket chain */
+	uint64_t hash;
+	char *key;                     /* klen bytes + NUL, none inside */
+	size_t klen;
+	uint8_t *val;                  /* any bytes; malloc'd even when empty */
+	size_t vlen;
+};
+
+/** One change: revision @c rev put or deleted @c key. */
+struct metad_event {
+	uint64_t rev;
+	bool deleted;
+	char *key;
+};
+
+struct metad_store {
+	struct metad_entry **buckets;
+	size_t nbuckets;               /* a power of two */
+	size_t count;
+	uint64_t revision;             /* changes so far, persisted */
+	/* revision n sits at history[n % METAD_HISTORY]; the last nhistory
+	 * revisions are there, older ones were overwritten or predate the
+	 * start of this process */
+	struct metad_event *history;
+	size_t nhistory;
+	char *persist;                 /* the file, or NULL */
+	char *persist_tmp;             /* persist + ".tmp" */
+	char *persist_dir;             /* the folder to fsync after rename */
+};
+
+/**
+ * Open a store; with @p persist, load that file (a missing file is an
+ * empty store, and is created at once so that a bad path fails here and
+ * not at the first change).
+ * @return the store, or NULL with a message naming the file in @p err.
+ */
+struct metad_store *metad_store_open(const char *persist, char *err,
+				     size_t errlen);
+void metad_store_free(struct metad_store *s);
+
+/** The entry for @p key, or NULL. */
+const struct metad_entry *metad_store_get(const struct metad_store *s,
+					  const char *key);
+
+/**
+ * Set @p key to the @p vlen bytes at @p val, which the store takes over
+ * (and frees on failure). The change is on disk when this returns 0.
+ * @return 0, -ENOMEM, or the negative errno of a failed save (the store
+ * is then as it was before the call).
+ */
+int metad_store_put(struct metad_store *s, const char *key, uint8_t *val,
+		    size_t vlen);
+
+/**
+ * Delete @p key; on disk when this returns.
+ * @return 1 if it was there, 0 if absent (no change, no revision),
+ * -ENOMEM, or the negative errno of a failed save (nothing deleted).
+ */
+int metad_store_del(struct metad_store *s, const char *key);
+
+/** True if every change after revision @p since is still in the history
+ *  (false too for a @p since beyond the current revision). */
+bool metad_store_history(const struct metad_store *s, uint64_t since);
+
+/** The change that made revision @p rev; only for revisions that
+ *  metad_store_history(s, rev - 1) covers. */
+const struct metad_event *metad_store_event(const struct metad_store *s,
+					    uint64_t rev);
+
+/**
+ * Check a key or key prefix of @p len bytes: at most METAD_KEY_MAX bytes,
+ * no NUL, valid UTF-8 (keys are written into watch answers as JSON
+ * strings). @return NULL if fine, else a one-line reason.
+ */
+const char *metad_key_check(const char *key, size_t len);
+
+/* Used by persist.c only. */
+
+/** Add a key that is not there yet, without history or saving; the store
+ *  takes @p val. @return 0, -EEXIST (freeing @p val) or -ENOMEM. */
+int metad_store_load_entry(struct metad_store *s, const char *key,
+			   size_t klen, uint8_t *val, size_t vlen);
+/** Load s->persist into the empty store @p s. @return 0, 1 if the file
+ *  is missing, or a negative errno with a message naming it in @p err. */
+int metad_persist_load(struct metad_store *s, char *err, size_t errlen);
+/** Write the whole store to s->persist durably. @return 0 or -errno. */
+int metad_persist_save(const struct metad_store *s);
+
+#define METAD_FNV_OFFSET 0xcbf29ce484222325ull
+
+/** FNV-1a 64 of @p len bytes, continuing from @p h. */
+static inline uint64_t metad_fnv1a(uint64_t h, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	while (len--) {
+		h ^= *p++;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+#endif

@@ -1,0 +1,15 @@
+# xfer-metad, the HTTP metadata server. Its sources sit in metadata/metad/,
+# out of reach of the library's metadata/*.c, and it needs no libxfer.
+METAD_SRCS := $(wildcard metadata/metad/*.c)
+METAD_OBJS := $(METAD_SRCS:%.c=$(BUILD)/%.o)
+METAD      := $(BUILD)/xfer-metad
+
+all: $(METAD)
+
+$(METAD): $(METAD_OBJS)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# test/it_metad runs the server program.
+$(BUILD)/test/it_metad: | $(METAD)
+test-integration: $(METAD)
