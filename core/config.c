@@ -57,6 +57,12 @@ int xfer_config_init(struct xfer_config *cfg)
 		cfg->local_server_name = v;
 	if ((v = env2("XFER_METADATA_SERVER", "MC_METADATA_SERVER")))
 		cfg->metadata_server = v;
+	if ((v = env2("XFER_CLUSTER_ID", "MC_CLUSTER_ID")))
+		cfg->cluster_id = v;
+	if ((v = env2("XFER_METADATA_USER", "MC_REDIS_USERNAME")))
+		cfg->metadata_user = v;
+	if ((v = env2("XFER_METADATA_PASSWORD", "MC_REDIS_PASSWORD")))
+		cfg->metadata_password = v;
 	if ((v = env2("XFER_BIND_ADDRESS", "MC_TCP_BIND_ADDRESS")))
 		cfg->bind_addr = v;
 	n = cfg->rpc_port;

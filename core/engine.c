@@ -61,25 +61,35 @@ struct xfer_reactor *xfer_engine_worker(struct xfer_engine *e)
 	return &e->workers[atomic_fetch_add(&e->next_worker, 1) % e->nworkers];
 }
 
-/* Re-encode the own descriptor after the buffers changed. */
-static int publish_descriptor(struct xfer_engine *e)
+/* Encode the own descriptor, with the remotely accessible buffers or
+ * with none. */
+static int encode_descriptor(struct xfer_engine *e, bool with_buffers,
+			     char **json, size_t *len)
 {
 	struct xfer_desc d = {
 		.name = e->name,
 		.protocol = (char *)xfer_tcp_ops.name,
-		.tcp_proto_version = 2,
 	};
-	char *json;
-	size_t len;
-	int ret;
+	int ret = 0;
 
 	xfer_tcp_ops.describe(e->tcp, &d);
-	ret = xfer_buffers_describe(&e->buffers, &d);
+	if (with_buffers)
+		ret = xfer_buffers_describe(&e->buffers, &d);
 	if (!ret)
-		ret = xfer_desc_encode(&d, &json, &len);
+		ret = xfer_desc_encode(&d, json, len);
 	for (size_t i = 0; i < d.nbufs; i++)
 		free(d.bufs[i].name);
 	free(d.bufs);
+	return ret;
+}
+
+/* Re-encode the own descriptor after the buffers changed. */
+static int publish_descriptor(struct xfer_engine *e)
+{
+	char *json;
+	size_t len;
+	int ret = encode_descriptor(e, true, &json, &len);
+
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&e->desc_lock);
@@ -88,6 +98,13 @@ static int publish_descriptor(struct xfer_engine *e)
 	e->desc_len = len;
 	pthread_mutex_unlock(&e->desc_lock);
 	return 0;
+}
+
+char *xfer_engine_descriptor_empty(struct xfer_engine *e, size_t *len)
+{
+	char *json;
+
+	return encode_descriptor(e, false, &json, len) ? NULL : json;
 }
 
 char *xfer_engine_descriptor(struct xfer_engine *e, size_t *len)
@@ -133,6 +150,8 @@ int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 	ret = publish_descriptor(e);
 	if (ret)
 		xfer_buffers_remove(&e->buffers, a);
+	else
+		xfer_meta_publish_ram(e);
 	return ret;
 }
 
@@ -144,7 +163,10 @@ int xfer_unregister(struct xfer_engine *e, void *addr)
 		return xfer_engine_error(e, ret, "unregister %p: %s", addr,
 					 ret == -EBUSY ? "in use by a transfer"
 						       : "not a registered buffer");
-	return publish_descriptor(e);
+	ret = publish_descriptor(e);
+	if (!ret)
+		xfer_meta_publish_ram(e);
+	return ret;
 }
 
 static int check_config(const struct xfer_config *c)
@@ -182,16 +204,31 @@ static int pick_host(struct xfer_engine *e, uint16_t *port)
 	return e->host ? 0 : -ENOMEM;
 }
 
+/* Copy optional string @p src into *copy and point *field at it. */
+static int dup_opt(const char *src, char **copy, const char **field)
+{
+	*field = NULL;
+	if (!src)
+		return 0;
+	*copy = strdup(src);
+	*field = *copy;
+	return *copy ? 0 : -ENOMEM;
+}
+
 /* Free what the engine holds once its reactors and transports are gone. */
 static void engine_release(struct xfer_engine *e)
 {
 	xfer_buffers_fini(&e->buffers);
 	free(e->desc_json);
+	free(e->prefix);
 	free(e->name);
 	free(e->host);
 	free(e->cfg_bind);
 	free(e->cfg_meta);
 	free(e->cfg_name);
+	free(e->cfg_cluster);
+	free(e->cfg_user);
+	free(e->cfg_password);
 	pthread_mutex_destroy(&e->seg_lock);
 	pthread_mutex_destroy(&e->desc_lock);
 	pthread_mutex_destroy(&e->err_lock);
@@ -229,20 +266,21 @@ static struct xfer_engine *engine_new(struct event_base *base,
 		return NULL;
 	}
 	e->cfg = *cfg;
-	e->cfg_bind = strdup(cfg->bind_addr);
-	e->cfg_meta = strdup(cfg->metadata_server);
-	e->cfg_name = cfg->local_server_name ? strdup(cfg->local_server_name)
-					      : NULL;
-	e->cfg.bind_addr = e->cfg_bind;
-	e->cfg.metadata_server = e->cfg_meta;
-	e->cfg.local_server_name = e->cfg_name;
 	xfer_buffers_init(&e->buffers);
 	pthread_mutex_init(&e->seg_lock, NULL);
 	pthread_mutex_init(&e->desc_lock, NULL);
 	pthread_mutex_init(&e->err_lock, NULL);
 	ret = -ENOMEM;
-	if (!e->cfg_bind || !e->cfg_meta ||
-	    (cfg->local_server_name && !e->cfg_name))
+	/* Own copies of the strings: the caller's need not outlive this. */
+	if (dup_opt(cfg->bind_addr, &e->cfg_bind, &e->cfg.bind_addr) ||
+	    dup_opt(cfg->metadata_server, &e->cfg_meta,
+		    &e->cfg.metadata_server) ||
+	    dup_opt(cfg->local_server_name, &e->cfg_name,
+		    &e->cfg.local_server_name) ||
+	    dup_opt(cfg->cluster_id, &e->cfg_cluster, &e->cfg.cluster_id) ||
+	    dup_opt(cfg->metadata_user, &e->cfg_user, &e->cfg.metadata_user) ||
+	    dup_opt(cfg->metadata_password, &e->cfg_password,
+		    &e->cfg.metadata_password))
 		goto err_free;
 	ret = pick_host(e, &port);
 	if (ret)
@@ -259,10 +297,9 @@ static struct xfer_engine *engine_new(struct event_base *base,
 		if (ret)
 			goto err_reactors;
 	}
-	ret = store_ops->open(e->cfg_meta, &e->store);
+	ret = xfer_meta_open(e, store_ops);
 	if (ret)
 		goto err_reactors;
-	e->store->handshake_max_len = cfg->handshake_max_len;
 	ret = xfer_handshake_listen(e, e->cfg_bind, &port, &e->hs);
 	if (ret)
 		goto err_store;
@@ -282,6 +319,8 @@ static struct xfer_engine *engine_new(struct event_base *base,
 	ret = xfer_reactor_start(&e->control);
 	for (i = 0; i < e->nworkers && !ret; i++)
 		ret = xfer_reactor_start(&e->workers[i]);
+	if (!ret)
+		ret = xfer_meta_start(e);
 	if (ret)
 		goto err_stop;
 	xfer_log(XFER_LOG_INFO, "engine %s up: %d workers", e->name,
@@ -330,17 +369,18 @@ void xfer_engine_free(struct xfer_engine *e)
 
 	if (!e)
 		return;
+	xfer_meta_stop(e);
 	xfer_reactor_stop(&e->control);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_stop(&e->workers[i]);
 	xfer_handshake_close(e->hs);
 	xfer_tcp_ops.fini(e->tcp);
+	e->store->ops->close(e->store);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_destroy(&e->workers[i]);
 	xfer_reactor_destroy(&e->control);
 	for (size_t s = 0; s < e->nsegs; s++)
 		xfer_segment_destroy(e->segs[s]);
 	free(e->segs);
-	e->store->ops->close(e->store);
 	engine_release(e);
 }

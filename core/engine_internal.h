@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <xfer/xfer.h>
 
@@ -16,6 +17,7 @@
 #define XFER_HANDSHAKE_TIMEOUT_MS 5000
 
 struct xfer_store;
+struct xfer_store_ops;
 struct xfer_transport;
 struct xfer_transport_ops;
 
@@ -54,21 +56,30 @@ int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d);
 
 struct xfer_segment {
 	int64_t id;
+	struct xfer_engine *e;
 	char *name;
 	char *host;                 /* where its listeners are */
+	struct sockaddr_storage addr; /* host, resolved once at open */
+	socklen_t addrlen;
 	bool local;                 /* this engine's own segment */
+	pthread_rwlock_t lock;      /* desc and tp_priv: a watch swaps them */
 	struct xfer_desc *desc;     /* NULL when local */
+	_Atomic bool gone;          /* its key was deleted: transfers fail */
 	const struct xfer_transport_ops *ops;
 	struct xfer_transport *tp;
 	void *tp_priv;              /* the transport's per-segment state */
-	atomic_long users;          /* tasks in flight that target it */
+	atomic_long users;          /* tasks in flight, refreshes, lookups */
 };
 
 /** Free a segment's own memory (the transport keeps its peers). */
 void xfer_segment_destroy(struct xfer_segment *seg);
 
+/** Refetch the descriptor of the open segment @p name (NULL: of every
+ *  open remote segment) after the watch saw a change. Control reactor. */
+void xfer_segment_refresh(struct xfer_engine *e, const char *name);
+
 /** Do the segment's buffers hold all of [addr, addr+len)? */
-bool xfer_segment_covers(const struct xfer_segment *seg, uint64_t addr,
+bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
 			 uint64_t len);
 
 /* ---- batches, tasks, slices (batch.c, slice.c) ---- */
@@ -122,6 +133,10 @@ struct xfer_engine {
 	atomic_uint next_worker;
 	struct xfer_buffers buffers;
 	struct xfer_store *store;
+	char *cfg_cluster, *cfg_user, *cfg_password;
+	char *prefix;               /* "mooncake/" or "mooncake/<cluster>/" */
+	struct xfer_job publish_job;
+	atomic_uint publish_flags;  /* what publish_job will put */
 	struct xfer_transport *tcp;
 	struct handshake_server *hs;
 
@@ -146,6 +161,33 @@ int xfer_engine_error(struct xfer_engine *e, int err, const char *fmt, ...)
 
 /** A malloc'd copy of the own descriptor's JSON; NULL on ENOMEM. */
 char *xfer_engine_descriptor(struct xfer_engine *e, size_t *len);
+
+/** The own descriptor with no buffers (published on shutdown). */
+char *xfer_engine_descriptor_empty(struct xfer_engine *e, size_t *len);
+
+/* ---- the metadata store, engine side (meta.c) ---- */
+
+enum xfer_meta_op { XFER_META_GET, XFER_META_PUT, XFER_META_DEL };
+
+/** Open the backend @p ops on the control reactor. */
+int xfer_meta_open(struct xfer_engine *e, const struct xfer_store_ops *ops);
+/** Publish rpc_meta and ram; fails if the server cannot be reached. */
+int xfer_meta_start(struct xfer_engine *e);
+/** Publish ram without buffers, then delete both keys. */
+void xfer_meta_stop(struct xfer_engine *e);
+/** Republish ram soon (after register/unregister), on the reactor. */
+void xfer_meta_publish_ram(struct xfer_engine *e);
+/**
+ * Run one store operation on the control reactor and wait for it, from an
+ * application thread (*out malloc'd and NUL-ended for a get).
+ * @return 0, the store's error, -ETIMEDOUT, or -EDEADLK when called on the
+ *         thread that dispatches the control reactor.
+ */
+int xfer_meta_call(struct xfer_engine *e, enum xfer_meta_op op,
+		   const char *key, const char *value, size_t len, char **out,
+		   size_t *out_len);
+/** prefix + kind + name, malloc'd; NULL on ENOMEM. */
+char *xfer_meta_key(struct xfer_engine *e, const char *kind, const char *name);
 
 /** Look up an open segment and take a use of it; NULL if unknown. */
 struct xfer_segment *xfer_engine_segment_acquire(struct xfer_engine *e,

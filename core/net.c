@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,14 @@ int xfer_net_parse(const char *host, uint16_t port,
 	return -EINVAL;
 }
 
+void xfer_net_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+}
+
 int xfer_net_resolve(const char *host, uint16_t port,
 		     struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -48,35 +55,6 @@ int xfer_net_resolve(const char *host, uint16_t port,
 	*len = ai->ai_addrlen;
 	freeaddrinfo(ai);
 	return 0;
-}
-
-int xfer_net_connect(const struct sockaddr *sa, socklen_t len,
-		     int timeout_ms)
-{
-	struct pollfd pfd = { .events = POLLOUT };
-	socklen_t elen = sizeof(int);
-	int fd, err = 0;
-
-	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, sa, len) && errno != EINPROGRESS) {
-		err = errno;
-		goto err_close;
-	}
-	pfd.fd = fd;
-	err = poll(&pfd, 1, timeout_ms);
-	if (err <= 0) {
-		err = err ? errno : ETIMEDOUT;
-		goto err_close;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err)
-		goto err_close;
-	return fd;
-
-err_close:
-	close(fd);
-	return -err;
 }
 
 uint16_t xfer_net_local_port(int fd)

@@ -11,15 +11,13 @@
 int xfer_net_parse(const char *host, uint16_t port,
 		   struct sockaddr_storage *ss, socklen_t *len);
 
+/** Set the port of an IPv4 or IPv6 address. */
+void xfer_net_set_port(struct sockaddr_storage *ss, uint16_t port);
+
 /** Resolve @p host (name or number), first address. May block on DNS.
  *  @return 0, -ENOENT. */
 int xfer_net_resolve(const char *host, uint16_t port,
 		     struct sockaddr_storage *ss, socklen_t *len);
-
-/** Connect, waiting at most @p timeout_ms. @return a non-blocking fd, or
- *  -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH or another negative errno. */
-int xfer_net_connect(const struct sockaddr *sa, socklen_t len,
-		     int timeout_ms);
 
 /** The local port a bound socket got. */
 uint16_t xfer_net_local_port(int fd);

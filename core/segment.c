@@ -5,40 +5,41 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "net_internal.h"
 #include "store.h"
 #include "transport.h"
-
-#define RPC_META_PREFIX "mooncake/rpc_meta/"
-#define RAM_PREFIX "mooncake/ram/"
 
 void xfer_segment_destroy(struct xfer_segment *seg)
 {
 	if (!seg)
 		return;
 	xfer_desc_free(seg->desc);
+	pthread_rwlock_destroy(&seg->lock);
 	free(seg->name);
 	free(seg->host);
 	free(seg);
 }
 
-bool xfer_segment_covers(const struct xfer_segment *seg, uint64_t addr,
+bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
 			 uint64_t len)
 {
-	const struct xfer_desc *d = seg->desc;
+	const struct xfer_desc *d;
 	size_t lo = 0, hi;
+	bool ok;
 
 	if (addr + len < addr)
 		return false;
 	if (seg->local) {
-		struct xfer_engine *e = seg->tp_priv;
-		bool ok;
+		struct xfer_engine *e = seg->e;
 
 		pthread_rwlock_rdlock(&e->buffers.lock);
 		ok = xfer_buffers_find(&e->buffers, addr, len, false) != NULL;
 		pthread_rwlock_unlock(&e->buffers.lock);
 		return ok;
 	}
-	/* Buffers are sorted by address at open: find the last start <= addr. */
+	/* Buffers are sorted by address: find the last start <= addr. */
+	pthread_rwlock_rdlock(&seg->lock);
+	d = seg->desc;
 	hi = d->nbufs;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -48,8 +49,10 @@ bool xfer_segment_covers(const struct xfer_segment *seg, uint64_t addr,
 		else
 			hi = mid;
 	}
-	return lo > 0 && addr + len <= d->bufs[lo - 1].addr +
-				       d->bufs[lo - 1].length;
+	ok = lo > 0 && addr + len <= d->bufs[lo - 1].addr +
+				     d->bufs[lo - 1].length;
+	pthread_rwlock_unlock(&seg->lock);
+	return ok;
 }
 
 static int cmp_buf(const void *a, const void *b)
@@ -59,18 +62,49 @@ static int cmp_buf(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* Get @p prefix + @p name from the store. */
-static int store_get(struct xfer_engine *e, const char *prefix,
+/* Decode and check a descriptor from the store; sorted for lookups. */
+static int parse_desc(struct xfer_engine *e, const char *name,
+		      const char *json, size_t len, struct xfer_desc **out)
+{
+	struct xfer_desc *d;
+	char err[128];
+	int ret;
+
+	ret = xfer_desc_decode(json, len, &d, err, sizeof(err));
+	if (ret)
+		return xfer_engine_error(e, ret, "segment %s: bad descriptor: %s",
+					 name, err);
+	if (strcmp(d->protocol, xfer_tcp_ops.name)) {
+		ret = xfer_engine_error(e, -EPROTONOSUPPORT,
+					"segment %s: protocol %s not supported",
+					name, d->protocol);
+		goto err_free;
+	}
+	qsort(d->bufs, d->nbufs, sizeof(*d->bufs), cmp_buf);
+	for (size_t i = 1; i < d->nbufs; i++)
+		if (d->bufs[i - 1].addr + d->bufs[i - 1].length > d->bufs[i].addr) {
+			ret = xfer_engine_error(e, -EPROTO, "segment %s: buffers "
+						"overlap", name);
+			goto err_free;
+		}
+	*out = d;
+	return 0;
+
+err_free:
+	xfer_desc_free(d);
+	return ret;
+}
+
+/* Get @p kind/@p name from the store, blocking. */
+static int store_get(struct xfer_engine *e, const char *kind,
 		     const char *name, char **value, size_t *len)
 {
-	size_t n = strlen(prefix) + strlen(name) + 1;
-	char *key = malloc(n);
+	char *key = xfer_meta_key(e, kind, name);
 	int ret;
 
 	if (!key)
 		return -ENOMEM;
-	snprintf(key, n, "%s%s", prefix, name);
-	ret = e->store->ops->get(e->store, key, value, len);
+	ret = xfer_meta_call(e, XFER_META_GET, key, NULL, 0, value, len);
 	free(key);
 	return ret;
 }
@@ -83,7 +117,7 @@ static int fetch_remote(struct xfer_engine *e, struct xfer_segment *seg)
 	size_t len;
 	int ret;
 
-	ret = store_get(e, RPC_META_PREFIX, seg->name, &json, &len);
+	ret = store_get(e, "rpc_meta/", seg->name, &json, &len);
 	if (ret)
 		return xfer_engine_error(e, ret, "open %s: rpc_meta: %s",
 					 seg->name, strerror(-ret));
@@ -93,26 +127,18 @@ static int fetch_remote(struct xfer_engine *e, struct xfer_segment *seg)
 	if (ret)
 		return xfer_engine_error(e, ret, "open %s: rpc_meta: %s",
 					 seg->name, err);
-	ret = store_get(e, RAM_PREFIX, seg->name, &json, &len);
+	ret = xfer_net_resolve(seg->host, 0, &seg->addr, &seg->addrlen);
+	if (ret)
+		return xfer_engine_error(e, ret, "open %s: host %s does not "
+					 "resolve", seg->name, seg->host);
+	ret = store_get(e, "ram/", seg->name, &json, &len);
 	if (ret)
 		return xfer_engine_error(e, ret, "open %s: %s", seg->name,
 					 strerror(-ret));
-	ret = xfer_desc_decode(json, len, &seg->desc, err, sizeof(err));
+	ret = parse_desc(e, seg->name, json, len, &seg->desc);
 	free(json);
 	if (ret)
-		return xfer_engine_error(e, ret, "open %s: bad descriptor: %s",
-					 seg->name, err);
-	if (strcmp(seg->desc->protocol, xfer_tcp_ops.name))
-		return xfer_engine_error(e, -EPROTONOSUPPORT,
-					 "open %s: protocol %s not supported",
-					 seg->name, seg->desc->protocol);
-	qsort(seg->desc->bufs, seg->desc->nbufs, sizeof(*seg->desc->bufs),
-	      cmp_buf);
-	for (size_t i = 1; i < seg->desc->nbufs; i++)
-		if (seg->desc->bufs[i - 1].addr + seg->desc->bufs[i - 1].length >
-		    seg->desc->bufs[i].addr)
-			return xfer_engine_error(e, -EPROTO, "open %s: buffers "
-						 "overlap", seg->name);
+		return ret;
 	seg->ops = &xfer_tcp_ops;
 	seg->tp = e->tcp;
 	ret = seg->ops->open(seg->tp, seg);
@@ -120,6 +146,66 @@ static int fetch_remote(struct xfer_engine *e, struct xfer_segment *seg)
 		return xfer_engine_error(e, ret, "open %s: %s", seg->name,
 					 strerror(-ret));
 	return 0;
+}
+
+/* ---- refresh after a watch event, on the control reactor ---- */
+
+static void refresh_done(int err, const char *json, size_t len, void *arg)
+{
+	struct xfer_segment *seg = arg;
+	struct xfer_desc *d = NULL, *old;
+	void *old_priv;
+
+	if (err == -ENOENT) {
+		xfer_log(XFER_LOG_INFO, "segment %s is gone", seg->name);
+		atomic_store(&seg->gone, true);
+	} else if (err) {
+		/* The server is away: keep serving from the cached one. */
+		xfer_log(XFER_LOG_WARN, "segment %s: refresh: %s", seg->name,
+			 strerror(-err));
+	} else if (!parse_desc(seg->e, seg->name, json, len, &d)) {
+		pthread_rwlock_wrlock(&seg->lock);
+		old = seg->desc;
+		old_priv = seg->tp_priv;
+		seg->desc = d;
+		if (seg->ops->open(seg->tp, seg)) {
+			seg->desc = old; /* keep what worked */
+			seg->tp_priv = old_priv;
+			old = d;
+		}
+		pthread_rwlock_unlock(&seg->lock);
+		xfer_desc_free(old);
+		atomic_store(&seg->gone, false);
+	}
+	atomic_fetch_sub(&seg->users, 1);
+}
+
+void xfer_segment_refresh(struct xfer_engine *e, const char *name)
+{
+	struct xfer_segment **todo;
+	size_t n = 0;
+
+	pthread_mutex_lock(&e->seg_lock);
+	todo = calloc(e->nsegs ? e->nsegs : 1, sizeof(*todo));
+	for (size_t i = 0; todo && i < e->nsegs; i++) {
+		struct xfer_segment *seg = e->segs[i];
+
+		if (seg && !seg->local && (!name || !strcmp(seg->name, name))) {
+			atomic_fetch_add(&seg->users, 1); /* until refresh_done */
+			todo[n++] = seg;
+		}
+	}
+	pthread_mutex_unlock(&e->seg_lock);
+	for (size_t i = 0; i < n; i++) {
+		char *key = xfer_meta_key(e, "ram/", todo[i]->name);
+
+		if (key)
+			e->store->ops->get(e->store, key, refresh_done, todo[i]);
+		else
+			refresh_done(-ENOMEM, NULL, 0, todo[i]);
+		free(key);
+	}
+	free(todo);
 }
 
 /* The open segment named @p name, or NULL. Caller holds seg_lock. */
@@ -151,10 +237,11 @@ int64_t xfer_segment_open(struct xfer_engine *e, const char *name)
 		free(seg);
 		return -ENOMEM;
 	}
+	seg->e = e;
+	pthread_rwlock_init(&seg->lock, NULL);
 	if (!strcmp(name, e->name)) {
 		seg->local = true;
 		seg->ops = &xfer_local_ops;
-		seg->tp_priv = e;
 	} else {
 		ret = fetch_remote(e, seg);
 		if (ret) {
@@ -237,12 +324,16 @@ int xfer_segment_buffer(struct xfer_engine *e, int64_t id, size_t index,
 			ret = 0;
 		}
 		pthread_rwlock_unlock(&e->buffers.lock);
-	} else if (index < seg->desc->nbufs) {
-		*addr = seg->desc->bufs[index].addr;
-		*len = seg->desc->bufs[index].length;
-		if (location)
-			*location = seg->desc->bufs[index].name;
-		ret = 0;
+	} else {
+		pthread_rwlock_rdlock(&seg->lock);
+		if (index < seg->desc->nbufs) {
+			*addr = seg->desc->bufs[index].addr;
+			*len = seg->desc->bufs[index].length;
+			if (location)
+				*location = seg->desc->bufs[index].name;
+			ret = 0;
+		}
+		pthread_rwlock_unlock(&seg->lock);
 	}
 	atomic_fetch_sub(&seg->users, 1);
 	return ret;

@@ -5,11 +5,9 @@
  * connection only, without a reply. Client: one blocking exchange.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -247,94 +245,118 @@ void xfer_handshake_close(struct handshake_server *hs)
 	free(hs);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
+/* One client exchange in flight. */
+struct hs_req {
+	struct bufferevent *bev;
+	struct event *timer;
+	uint8_t type;
+	uint32_t max_len;
+	xfer_store_cb cb;
+	void *arg;
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+static void req_finish(struct hs_req *q, int err, const char *body,
+		       size_t len)
+{
+	q->cb(err, body, len, q->arg);
+	xfer_handshake_cancel(q);
 }
 
-/*
- * Send or receive exactly @p len bytes before @p deadline (monotonic ms):
- * a peer that trickles bytes cannot hold the caller longer than that.
- */
-static int xfer_all(int fd, void *buf, size_t len, bool send_it,
-		    int64_t deadline)
+static void req_read(struct bufferevent *bev, void *arg)
 {
-	struct pollfd pfd = { .fd = fd, .events = send_it ? POLLOUT : POLLIN };
-	char *p = buf;
+	struct hs_req *q = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint64_t len;
+	uint8_t *body;
 
-	while (len) {
-		int64_t left = deadline - now_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
-			return -ETIMEDOUT;
-		n = send_it ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
-			    : recv(fd, p, len, MSG_DONTWAIT);
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= n;
+	if (evbuffer_get_length(in) < FRAME_HDR)
+		return;
+	evbuffer_copyout(in, &len, sizeof(len));
+	if (len < 2 || len > q->max_len) {
+		req_finish(q, -EPROTO, NULL, 0);
+		return;
 	}
-	return 0;
+	if (evbuffer_get_length(in) < FRAME_HDR + len)
+		return;
+	body = evbuffer_pullup(in, FRAME_HDR + len);
+	if (!body)
+		req_finish(q, -ENOMEM, NULL, 0);
+	else if (body[FRAME_HDR] != q->type)
+		req_finish(q, -EPROTO, NULL, 0);
+	else
+		req_finish(q, 0, (char *)body + FRAME_HDR + 1, len - 1);
 }
 
-int xfer_handshake_request(const char *host, uint16_t port, uint8_t type,
-			   const char *body, size_t body_len, uint32_t max_len,
-			   char **reply, size_t *len)
+static void req_event(struct bufferevent *bev, short what, void *arg)
 {
-	struct sockaddr_storage ss;
+	static const struct timeval reply = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
+	struct hs_req *q = arg;
+	int err;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		evtimer_add(q->timer, &reply); /* now 5 s for the reply */
+		return;
+	}
+	if (what & BEV_EVENT_EOF)
+		err = ECONNRESET;
+	else if (bufferevent_socket_get_dns_error(bev))
+		err = ENOENT;
+	else
+		err = EVUTIL_SOCKET_ERROR() ? EVUTIL_SOCKET_ERROR() : EIO;
+	req_finish(q, -err, NULL, 0);
+}
+
+static void req_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	req_finish(arg, -ETIMEDOUT, NULL, 0);
+}
+
+void xfer_handshake_cancel(struct hs_req *q)
+{
+	bufferevent_free(q->bev);
+	event_free(q->timer);
+	free(q);
+}
+
+struct hs_req *xfer_handshake_request(struct event_base *base,
+				      struct evdns_base *dns, const char *host,
+				      uint16_t port, uint8_t type,
+				      const char *body, size_t body_len,
+				      uint32_t max_len, xfer_store_cb cb,
+				      void *arg)
+{
+	static const struct timeval connect = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
 	uint64_t frame_len = body_len + 1;
-	socklen_t salen;
-	int64_t deadline;
-	char *buf;
-	int fd, ret;
+	struct hs_req *q = calloc(1, sizeof(*q));
 
-	ret = xfer_net_resolve(host, port, &ss, &salen);
-	if (ret)
-		return ret;
-	fd = xfer_net_connect((struct sockaddr *)&ss, salen,
-			      XFER_HANDSHAKE_TIMEOUT_MS);
-	if (fd < 0)
-		return fd;
-	deadline = now_ms() + XFER_HANDSHAKE_TIMEOUT_MS;
-	ret = xfer_all(fd, &frame_len, sizeof(frame_len), true, deadline);
-	if (!ret)
-		ret = xfer_all(fd, &type, 1, true, deadline);
-	if (!ret)
-		ret = xfer_all(fd, (void *)body, body_len, true, deadline);
-	deadline = now_ms() + XFER_HANDSHAKE_TIMEOUT_MS;
-	if (!ret)
-		ret = xfer_all(fd, &frame_len, sizeof(frame_len), false,
-			       deadline);
-	if (ret)
-		goto out;
-	ret = -EPROTO;
-	if (frame_len < 2 || frame_len > max_len)
-		goto out;
-	buf = malloc(frame_len + 1);
-	ret = -ENOMEM;
-	if (!buf)
-		goto out;
-	ret = xfer_all(fd, buf, frame_len, false, deadline);
-	if (!ret && (uint8_t)buf[0] != type)
-		ret = -EPROTO;
-	if (ret) {
-		free(buf);
-		goto out;
-	}
-	memmove(buf, buf + 1, frame_len - 1);
-	buf[frame_len - 1] = '\0';
-	*reply = buf;
-	*len = frame_len - 1;
-out:
-	close(fd);
-	return ret;
+	if (!q)
+		return NULL;
+	q->type = type;
+	q->max_len = max_len;
+	q->cb = cb;
+	q->arg = arg;
+	q->timer = evtimer_new(base, req_timeout, q);
+	q->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!q->timer || !q->bev)
+		goto err_free;
+	bufferevent_setcb(q->bev, req_read, NULL, req_event, q);
+	if (bufferevent_write(q->bev, &frame_len, sizeof(frame_len)) ||
+	    bufferevent_write(q->bev, &type, 1) ||
+	    bufferevent_write(q->bev, body, body_len) ||
+	    bufferevent_enable(q->bev, EV_READ) ||
+	    evtimer_add(q->timer, &connect))
+		goto err_free;
+	/* Errors from here on, even immediate ones, come through req_event. */
+	bufferevent_socket_connect_hostname(q->bev, dns, AF_UNSPEC, host, port);
+	return q;
+
+err_free:
+	if (q->bev)
+		bufferevent_free(q->bev);
+	if (q->timer)
+		event_free(q->timer);
+	free(q);
+	return NULL;
 }

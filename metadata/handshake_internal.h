@@ -9,8 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store.h"
+
+struct event_base;
+struct evdns_base;
 struct xfer_engine;
 struct handshake_server;
+struct hs_req;
 
 enum {
 	XFER_HS_CONNECTION = 0,
@@ -31,16 +36,25 @@ int xfer_handshake_listen(struct xfer_engine *e, const char *bind_addr,
 void xfer_handshake_close(struct handshake_server *hs);
 
 /**
- * Send one typed frame to @p host:@p port and read the reply's body (JSON,
- * type byte stripped and checked): *reply malloc'd, *len bytes, NUL-ended.
- * Connecting, sending and awaiting the reply each have 5 s in all, so a
- * peer that trickles bytes cannot hold the caller longer.
- * @return 0; -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOENT (host does
- *         not resolve), -ECONNRESET (closed without a reply), -EPROTO (a
- *         bad reply frame), -ENOMEM.
+ * Start one client exchange on @p base: send a typed frame to
+ * @p host:@p port (a name resolves through @p dns) and hand the reply's
+ * body to @p cb (type byte checked and stripped; not NUL-ended), once,
+ * later, on @p base. 5 s to connect, then 5 s for the whole reply, so a
+ * peer that trickles bytes cannot hold it longer. Errors to @p cb:
+ * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOENT (the name does not
+ * resolve), -ECONNRESET (closed without a reply), -EPROTO (a bad reply
+ * frame), -ENOMEM.
+ * @return the request, or NULL for want of memory (then @p cb is never
+ *         called).
  */
-int xfer_handshake_request(const char *host, uint16_t port, uint8_t type,
-			   const char *body, size_t body_len, uint32_t max_len,
-			   char **reply, size_t *len);
+struct hs_req *xfer_handshake_request(struct event_base *base,
+				      struct evdns_base *dns, const char *host,
+				      uint16_t port, uint8_t type,
+				      const char *body, size_t body_len,
+				      uint32_t max_len, xfer_store_cb cb,
+				      void *arg);
+
+/** Drop a request before its callback ran; the callback never runs. */
+void xfer_handshake_cancel(struct hs_req *q);
 
 #endif

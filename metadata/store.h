@@ -1,29 +1,76 @@
 /*
  * The metadata store ops table: a key/value view of PROTOCOL.md §2, one
  * backend per file, chosen by the metadata connection string.
+ *
+ * Every call and every callback happens on the engine's control reactor
+ * (env->base): backends do all their I/O there, never blocking it.
  */
 #ifndef XFER_STORE_H
 #define XFER_STORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+struct event_base;
 struct xfer_store;
+
+/**
+ * Result of get, put or del. @p err is 0, -ENOENT (get: absent), or a
+ * negative errno (-ECONNREFUSED, -ETIMEDOUT, -EIO ...). For get, @p value
+ * holds @p len bytes (not NUL-ended), valid during the callback only.
+ */
+typedef void (*xfer_store_cb)(int err, const char *value, size_t len,
+			      void *arg);
+
+/** What the engine gives a backend at open. */
+struct xfer_store_env {
+	struct event_base *base;   /* the control reactor */
+	/** Keys live under this prefix: "mooncake/" or
+	 *  "mooncake/<cluster_id>/"; watch it. */
+	const char *prefix;
+	/** A key under the prefix changed or went away (full key). NULL:
+	 *  changes may have been missed (reconnect, lost history): treat
+	 *  every key as changed. */
+	void (*changed)(const char *key, void *arg);
+	/** The backend is (re)connected after a loss: the engine
+	 *  republishes its keys. Not called for the first connection. */
+	void (*reconnected)(void *arg);
+	void *arg;
+	/** Optional credentials (redis AUTH): may be NULL. */
+	const char *user, *password;
+	uint32_t handshake_max_len; /* p2p: largest reply frame */
+};
 
 struct xfer_store_ops {
 	const char *name;
 	/** Does this backend serve connection string @p conn? */
 	int (*accepts)(const char *conn);
-	int (*open)(const char *conn, struct xfer_store **out);
-	/** Fetch @p key: *value malloc'd, not NUL-ended, *len bytes.
-	 *  @return 0, -ENOENT (absent), or a negative errno. May block. */
-	int (*get)(struct xfer_store *s, const char *key, char **value,
-		   size_t *len);
+	/**
+	 * Parse @p conn and start connecting (and watching env->prefix).
+	 * Called before the reactor runs, on the creating thread. A server
+	 * that is down is not an error here; calls fail until it is up.
+	 * @return 0, -EINVAL (malformed conn, naming what is wrong in the
+	 *         log), -ENOMEM.
+	 */
+	int (*open)(const char *conn, const struct xfer_store_env *env,
+		    struct xfer_store **out);
+	/** Start a get; @p cb runs exactly once, later (never inside this
+	 *  call), on the reactor. Key and value are copied as needed. */
+	void (*get)(struct xfer_store *s, const char *key, xfer_store_cb cb,
+		    void *arg);
+	/** Start a put, as get. NULL where the backend keeps nothing (p2p). */
+	void (*put)(struct xfer_store *s, const char *key, const char *value,
+		    size_t len, xfer_store_cb cb, void *arg);
+	/** Start a delete, as get; deleting an absent key succeeds. */
+	void (*del)(struct xfer_store *s, const char *key, xfer_store_cb cb,
+		    void *arg);
+	/** Stop: pending callbacks are never called. Reactor stopped or on
+	 *  its thread. */
 	void (*close)(struct xfer_store *s);
 };
 
 struct xfer_store {
 	const struct xfer_store_ops *ops;
-	unsigned handshake_max_len;
 };
 
 extern const struct xfer_store_ops xfer_p2p_ops;

@@ -2,7 +2,7 @@
 BUILD   ?= build
 CC      ?= cc
 WERROR  ?= 1
-PKGS    := libevent libevent_pthreads yajl
+PKGS    := libevent libevent_pthreads yajl hiredis
 
 VERSION_MAJOR := 0
 VERSION       := 0.1.0

@@ -1,6 +1,7 @@
 /* Reactor: event_base + thread + cross-thread job queue (eventfd wakeup). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,11 @@ static struct xfer_job *take_all(struct xfer_reactor *r)
 static void run_jobs(struct xfer_reactor *r)
 {
 	struct xfer_job *j, *next;
+
+	if (!r->owns_base) {
+		atomic_store(&r->last_thread, pthread_self());
+		atomic_store(&r->seen_thread, true);
+	}
 
 	for (j = take_all(r); j; j = next) {
 		next = j->next;
@@ -159,6 +165,14 @@ void xfer_reactor_destroy(struct xfer_reactor *r)
 	if (r->owns_base)
 		event_base_free(r->base);
 	pthread_mutex_destroy(&r->lock);
+}
+
+bool xfer_reactor_on_thread(struct xfer_reactor *r)
+{
+	if (r->running)
+		return pthread_equal(pthread_self(), r->thread);
+	return atomic_load(&r->seen_thread) &&
+	       pthread_equal(pthread_self(), atomic_load(&r->last_thread));
 }
 
 double xfer_reactor_cpu_seconds(const struct xfer_reactor *r)

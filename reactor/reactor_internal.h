@@ -8,6 +8,7 @@
 #define XFER_REACTOR_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <time.h>
@@ -32,6 +33,10 @@ struct xfer_reactor {
 	bool owns_base;    /* false in plugin mode: never dispatched or freed */
 	bool running;      /* a thread of ours dispatches it */
 	pthread_t thread;
+	/* Plugin mode: the thread that last ran our events, i.e. the one
+	 * that dispatches the application's base. */
+	_Atomic pthread_t last_thread;
+	_Atomic bool seen_thread;
 	clockid_t cpu_clock;
 	int wake_fd;       /* eventfd */
 	struct event *wake_ev;
@@ -64,6 +69,10 @@ void xfer_reactor_stop(struct xfer_reactor *r);
 
 /** Free the reactor's events and, if owned, its base. After stop. */
 void xfer_reactor_destroy(struct xfer_reactor *r);
+
+/** Is the caller the thread that dispatches @p r (ours, or in plugin mode
+ *  the application's, once it has run one of our events)? */
+bool xfer_reactor_on_thread(struct xfer_reactor *r);
 
 /** CPU seconds used by the reactor's thread so far (0 without one). */
 double xfer_reactor_cpu_seconds(const struct xfer_reactor *r);

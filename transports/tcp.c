@@ -67,17 +67,16 @@ static bool same_addr(const struct tcp_peer *p,
 	       p->version == version;
 }
 
-/* Find or make the peer for @p seg's data address. */
+/* Find or make the peer for @p seg's data address: its host, resolved at
+ * open, and the descriptor's data port. Never blocks. */
 static int tcp_open(struct xfer_transport *t, struct xfer_segment *seg)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = seg->addr;
+	socklen_t len = seg->addrlen;
 	struct tcp_peer *p;
-	socklen_t len;
 	int ret, version = seg->desc->tcp_proto_version;
 
-	ret = xfer_net_resolve(seg->host, seg->desc->tcp_data_port, &ss, &len);
-	if (ret)
-		return ret;
+	xfer_net_set_port(&ss, seg->desc->tcp_data_port);
 	pthread_mutex_lock(&t->lock);
 	for (p = t->peers; p; p = p->next)
 		if (same_addr(p, &ss, len, version))
@@ -119,10 +118,18 @@ err_peer:
 static void tcp_submit(struct xfer_transport *t, struct xfer_segment *seg,
 		       struct xfer_slice *s, size_t n)
 {
-	struct tcp_peer *p = seg->tp_priv;
+	struct tcp_peer *p;
 	size_t per, first = 0;
 
 	(void)t;
+	if (atomic_load(&seg->gone)) {
+		for (size_t i = 0; i < n; i++)
+			xfer_slice_done(&s[i], XFER_FAILED);
+		return;
+	}
+	pthread_rwlock_rdlock(&seg->lock);
+	p = seg->tp_priv; /* peers live as long as the transport */
+	pthread_rwlock_unlock(&seg->lock);
 	/* Runs of consecutive slices keep each connection's writes large. */
 	per = (n + p->nconns - 1) / p->nconns;
 	while (first < n) {

@@ -58,10 +58,21 @@ struct xfer_config {
 	 * MC_LOCAL_SERVER_NAME.
 	 */
 	const char *local_server_name;
-	/** Metadata connection string; "p2p" (also "P2PHANDSHAKE") is the
-	 *  default and the only backend of this release. Env
-	 *  XFER_METADATA_SERVER, MC_METADATA_SERVER. */
+	/**
+	 * Metadata connection string: "p2p" (default; also "P2PHANDSHAKE"),
+	 * "redis://host:port[/db]", "http://host:port/path" or
+	 * "etcd://host:port" (a bare "host:port" means etcd). Env
+	 * XFER_METADATA_SERVER, MC_METADATA_SERVER.
+	 */
 	const char *metadata_server;
+	/** Keys go under `mooncake/<cluster_id>/` when set; NULL for
+	 *  `mooncake/`. Env XFER_CLUSTER_ID, MC_CLUSTER_ID. */
+	const char *cluster_id;
+	/** Credentials for the metadata server (redis AUTH); NULL for none.
+	 *  Env XFER_METADATA_USER, MC_REDIS_USERNAME; XFER_METADATA_PASSWORD,
+	 *  MC_REDIS_PASSWORD. */
+	const char *metadata_user;
+	const char *metadata_password;
 	/** Address the handshake and TCP data listeners bind to; default
 	 *  "0.0.0.0". Env XFER_BIND_ADDRESS, MC_TCP_BIND_ADDRESS. */
 	const char *bind_addr;
@@ -184,7 +195,8 @@ int xfer_segment_close(struct xfer_engine *e, int64_t segment_id);
 /**
  * Describe buffer @p index of an open segment: the address peers use as
  * target_offset, its length in bytes and, if @p location is not NULL, its
- * location string (owned by the engine, valid until the segment closes).
+ * location string (owned by the engine, valid until the segment closes
+ * or a metadata watch replaces its descriptor: copy it to keep it).
  * @return 0, -ENOENT (unknown id or index past the last buffer). Any thread.
  */
 int xfer_segment_buffer(struct xfer_engine *e, int64_t segment_id,
