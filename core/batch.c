@@ -230,6 +230,14 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		memset(t, 0, sizeof(*t));
 		t->batch = b;
 		why = validate(e, t, &reqs[i]);
+		if (t->segment && atomic_load(&t->segment->gone)) {
+			/* The peer left: FAILED, as a transfer it broke. */
+			xfer_engine_error(e, -ENOENT, "request %zu: segment %s "
+					  "is gone", first + i, t->segment->name);
+			release_uses(t);
+			atomic_store(&t->status, XFER_FAILED);
+			continue;
+		}
 		if (why) {
 			release_uses(t);
 			atomic_store(&t->status, XFER_INVALID);
@@ -261,8 +269,8 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		struct xfer_segment *seg = t->segment;
 		size_t k;
 
-		if (atomic_load(&t->status) == XFER_INVALID) {
-			atomic_fetch_or(&b->seen, 1u << XFER_INVALID);
+		if (atomic_load(&t->status) != XFER_WAITING) {
+			atomic_fetch_or(&b->seen, 1u << atomic_load(&t->status));
 			continue;
 		}
 		k = xfer_slice_count(reqs[i].length, slice_size);

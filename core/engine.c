@@ -180,9 +180,13 @@ static int check_config(const struct xfer_config *c)
 	return 0;
 }
 
-/* The host part of the own name: the configured name, a specific bind
- * address, else the machine's host name. */
-static int pick_host(struct xfer_engine *e, uint16_t *port)
+/*
+ * The host peers reach this engine at: the host of a `host:port` name
+ * (whose port is then the handshake port), in p2p mode a bare name, else a
+ * specific bind address, else the machine's host name. With a central
+ * store a bare name is only a segment name.
+ */
+static int pick_host(struct xfer_engine *e, bool p2p, uint16_t *port)
 {
 	const char *n = e->cfg.local_server_name, *b = e->cfg.bind_addr;
 	char host[256];
@@ -193,7 +197,7 @@ static int pick_host(struct xfer_engine *e, uint16_t *port)
 			return -EINVAL;
 		if (e->cfg.rpc_port && e->cfg.rpc_port != *port)
 			return -EINVAL;
-	} else if (n) {
+	} else if (n && p2p) {
 		snprintf(host, sizeof(host), "%s", n);
 	} else if (strcmp(b, "0.0.0.0") && strcmp(b, "::")) {
 		snprintf(host, sizeof(host), "%s", b);
@@ -282,7 +286,7 @@ static struct xfer_engine *engine_new(struct event_base *base,
 	    dup_opt(cfg->metadata_password, &e->cfg_password,
 		    &e->cfg.metadata_password))
 		goto err_free;
-	ret = pick_host(e, &port);
+	ret = pick_host(e, store_ops == &xfer_p2p_ops, &port);
 	if (ret)
 		goto err_free;
 

@@ -74,8 +74,10 @@ struct xfer_segment {
 /** Free a segment's own memory (the transport keeps its peers). */
 void xfer_segment_destroy(struct xfer_segment *seg);
 
-/** Refetch the descriptor of the open segment @p name (NULL: of every
- *  open remote segment) after the watch saw a change. Control reactor. */
+/** Refetch the descriptor of the open segment @p name after the watch saw
+ *  its key change (a missing key: the segment is gone); NULL: of every
+ *  open remote segment, after events may have been lost (a missing key
+ *  keeps the cached descriptor). Control reactor. */
 void xfer_segment_refresh(struct xfer_engine *e, const char *name);
 
 /** Do the segment's buffers hold all of [addr, addr+len)? */

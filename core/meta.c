@@ -263,8 +263,8 @@ int xfer_meta_start(struct xfer_engine *e)
 		ret = json ? xfer_meta_call(e, XFER_META_PUT, ram, json, len,
 					    NULL, NULL) : -ENOMEM;
 	if (ret)
-		xfer_engine_error(e, ret, "metadata server %s: %s",
-				  e->cfg.metadata_server, strerror(-ret));
+		xfer_log(XFER_LOG_ERROR, "metadata server %s: %s",
+			 e->cfg.metadata_server, strerror(-ret));
 	free(json);
 	free(rpc);
 	free(ram);

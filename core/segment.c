@@ -150,13 +150,21 @@ static int fetch_remote(struct xfer_engine *e, struct xfer_segment *seg)
 
 /* ---- refresh after a watch event, on the control reactor ---- */
 
+/* A refresh in flight; @resync: after a possible loss of events, when a
+ * missing key may just not be republished yet. */
+struct refresh {
+	struct xfer_segment *seg;
+	bool resync;
+};
+
 static void refresh_done(int err, const char *json, size_t len, void *arg)
 {
-	struct xfer_segment *seg = arg;
+	struct refresh *rf = arg;
+	struct xfer_segment *seg = rf->seg;
 	struct xfer_desc *d = NULL, *old;
 	void *old_priv;
 
-	if (err == -ENOENT) {
+	if (err == -ENOENT && !rf->resync) {
 		xfer_log(XFER_LOG_INFO, "segment %s is gone", seg->name);
 		atomic_store(&seg->gone, true);
 	} else if (err) {
@@ -178,6 +186,7 @@ static void refresh_done(int err, const char *json, size_t len, void *arg)
 		atomic_store(&seg->gone, false);
 	}
 	atomic_fetch_sub(&seg->users, 1);
+	free(rf);
 }
 
 void xfer_segment_refresh(struct xfer_engine *e, const char *name)
@@ -198,11 +207,17 @@ void xfer_segment_refresh(struct xfer_engine *e, const char *name)
 	pthread_mutex_unlock(&e->seg_lock);
 	for (size_t i = 0; i < n; i++) {
 		char *key = xfer_meta_key(e, "ram/", todo[i]->name);
+		struct refresh *rf = malloc(sizeof(*rf));
 
-		if (key)
-			e->store->ops->get(e->store, key, refresh_done, todo[i]);
-		else
-			refresh_done(-ENOMEM, NULL, 0, todo[i]);
+		if (!key || !rf) {
+			xfer_log(XFER_LOG_WARN, "segment %s: refresh: %s",
+				 todo[i]->name, strerror(ENOMEM));
+			atomic_fetch_sub(&todo[i]->users, 1);
+			free(rf);
+		} else {
+			*rf = (struct refresh){ todo[i], name == NULL };
+			e->store->ops->get(e->store, key, refresh_done, rf);
+		}
 		free(key);
 	}
 	free(todo);

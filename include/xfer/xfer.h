@@ -54,8 +54,10 @@ struct xfer_config {
 	 * Name of this process's RAM segment. In peer-to-peer mode the name is
 	 * always `host:port` (port = the handshake port): a bare host here
 	 * gives the host part, NULL uses bind_addr if it is not a wildcard,
-	 * else the machine's host name. Env XFER_LOCAL_SERVER_NAME,
-	 * MC_LOCAL_SERVER_NAME.
+	 * else the machine's host name. With a central store the name is
+	 * used as given (NULL: `host:port` as above), and peers reach the
+	 * host of a `host:port` name, else bind_addr or the host name. Env
+	 * XFER_LOCAL_SERVER_NAME, MC_LOCAL_SERVER_NAME.
 	 */
 	const char *local_server_name;
 	/**

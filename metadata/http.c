@@ -1,0 +1,432 @@
+/*
+ * HTTP metadata backend (PROTOCOL.md §2): GET|PUT|DELETE <url>?key=<key>
+ * through libevent's evhttp client on the control reactor; 200 is success,
+ * a GET 404 is absent. The watch long-polls <url>/watch as xfer-metad
+ * serves it (README "xfer-metad"); a server without it (404) is used
+ * without a watch.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <yajl/yajl_tree.h>
+
+#include "engine_internal.h"
+#include "store.h"
+
+#define CMD_TIMEOUT_S 5
+#define POLL_MS 30000                  /* one long poll */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+struct http_store;
+
+/* One get/put/del: in flight, or failed before it could start and
+ * delivered by a zero timer (callbacks never run inside the call). */
+struct http_op {
+	struct http_store *h;
+	struct http_op *prev, *next;
+	struct evhttp_request *req;
+	struct event *timer;
+	enum xfer_meta_op op;
+	xfer_store_cb cb;
+	void *arg;
+};
+
+struct http_store {
+	struct xfer_store store;
+	struct xfer_store_env env;
+	struct event_base *base;
+	char *host, *path, *prefix, *conn;
+	uint16_t port;
+	struct evhttp_connection *cmd, *watch;
+	struct http_op *ops;           /* in flight, dropped at close */
+	struct evhttp_request *poll;   /* the watch request in flight */
+	struct event *retry;           /* next watch attempt */
+	unsigned backoff_ms;
+	uint64_t since;                /* last revision seen */
+	bool watching;                 /* a poll has succeeded since start */
+	bool down;                     /* the last poll failed */
+};
+
+static int http_accepts(const char *conn)
+{
+	return !strncmp(conn, "http://", 7);
+}
+
+static void op_free(struct http_op *o)
+{
+	struct http_store *h = o->h;
+
+	if (o->prev)
+		o->prev->next = o->next;
+	else
+		h->ops = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	if (o->timer)
+		event_free(o->timer);
+	free(o);
+}
+
+static int http_errno(struct evhttp_request *req)
+{
+	int code = req ? evhttp_request_get_response_code(req) : 0;
+
+	if (code == 0)
+		return -ECONNREFUSED; /* no answer at all */
+	return code == HTTP_NOTFOUND ? -ENOENT : -EIO;
+}
+
+static void op_done(struct evhttp_request *req, void *arg)
+{
+	struct http_op *o = arg;
+	int code = req ? evhttp_request_get_response_code(req) : 0;
+	struct evbuffer *body;
+	int err = 0;
+
+	o->req = NULL; /* evhttp frees it after this callback */
+	if (code != HTTP_OK)
+		err = http_errno(req);
+	if (err == -ENOENT && o->op == XFER_META_DEL)
+		err = 0;
+	if (err || o->op != XFER_META_GET) {
+		o->cb(err, NULL, 0, o->arg);
+	} else {
+		body = evhttp_request_get_input_buffer(req);
+		o->cb(0, (char *)evbuffer_pullup(body, -1),
+		      evbuffer_get_length(body), o->arg);
+	}
+	op_free(o);
+}
+
+static void op_failed(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_op *o = arg;
+
+	(void)fd;
+	(void)what;
+	o->cb(-ENOMEM, NULL, 0, o->arg);
+	op_free(o);
+}
+
+/* @p path_query: "<path>?key=<encoded key>" or the watch URI. */
+static char *make_uri(struct http_store *h, const char *suffix,
+		      const char *key)
+{
+	char *enc = evhttp_uriencode(key, -1, 0), *uri = NULL;
+	size_t n;
+
+	if (!enc)
+		return NULL;
+	n = strlen(h->path) + strlen(suffix) + strlen(enc) + 8;
+	uri = malloc(n);
+	if (uri)
+		snprintf(uri, n, "%s%s%s", h->path, suffix, enc);
+	free(enc);
+	return uri;
+}
+
+static void start(struct http_store *h, enum xfer_meta_op op, const char *key,
+		  const char *value, size_t len, xfer_store_cb cb, void *arg)
+{
+	static const struct timeval now = { 0, 0 };
+	static const enum evhttp_cmd_type cmds[] = {
+		[XFER_META_GET] = EVHTTP_REQ_GET,
+		[XFER_META_PUT] = EVHTTP_REQ_PUT,
+		[XFER_META_DEL] = EVHTTP_REQ_DELETE,
+	};
+	struct http_op *o = calloc(1, sizeof(*o));
+	char *uri = NULL;
+
+	if (!o) {
+		cb(-ENOMEM, NULL, 0, arg); /* nothing else can carry it */
+		return;
+	}
+	*o = (struct http_op){ .h = h, .op = op, .cb = cb, .arg = arg,
+			       .next = h->ops };
+	if (h->ops)
+		h->ops->prev = o;
+	h->ops = o;
+	o->req = evhttp_request_new(op_done, o);
+	uri = make_uri(h, "?key=", key);
+	if (!o->req || !uri)
+		goto fail;
+	evhttp_add_header(evhttp_request_get_output_headers(o->req), "Host",
+			  h->host);
+	if (value && evbuffer_add(evhttp_request_get_output_buffer(o->req),
+				  value, len))
+		goto fail;
+	if (evhttp_make_request(h->cmd, o->req, cmds[op], uri)) {
+		o->req = NULL; /* evhttp freed it */
+		goto fail;
+	}
+	free(uri);
+	return;
+
+fail:
+	free(uri);
+	if (o->req)
+		evhttp_request_free(o->req);
+	o->req = NULL;
+	o->timer = evtimer_new(h->base, op_failed, o);
+	if (!o->timer || evtimer_add(o->timer, &now)) {
+		op_free(o);
+		cb(-ENOMEM, NULL, 0, arg);
+	}
+}
+
+static void http_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
+		     void *arg)
+{
+	start(container_of(s, struct http_store, store), XFER_META_GET, key,
+	      NULL, 0, cb, arg);
+}
+
+static void http_put(struct xfer_store *s, const char *key, const char *value,
+		     size_t len, xfer_store_cb cb, void *arg)
+{
+	start(container_of(s, struct http_store, store), XFER_META_PUT, key,
+	      value, len, cb, arg);
+}
+
+static void http_del(struct xfer_store *s, const char *key, xfer_store_cb cb,
+		     void *arg)
+{
+	start(container_of(s, struct http_store, store), XFER_META_DEL, key,
+	      NULL, 0, cb, arg);
+}
+
+/* ---- the watch ---- */
+
+static void poll_start(struct http_store *h, int timeout_ms);
+
+static void retry_later(struct http_store *h)
+{
+	struct timeval tv = { h->backoff_ms / 1000,
+			      (h->backoff_ms % 1000) * 1000 };
+
+	if (!h->down)
+		xfer_log(XFER_LOG_WARN, "metadata %s: watch lost, retrying",
+			 h->conn);
+	h->down = true;
+	evtimer_add(h->retry, &tv);
+	h->backoff_ms = h->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+							   : h->backoff_ms * 2;
+}
+
+/* Hand the events of one answer to the engine; @return false if the
+ * answer is malformed. */
+static bool take_answer(struct http_store *h, const char *json, bool first)
+{
+	static const char *rev_path[] = { "revision", NULL };
+	static const char *comp_path[] = { "compacted", NULL };
+	static const char *ev_path[] = { "events", NULL };
+	static const char *key_path[] = { "key", NULL };
+	char err[128];
+	yajl_val root = yajl_tree_parse(json, err, sizeof(err)), rev, evs;
+	bool ok = false;
+
+	if (!root)
+		return false;
+	rev = yajl_tree_get(root, rev_path, yajl_t_number);
+	evs = yajl_tree_get(root, ev_path, yajl_t_array);
+	if (!rev || !YAJL_IS_INTEGER(rev) || YAJL_GET_INTEGER(rev) < 0 || !evs)
+		goto out;
+	h->since = (uint64_t)YAJL_GET_INTEGER(rev);
+	ok = true;
+	if (first)
+		goto out; /* a baseline: nothing is cached from before */
+	if (YAJL_IS_TRUE(yajl_tree_get(root, comp_path, yajl_t_true))) {
+		h->env.changed(NULL, h->env.arg);
+		goto out;
+	}
+	for (size_t i = 0; i < evs->u.array.len; i++) {
+		yajl_val k = yajl_tree_get(evs->u.array.values[i], key_path,
+					   yajl_t_string);
+
+		if (k)
+			h->env.changed(YAJL_GET_STRING(k), h->env.arg);
+	}
+out:
+	yajl_tree_free(root);
+	return ok;
+}
+
+static void poll_done(struct evhttp_request *req, void *arg)
+{
+	struct http_store *h = arg;
+	int code = req ? evhttp_request_get_response_code(req) : 0;
+	bool first = !h->watching, was_down = h->down;
+	struct evbuffer *body;
+	char *json;
+
+	h->poll = NULL;
+	if (code == HTTP_NOTFOUND) {
+		xfer_log(XFER_LOG_WARN, "metadata %s: the server has no watch; "
+			 "cached descriptors refresh only on reopen", h->conn);
+		return;
+	}
+	if (code != HTTP_OK) {
+		retry_later(h);
+		return;
+	}
+	body = evhttp_request_get_input_buffer(req);
+	json = strndup((char *)evbuffer_pullup(body, -1),
+		       evbuffer_get_length(body));
+	if (!json || !take_answer(h, json, first)) {
+		free(json);
+		retry_later(h);
+		return;
+	}
+	free(json);
+	h->watching = true;
+	h->down = false;
+	h->backoff_ms = BACKOFF_MIN_MS;
+	if (was_down) {
+		/* Back after a loss: changes may be missed and the server
+		 * may have lost our keys. */
+		xfer_log(XFER_LOG_INFO, "metadata %s: back", h->conn);
+		h->env.changed(NULL, h->env.arg);
+		if (h->env.reconnected)
+			h->env.reconnected(h->env.arg);
+	}
+	poll_start(h, POLL_MS);
+}
+
+static void poll_start(struct http_store *h, int timeout_ms)
+{
+	char suffix[96], *uri;
+
+	snprintf(suffix, sizeof(suffix), "/watch?since=%" PRIu64
+		 "&timeout_ms=%d&prefix=", h->since, timeout_ms);
+	uri = make_uri(h, suffix, h->prefix);
+	h->poll = uri ? evhttp_request_new(poll_done, h) : NULL;
+	if (!h->poll)
+		goto fail;
+	evhttp_add_header(evhttp_request_get_output_headers(h->poll), "Host",
+			  h->host);
+	if (evhttp_make_request(h->watch, h->poll, EVHTTP_REQ_GET, uri)) {
+		h->poll = NULL; /* evhttp freed it */
+		goto fail;
+	}
+	free(uri);
+	return;
+fail:
+	if (h->poll)
+		evhttp_request_free(h->poll);
+	h->poll = NULL;
+	free(uri);
+	retry_later(h);
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_store *h = arg;
+
+	(void)fd;
+	(void)what;
+	/* The first answer of a fresh watch only sets the baseline. */
+	poll_start(h, h->watching ? POLL_MS : 0);
+}
+
+/* ---- lifecycle ---- */
+
+static int parse_conn(struct http_store *h, const char *conn)
+{
+	struct evhttp_uri *u = evhttp_uri_parse(conn);
+	const char *host, *path;
+	int port, ret = -EINVAL;
+
+	if (!u)
+		goto out;
+	host = evhttp_uri_get_host(u);
+	path = evhttp_uri_get_path(u);
+	port = evhttp_uri_get_port(u);
+	if (!host || !*host || evhttp_uri_get_query(u) || port == 0 ||
+	    port > 65535)
+		goto out;
+	h->port = port < 0 ? 80 : (uint16_t)port;
+	h->host = strdup(host);
+	h->path = strdup(path && *path ? path : "/");
+	ret = h->host && h->path ? 0 : -ENOMEM;
+out:
+	if (u)
+		evhttp_uri_free(u);
+	if (ret == -EINVAL)
+		xfer_log(XFER_LOG_ERROR, "metadata %s: expected "
+			 "http://host[:port]/path", conn);
+	return ret;
+}
+
+static void http_close(struct xfer_store *s)
+{
+	struct http_store *h = container_of(s, struct http_store, store);
+
+	/* Freeing a connection drops its requests without their callbacks. */
+	if (h->cmd)
+		evhttp_connection_free(h->cmd);
+	if (h->watch)
+		evhttp_connection_free(h->watch);
+	while (h->ops)
+		op_free(h->ops);
+	if (h->retry)
+		event_free(h->retry);
+	free(h->host);
+	free(h->path);
+	free(h->prefix);
+	free(h->conn);
+	free(h);
+}
+
+static int http_open(const char *conn, const struct xfer_store_env *env,
+		     struct xfer_store **out)
+{
+	static const struct timeval now = { 0, 0 };
+	struct http_store *h = calloc(1, sizeof(*h));
+	int ret;
+
+	if (!h)
+		return -ENOMEM;
+	h->store.ops = &xfer_http_ops;
+	h->env = *env;
+	h->base = env->base;
+	h->backoff_ms = BACKOFF_MIN_MS;
+	ret = parse_conn(h, conn);
+	if (ret)
+		goto err_close;
+	ret = -ENOMEM;
+	h->prefix = strdup(env->prefix);
+	h->conn = strdup(conn);
+	h->env.prefix = h->prefix;
+	h->cmd = evhttp_connection_base_new(h->base, NULL, h->host, h->port);
+	h->watch = evhttp_connection_base_new(h->base, NULL, h->host, h->port);
+	h->retry = evtimer_new(h->base, on_retry, h);
+	if (!h->prefix || !h->conn || !h->cmd || !h->watch || !h->retry)
+		goto err_close;
+	evhttp_connection_set_timeout(h->cmd, CMD_TIMEOUT_S);
+	evhttp_connection_set_timeout(h->watch, POLL_MS / 1000 + CMD_TIMEOUT_S);
+	evtimer_add(h->retry, &now);
+	*out = &h->store;
+	return 0;
+
+err_close:
+	http_close(&h->store);
+	return ret;
+}
+
+const struct xfer_store_ops xfer_http_ops = {
+	.name = "http",
+	.accepts = http_accepts,
+	.open = http_open,
+	.get = http_get,
+	.put = http_put,
+	.del = http_del,
+	.close = http_close,
+};
