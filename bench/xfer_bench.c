@@ -474,7 +474,8 @@ static void run_initiator(const struct opts *o)
 			fill_pattern(target_buf, 0, o->buffer_size);
 		register_buffer(target, target_buf, o->buffer_size);
 		seg_name = xfer_engine_name(target);
-		e = make_engine(o, o->local_server_name, bind, 0);
+		/* its own default name: with a central store, names must differ */
+		e = make_engine(o, NULL, bind, 0);
 	} else {
 		e = make_engine(o, o->local_server_name, o->bind_addr, o->rpc_port);
 	}

@@ -177,7 +177,9 @@ int xfer_meta_open(struct xfer_engine *e, const struct xfer_store_ops *ops);
 int xfer_meta_start(struct xfer_engine *e);
 /** Publish ram without buffers, then delete both keys. */
 void xfer_meta_stop(struct xfer_engine *e);
-/** Republish ram soon (after register/unregister), on the reactor. */
+/** Republish ram after register/unregister: before returning, or soon
+ *  when called on the control reactor's thread. A server that is away
+ *  gets it when it is back. */
 void xfer_meta_publish_ram(struct xfer_engine *e);
 /**
  * Run one store operation on the control reactor and wait for it, from an

@@ -237,7 +237,25 @@ static void publish(struct xfer_engine *e, unsigned what)
 
 void xfer_meta_publish_ram(struct xfer_engine *e)
 {
-	publish(e, PUBLISH_RAM);
+	char *key, *json;
+	size_t len;
+	int ret = -ENOMEM;
+
+	if (!e->store->ops->put)
+		return;
+	/* Synchronous, so a peer that opens us after register() returns
+	 * sees the buffer; on the reactor's own thread it cannot wait. */
+	key = xfer_meta_key(e, "ram/", e->name);
+	json = xfer_engine_descriptor(e, &len);
+	if (key && json)
+		ret = xfer_meta_call(e, XFER_META_PUT, key, json, len, NULL,
+				     NULL);
+	free(key);
+	free(json);
+	if (ret == -EDEADLK)
+		publish(e, PUBLISH_RAM);
+	else if (ret) /* the reconnect will republish */
+		publish_done(ret, NULL, 0, e);
 }
 
 /* The first publication is synchronous, so a server that is down makes
