@@ -49,8 +49,25 @@ static void metad_argv(char **a, uint16_t port, uint16_t aux, const char *dir)
 	a[3] = NULL;
 }
 
+static void redis_argv(char **a, uint16_t port, uint16_t aux, const char *dir)
+{
+	(void)aux;
+	(void)dir;
+	a[0] = "redis-server";
+	a[1] = "--port";
+	asprintf(&a[2], "%u", port);
+	a[3] = "--bind";
+	a[4] = "127.0.0.1";
+	a[5] = "--save";
+	a[6] = "";
+	a[7] = "--appendonly";
+	a[8] = "no";
+	a[9] = NULL;
+}
+
 static const struct backend backends[] = {
 	{ "xfer-metad", metad_argv, "http://127.0.0.1:%u/metadata" },
+	{ "redis", redis_argv, "redis://127.0.0.1:%u" },
 };
 
 struct fixture {
