@@ -163,7 +163,8 @@ static int teardown(void **state)
 	return 0;
 }
 
-static struct xfer_engine *engine(struct fixture *f, const char *name)
+static struct xfer_engine *engine_in(struct fixture *f, const char *name,
+				     const char *cluster)
 {
 	struct xfer_config cfg;
 	struct xfer_engine *e;
@@ -172,10 +173,16 @@ static struct xfer_engine *engine(struct fixture *f, const char *name)
 	cfg.bind_addr = "127.0.0.1";
 	cfg.metadata_server = f->url;
 	cfg.local_server_name = name;
+	cfg.cluster_id = cluster;
 	e = xfer_engine_new(&cfg);
 	assert_non_null(e);
 	assert_string_equal(xfer_engine_name(e), name);
 	return e;
+}
+
+static struct xfer_engine *engine(struct fixture *f, const char *name)
+{
+	return engine_in(f, name, NULL);
 }
 
 /* ---- the store as a third party sees it ---- */
@@ -420,6 +427,41 @@ static void test_restart(void **state)
 	free(mb);
 }
 
+/* With a cluster id, keys live under mooncake/<id>/ and only engines of
+ * that cluster find each other. */
+static void test_cluster_id(void **state)
+{
+	struct fixture *f = *state;
+	struct xfer_engine *a = engine_in(f, "cl-a", "c1");
+	struct xfer_engine *b = engine_in(f, "cl-b", "c1");
+	struct xfer_engine *o = engine(f, "cl-o");
+	char *ma = th_alloc(BUF), *mb = th_alloc(BUF), *v;
+	int64_t sb;
+
+	assert_int_equal(xfer_register(b, mb, BUF, "cpu:0", true), 0);
+	assert_int_equal(xfer_register(a, ma, BUF, "cpu:0", true), 0);
+	has_buffer(f, "mooncake/c1/ram/cl-b");
+	v = raw_get(f, "mooncake/c1/rpc_meta/cl-b");
+	assert_non_null(v);
+	free(v);
+	assert_null(raw_get(f, "mooncake/ram/cl-b"));
+	assert_null(raw_get(f, "mooncake/rpc_meta/cl-b"));
+	assert_int_equal(xfer_segment_open(o, "cl-b"), -ENOENT);
+
+	sb = xfer_segment_open(a, "cl-b");
+	assert_true(sb >= 0);
+	th_fill(ma, BUF, 6);
+	th_assert_status(th_xfer1(a, XFER_WRITE, ma, sb, (uintptr_t)mb, BUF,
+				  NULL), XFER_COMPLETED);
+	assert_int_equal(th_check(mb, BUF, 6), -1);
+	xfer_engine_free(o);
+	xfer_engine_free(a);
+	xfer_engine_free(b);
+	assert_null(raw_get(f, "mooncake/c1/ram/cl-b"));
+	free(ma);
+	free(mb);
+}
+
 /* A malformed value under a peer's key: open fails clearly, the engine
  * carries on. */
 static void test_bad_value(void **state)
@@ -472,6 +514,7 @@ int main(void)
 			FOR_BACKEND(test_by_name, b),
 			FOR_BACKEND(test_watch, b),
 			FOR_BACKEND(test_restart, b),
+			FOR_BACKEND(test_cluster_id, b),
 			FOR_BACKEND(test_bad_value, b),
 			FOR_BACKEND(test_server_down, b),
 		};
