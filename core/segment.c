@@ -80,7 +80,8 @@ static int parse_desc(struct xfer_engine *e, const char *name,
 					name, d->protocol);
 		goto err_free;
 	}
-	qsort(d->bufs, d->nbufs, sizeof(*d->bufs), cmp_buf);
+	if (d->nbufs > 1)
+		qsort(d->bufs, d->nbufs, sizeof(*d->bufs), cmp_buf);
 	for (size_t i = 1; i < d->nbufs; i++)
 		if (d->bufs[i - 1].addr + d->bufs[i - 1].length > d->bufs[i].addr) {
 			ret = xfer_engine_error(e, -EPROTO, "segment %s: buffers "

@@ -6,7 +6,6 @@
  * down. The store is read and written directly through the backend's ops
  * table on a private event_base, as a third party.
  */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -31,31 +30,37 @@
 
 #define BUF (1 << 20)
 
+struct fixture;
+
 struct backend {
 	const char *name;
-	/* argv of the server for client port @p port (and peer port @p aux),
-	 * data under @p dir; the URL engines use. */
-	void (*argv)(char **argv, uint16_t port, uint16_t aux, const char *dir);
-	const char *url_fmt;
+	/* argv of the server for the fixture's ports and data folder */
+	void (*argv)(char **argv, struct fixture *f);
+	const char *url_fmt; /* the URL engines use, from the client port */
 };
 
-static void metad_argv(char **a, uint16_t port, uint16_t aux, const char *dir)
+struct fixture {
+	const struct backend *b;
+	uint16_t port, aux;     /* client port, and a second one (etcd peers) */
+	char port_s[8];
+	char dir[64];
+	pid_t pid;
+	char url[128];
+};
+
+static void metad_argv(char **a, struct fixture *f)
 {
-	(void)aux;
-	(void)dir;
 	a[0] = "build/xfer-metad";
 	a[1] = "--port";
-	asprintf(&a[2], "%u", port);
+	a[2] = f->port_s;
 	a[3] = NULL;
 }
 
-static void redis_argv(char **a, uint16_t port, uint16_t aux, const char *dir)
+static void redis_argv(char **a, struct fixture *f)
 {
-	(void)aux;
-	(void)dir;
 	a[0] = "redis-server";
 	a[1] = "--port";
-	asprintf(&a[2], "%u", port);
+	a[2] = f->port_s;
 	a[3] = "--bind";
 	a[4] = "127.0.0.1";
 	a[5] = "--save";
@@ -68,14 +73,6 @@ static void redis_argv(char **a, uint16_t port, uint16_t aux, const char *dir)
 static const struct backend backends[] = {
 	{ "xfer-metad", metad_argv, "http://127.0.0.1:%u/metadata" },
 	{ "redis", redis_argv, "redis://127.0.0.1:%u" },
-};
-
-struct fixture {
-	const struct backend *b;
-	uint16_t port, aux;
-	char dir[64];
-	pid_t pid;
-	char url[128];
 };
 
 static uint16_t free_port(void)
@@ -108,7 +105,7 @@ static void server_start(struct fixture *f)
 	char *argv[32] = { 0 };
 	int64_t t0 = th_now_ms();
 
-	f->b->argv(argv, f->port, f->aux, f->dir);
+	f->b->argv(argv, f);
 	f->pid = fork();
 	assert_true(f->pid >= 0);
 	if (f->pid == 0) {
@@ -143,6 +140,7 @@ static int setup(void **state)
 	f->b = *state;
 	f->port = free_port();
 	f->aux = free_port();
+	snprintf(f->port_s, sizeof(f->port_s), "%u", f->port);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/it_meta.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->url, sizeof(f->url), f->b->url_fmt, f->port);
