@@ -7,6 +7,7 @@ static const struct xfer_store_ops *const backends[] = {
 	&xfer_p2p_ops,
 	&xfer_http_ops,
 	&xfer_redis_ops,
+	&xfer_etcd_ops, /* last: a bare host:port means etcd */
 };
 
 const struct xfer_store_ops *xfer_store_find(const char *conn)

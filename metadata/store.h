@@ -76,6 +76,7 @@ struct xfer_store {
 extern const struct xfer_store_ops xfer_p2p_ops;
 extern const struct xfer_store_ops xfer_http_ops;
 extern const struct xfer_store_ops xfer_redis_ops;
+extern const struct xfer_store_ops xfer_etcd_ops;
 
 /** The backend for @p conn, or NULL. */
 const struct xfer_store_ops *xfer_store_find(const char *conn);

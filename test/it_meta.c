@@ -46,6 +46,7 @@ struct fixture {
 	char dir[64];
 	pid_t pid;
 	char url[128];
+	char args[3][64];       /* argument strings built for the server */
 };
 
 static void metad_argv(char **a, struct fixture *f)
@@ -70,9 +71,33 @@ static void redis_argv(char **a, struct fixture *f)
 	a[9] = NULL;
 }
 
+static void etcd_argv(char **a, struct fixture *f)
+{
+	snprintf(f->args[0], sizeof(f->args[0]), "http://127.0.0.1:%u", f->port);
+	snprintf(f->args[1], sizeof(f->args[1]), "http://127.0.0.1:%u", f->aux);
+	snprintf(f->args[2], sizeof(f->args[2]), "t=http://127.0.0.1:%u", f->aux);
+	a[0] = "etcd";
+	a[1] = "--name";
+	a[2] = "t";
+	a[3] = "--data-dir";
+	a[4] = f->dir;
+	a[5] = "--listen-client-urls";
+	a[6] = f->args[0];
+	a[7] = "--advertise-client-urls";
+	a[8] = f->args[0];
+	a[9] = "--listen-peer-urls";
+	a[10] = f->args[1];
+	a[11] = "--initial-advertise-peer-urls";
+	a[12] = f->args[1];
+	a[13] = "--initial-cluster";
+	a[14] = f->args[2];
+	a[15] = NULL;
+}
+
 static const struct backend backends[] = {
 	{ "xfer-metad", metad_argv, "http://127.0.0.1:%u/metadata" },
 	{ "redis", redis_argv, "redis://127.0.0.1:%u" },
+	{ "etcd", etcd_argv, "etcd://127.0.0.1:%u" },
 };
 
 static uint16_t free_port(void)
