@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -102,6 +103,20 @@ int64_t th_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint16_t th_free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
 }
 
 int th_count_threads(void)
@@ -388,4 +403,137 @@ struct xfer_desc *th_fetch_desc(uint16_t port)
 	free(json);
 	assert_non_null(d);
 	return d;
+}
+
+/* ---- a metadata store backend driven on an event_base ---- */
+
+void th_late_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	*(bool *)arg = true;
+}
+
+static void store_changed(const char *key, void *arg)
+{
+	struct th_store *f = arg;
+
+	if (!key)
+		f->changed_all++;
+	else if (f->nkeys < TH_STORE_MAX_KEYS)
+		f->keys[f->nkeys++] = strdup(key);
+}
+
+static void store_reconnected(void *arg)
+{
+	((struct th_store *)arg)->reconnected++;
+}
+
+void th_res_cb(int err, const char *value, size_t len, void *arg)
+{
+	struct th_res *r = arg;
+
+	r->calls++;
+	r->err = err;
+	r->len = len;
+	if (value && len <= sizeof(r->val))
+		memcpy(r->val, value, len);
+}
+
+struct th_store *th_store_new(const struct xfer_store_ops *ops,
+			      const char *prefix, struct event_base *base)
+{
+	struct th_store *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->ops = ops;
+	f->own_base = !base;
+	f->base = base ? base : event_base_new();
+	assert_non_null(f->base);
+	snprintf(f->prefix, sizeof(f->prefix), "%s", prefix);
+	f->env = (struct xfer_store_env){
+		.base = f->base,
+		.prefix = f->prefix,
+		.changed = store_changed,
+		.reconnected = store_reconnected,
+		.arg = f,
+	};
+	return f;
+}
+
+void th_store_close(struct th_store *f)
+{
+	if (f->st)
+		f->ops->close(f->st);
+	f->st = NULL;
+}
+
+void th_store_free(struct th_store *f)
+{
+	th_store_close(f);
+	th_store_forget(f);
+	if (f->own_base)
+		event_base_free(f->base);
+	free(f);
+}
+
+int th_store_op(struct th_store *f, char op, const char *key,
+		const char *value, size_t len, struct th_res *r, int ms)
+{
+	memset(r, 0, sizeof(*r));
+	if (op == 'g')
+		f->ops->get(f->st, key, th_res_cb, r);
+	else if (op == 'p')
+		f->ops->put(f->st, key, value, len, th_res_cb, r);
+	else
+		f->ops->del(f->st, key, th_res_cb, r);
+	assert_int_equal(r->calls, 0);
+	assert_true(th_run_until(f->base, r->calls, ms));
+	th_run_until(f->base, false, 10);
+	assert_int_equal(r->calls, 1);
+	return r->err;
+}
+
+int th_store_put(struct th_store *f, const char *key, const char *value,
+		 int ms)
+{
+	struct th_res r;
+
+	return th_store_op(f, 'p', key, value, strlen(value), &r, ms);
+}
+
+int th_store_del(struct th_store *f, const char *key, int ms)
+{
+	struct th_res r;
+
+	return th_store_op(f, 'd', key, NULL, 0, &r, ms);
+}
+
+int th_store_seen(struct th_store *f, const char *key)
+{
+	int n = 0;
+
+	for (int i = 0; i < f->nkeys; i++)
+		n += !strcmp(f->keys[i], key);
+	return n;
+}
+
+void th_store_forget(struct th_store *f)
+{
+	for (int i = 0; i < f->nkeys; i++)
+		free(f->keys[i]);
+	f->nkeys = 0;
+}
+
+void th_store_wait_watching(struct th_store *w, struct th_store *by,
+			    const char *probe, int ms)
+{
+	int64_t end = th_now_ms() + ms;
+
+	do {
+		assert_int_equal(th_store_put(by, probe, "x", ms), 0);
+		if (th_run_until(w->base, th_store_seen(w, probe), 200))
+			return;
+	} while (th_now_ms() < end);
+	fail_msg("the watch never reported %s", probe);
 }

@@ -6,7 +6,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <event2/event.h>
 #include <xfer/xfer.h>
+
+#include "store.h"
 
 struct xfer_desc;
 
@@ -34,6 +37,10 @@ void *th_alloc(size_t len);
 
 /** Monotonic clock in milliseconds. */
 int64_t th_now_ms(void);
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0,
+ *  read back, closed); fails the test if it cannot get one. */
+uint16_t th_free_port(void);
 
 /** Threads of this process (entries of /proc/self/task), or -1. */
 int th_count_threads(void);
@@ -129,5 +136,103 @@ char *th_hs_call(uint16_t port, int type, const char *req, size_t *len);
  *  fetched with a raw Metadata request and decoded (fails the test if
  *  not). Free with xfer_desc_free(). */
 struct xfer_desc *th_fetch_desc(uint16_t port);
+
+/* ---- a metadata store backend driven on an event_base ---- */
+
+/** Timer callback for th_run_until(): sets the bool at @p arg. */
+void th_late_cb(evutil_socket_t fd, short what, void *arg);
+
+/**
+ * Run @p base (struct event_base *) until @p cond is true or @p ms
+ * milliseconds pass; @p cond is re-evaluated after each loop iteration.
+ * Evaluates to @p cond (as last evaluated, once more at the end).
+ */
+#define th_run_until(base, cond, ms) ({ \
+	bool _late = false; \
+	struct timeval _tv = { (ms) / 1000, (ms) % 1000 * 1000 }; \
+	struct event *_ev = evtimer_new(base, th_late_cb, &_late); \
+	evtimer_add(_ev, &_tv); \
+	while (!(cond) && !_late) \
+		event_base_loop(base, EVLOOP_ONCE); \
+	event_free(_ev); \
+	(cond); })
+
+#define TH_STORE_MAX_KEYS 64
+
+/**
+ * One backend (@p ops) opened on an event_base, with an env whose
+ * changed()/reconnected() callbacks record what they hear.
+ */
+struct th_store {
+	const struct xfer_store_ops *ops;
+	struct event_base *base;
+	bool own_base;                 /* base is freed with the fixture */
+	struct xfer_store *st;         /* NULL until opened, after close */
+	struct xfer_store_env env;     /* .arg is the fixture */
+	char prefix[32];               /* env.prefix points here */
+	int changed_all;               /* changed(NULL) calls */
+	int reconnected;               /* reconnected() calls */
+	char *keys[TH_STORE_MAX_KEYS]; /* changed(key), in order, strdup'd */
+	int nkeys;
+};
+
+/** What a th_res_cb() call got (th_store_op() fills one). */
+struct th_res {
+	int calls, err;
+	char val[256];                 /* the value, if it fits */
+	size_t len;
+};
+
+/** xfer_store_cb recording into the struct th_res at @p arg. */
+void th_res_cb(int err, const char *value, size_t len, void *arg);
+
+/**
+ * A fixture for backend @p ops watching @p prefix (copied, up to 31
+ * characters) on @p base, or on a base of its own if NULL; not open yet
+ * (open with @p ops->open(conn, &f->env, &f->st)). Free with
+ * th_store_free().
+ */
+struct th_store *th_store_new(const struct xfer_store_ops *ops,
+			      const char *prefix, struct event_base *base);
+
+/** Close the backend if open; st becomes NULL. */
+void th_store_close(struct th_store *f);
+
+/** th_store_close(), th_store_forget(), free the base if the fixture's
+ *  own, and free @p f. */
+void th_store_free(struct th_store *f);
+
+/**
+ * One call, synchronously: @p op is 'g' (get), 'p' (put @p value of
+ * @p len bytes) or anything else (del). The callback must not come
+ * inside the call, must come within @p ms milliseconds, and exactly once
+ * (checked for 10 ms more); fails the test if not. @p r is cleared, then
+ * filled. @return r->err.
+ */
+int th_store_op(struct th_store *f, char op, const char *key,
+		const char *value, size_t len, struct th_res *r, int ms);
+
+/** th_store_op() put of the NUL-ended @p value (its strlen() bytes).
+ *  @return the callback's err. */
+int th_store_put(struct th_store *f, const char *key, const char *value,
+		 int ms);
+
+/** th_store_op() del of @p key. @return the callback's err. */
+int th_store_del(struct th_store *f, const char *key, int ms);
+
+/** How many times changed(@p key) was heard. */
+int th_store_seen(struct th_store *f, const char *key);
+
+/** Forget the keys heard so far (nkeys back to 0). */
+void th_store_forget(struct th_store *f);
+
+/**
+ * Wait until @p w's watch is live: put @p probe = "x" through @p by
+ * (th_store_op() within @p ms) and run @p w->base up to 200 ms for
+ * changed(@p probe), again until @p ms milliseconds have passed; fails
+ * the test if it is never heard.
+ */
+void th_store_wait_watching(struct th_store *w, struct th_store *by,
+			    const char *probe, int ms);
 
 #endif

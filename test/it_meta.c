@@ -100,19 +100,6 @@ static const struct backend backends[] = {
 	{ "etcd", etcd_argv, "etcd://127.0.0.1:%u" },
 };
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
 static bool port_open(uint16_t port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
@@ -163,8 +150,8 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 
 	f->b = *state;
-	f->port = free_port();
-	f->aux = free_port();
+	f->port = th_free_port();
+	f->aux = th_free_port();
 	snprintf(f->port_s, sizeof(f->port_s), "%u", f->port);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/it_meta.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));

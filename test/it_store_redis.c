@@ -28,59 +28,20 @@
 
 #include <event2/event.h>
 
+#include "helpers.h"
 #include "store.h"
 
 extern const struct xfer_store_ops xfer_redis_ops;
 
 #define IO_MS 5000       /* the most a healthy answer may take */
 #define START_MS 10000   /* redis-server answering PING */
-#define MAX_KEYS 64
 
 struct srv {
 	pid_t pid;
 	int port;
 };
 
-struct fx {
-	struct event_base *base;
-	struct xfer_store *st;
-	struct xfer_store_env env;
-	struct srv srv;
-	int changed_all, reconnected;
-	char *keys[MAX_KEYS];          /* changed(key), in order */
-	int nkeys;
-};
-
-struct res {
-	int calls, err;
-	char val[256];
-	size_t len;
-};
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- redis-server and a raw RESP client ---- */
-
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	assert_true(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
 
 /* Blocking connection to 127.0.0.1:@p port with a receive timeout, or -1. */
 static int raw_connect(int port)
@@ -186,12 +147,12 @@ static void srv_start(struct srv *s, int port, const char *const *extra)
 	const char *argv[32] = { "redis-server", "--port", NULL, "--bind",
 				 "127.0.0.1", "--save", "", "--appendonly",
 				 "no", "--daemonize", "no" };
-	int64_t end = now_ms() + START_MS;
+	int64_t end = th_now_ms() + START_MS;
 	char port_s[16], out[512];
 	int argc = 11, fd, devnull;
 	size_t len;
 
-	s->port = port ? port : free_port();
+	s->port = port ? port : th_free_port();
 	snprintf(port_s, sizeof(port_s), "%d", s->port);
 	argv[2] = port_s;
 	while (extra && *extra && argc < 31)
@@ -216,7 +177,7 @@ static void srv_start(struct srv *s, int port, const char *const *extra)
 		if (fd >= 0)
 			close(fd);
 		assert_int_equal(waitpid(s->pid, NULL, WNOHANG), 0);
-		assert_true(now_ms() < end);
+		assert_true(th_now_ms() < end);
 		usleep(10000);
 	}
 }
@@ -230,133 +191,35 @@ static void srv_stop(struct srv *s, int sig)
 	s->pid = 0;
 }
 
-/* ---- driving the base ---- */
+/* ---- the fixture: a backend with its own base, and a server ---- */
 
-static void late_cb(evutil_socket_t fd, short what, void *arg)
+static struct srv srv;   /* the running test's server, stopped at fx_free */
+
+static struct th_store *fx_new(void)
 {
-	(void)fd;
-	(void)what;
-	*(bool *)arg = true;
+	srv = (struct srv){ 0 };
+	return th_store_new(&xfer_redis_ops, "mooncake/", NULL);
 }
 
-/* Run @p base until @p cond or @p ms pass; evaluates to cond. */
-#define run_until(base, cond, ms) ({ \
-	bool _late = false; \
-	struct timeval _tv = { (ms) / 1000, (ms) % 1000 * 1000 }; \
-	struct event *_ev = evtimer_new(base, late_cb, &_late); \
-	evtimer_add(_ev, &_tv); \
-	while (!(cond) && !_late) \
-		event_base_loop(base, EVLOOP_ONCE); \
-	event_free(_ev); \
-	(cond); })
-
-static void on_changed(const char *key, void *arg)
-{
-	struct fx *f = arg;
-
-	if (!key)
-		f->changed_all++;
-	else if (f->nkeys < MAX_KEYS)
-		f->keys[f->nkeys++] = strdup(key);
-}
-
-static void on_reconnected(void *arg)
-{
-	((struct fx *)arg)->reconnected++;
-}
-
-static int seen(struct fx *f, const char *key)
-{
-	int n = 0;
-
-	for (int i = 0; i < f->nkeys; i++)
-		n += !strcmp(f->keys[i], key);
-	return n;
-}
-
-static void res_cb(int err, const char *value, size_t len, void *arg)
-{
-	struct res *r = arg;
-
-	r->calls++;
-	r->err = err;
-	r->len = len;
-	if (value && len <= sizeof(r->val))
-		memcpy(r->val, value, len);
-}
-
-static struct fx *fx_new(void)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	assert_non_null(f);
-	f->base = event_base_new();
-	assert_non_null(f->base);
-	f->env = (struct xfer_store_env){
-		.base = f->base,
-		.prefix = "mooncake/",
-		.changed = on_changed,
-		.reconnected = on_reconnected,
-		.arg = f,
-	};
-	return f;
-}
-
-static int fx_open(struct fx *f, const char *db)
+static int fx_open(struct th_store *f, const char *db)
 {
 	char conn[64];
 
-	snprintf(conn, sizeof(conn), "redis://127.0.0.1:%d%s", f->srv.port,
+	snprintf(conn, sizeof(conn), "redis://127.0.0.1:%d%s", srv.port,
 		 db ? db : "");
 	return xfer_redis_ops.open(conn, &f->env, &f->st);
 }
 
-static void fx_free(struct fx *f)
+static void fx_free(struct th_store *f)
 {
-	if (f->st)
-		xfer_redis_ops.close(f->st);
-	srv_stop(&f->srv, SIGTERM);
-	for (int i = 0; i < f->nkeys; i++)
-		free(f->keys[i]);
-	event_base_free(f->base);
-	free(f);
+	th_store_close(f);
+	srv_stop(&srv, SIGTERM);
+	th_store_free(f);
 }
 
-/* Synchronous forms: the callback must come later, exactly once. */
-static int do_op(struct fx *f, char op, const char *key, const char *value,
-		 size_t len, struct res *r, int ms)
-{
-	memset(r, 0, sizeof(*r));
-	if (op == 'g')
-		xfer_redis_ops.get(f->st, key, res_cb, r);
-	else if (op == 'p')
-		xfer_redis_ops.put(f->st, key, value, len, res_cb, r);
-	else
-		xfer_redis_ops.del(f->st, key, res_cb, r);
-	assert_int_equal(r->calls, 0);
-	assert_true(run_until(f->base, r->calls, ms));
-	run_until(f->base, false, 10);
-	assert_int_equal(r->calls, 1);
-	return r->err;
-}
-
-#define sget(f, key, r) do_op(f, 'g', key, NULL, 0, r, IO_MS)
-#define sput(f, key, v) ({ struct res _r; \
-	do_op(f, 'p', key, v, strlen(v), &_r, IO_MS); })
-#define sdel(f, key) ({ struct res _r; do_op(f, 'd', key, NULL, 0, &_r, IO_MS); })
-
-/* Wait until the watch reports our own puts: the subscription is live. */
-static void wait_watching(struct fx *f, const char *probe)
-{
-	int64_t end = now_ms() + IO_MS;
-
-	do {
-		assert_int_equal(sput(f, probe, "x"), 0);
-		if (run_until(f->base, seen(f, probe), 200))
-			return;
-	} while (now_ms() < end);
-	fail_msg("the watch never reported %s", probe);
-}
+#define sget(f, key, r) th_store_op(f, 'g', key, NULL, 0, r, IO_MS)
+#define sput(f, key, v) th_store_put(f, key, v, IO_MS)
+#define sdel(f, key) th_store_del(f, key, IO_MS)
 
 /* ---- tests ---- */
 
@@ -372,7 +235,7 @@ static void test_urls(void **state)
 		"redis://127.0.0.1", "REDIS://localhost:1/0",
 		"redis://127.0.0.1:1/", "redis://[::1]:1/15",
 	};
-	struct fx *f = fx_new();
+	struct th_store *f = fx_new();
 	struct xfer_store *st;
 
 	(void)state;
@@ -394,14 +257,14 @@ static void test_urls(void **state)
 static void test_roundtrip(void **state)
 {
 	static const char value[] = "{\"a\":1}\n\0tail\n";
-	struct fx *f = fx_new();
-	struct res r;
+	struct th_store *f = fx_new();
+	struct th_res r;
 
 	(void)state;
-	srv_start(&f->srv, 0, NULL);
+	srv_start(&srv, 0, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
-	assert_int_equal(do_op(f, 'p', "mooncake/ram/a", value,
-			       sizeof(value) - 1, &r, IO_MS), 0);
+	assert_int_equal(th_store_op(f, 'p', "mooncake/ram/a", value,
+				     sizeof(value) - 1, &r, IO_MS), 0);
 	assert_int_equal(sget(f, "mooncake/ram/a", &r), 0);
 	assert_int_equal(r.len, sizeof(value) - 1);
 	assert_memory_equal(r.val, value, sizeof(value) - 1);
@@ -423,30 +286,32 @@ static void test_roundtrip(void **state)
 static void test_watch(void **state)
 {
 	const char *const extra[] = { "--notify-keyspace-events", "Ex", NULL };
-	struct fx *f = fx_new();
+	struct th_store *f = fx_new();
 	const char *flags;
 	int fd;
 
 	(void)state;
 	f->env.prefix = "t/c*/";
-	srv_start(&f->srv, 0, extra);
+	srv_start(&srv, 0, extra);
 	assert_int_equal(fx_open(f, NULL), 0);
-	wait_watching(f, "t/c*/probe");
-	fd = raw_connect(f->srv.port);
+	th_store_wait_watching(f, f, "t/c*/probe", IO_MS);
+	fd = raw_connect(srv.port);
 	assert_true(fd >= 0);
 	flags = raw_cmd(fd, "CONFIG", "GET", "notify-keyspace-events");
 	for (const char *c = "KEg$x"; *c; c++)   /* after the bulk's '$' */
 		assert_non_null(strchr(flags + 1, *c));
 	assert_string_equal(raw_cmd(fd, "SET", "t/c*/k1", "v"), "+OK");
-	assert_true(run_until(f->base, seen(f, "t/c*/k1") == 1, IO_MS));
+	assert_true(th_run_until(f->base, th_store_seen(f, "t/c*/k1") == 1,
+				 IO_MS));
 	assert_string_equal(raw_cmd(fd, "DEL", "t/c*/k1"), ":1");
-	assert_true(run_until(f->base, seen(f, "t/c*/k1") == 2, IO_MS));
+	assert_true(th_run_until(f->base, th_store_seen(f, "t/c*/k1") == 2,
+				 IO_MS));
 	assert_string_equal(raw_cmd(fd, "SET", "t/cX/k", "v"), "+OK");
 	assert_string_equal(raw_cmd(fd, "SET", "other/k", "v"), "+OK");
 	assert_string_equal(raw_cmd(fd, "SET", "t/c*/end", "v"), "+OK");
-	assert_true(run_until(f->base, seen(f, "t/c*/end"), IO_MS));
-	assert_int_equal(seen(f, "t/cX/k"), 0);
-	assert_int_equal(seen(f, "other/k"), 0);
+	assert_true(th_run_until(f->base, th_store_seen(f, "t/c*/end"), IO_MS));
+	assert_int_equal(th_store_seen(f, "t/cX/k"), 0);
+	assert_int_equal(th_store_seen(f, "other/k"), 0);
 	assert_int_equal(f->changed_all, 0);
 	close(fd);
 	fx_free(f);
@@ -454,18 +319,18 @@ static void test_watch(void **state)
 
 static void test_down_at_open(void **state)
 {
-	struct fx *f = fx_new();
-	struct res r;
+	struct th_store *f = fx_new();
+	struct th_res r;
 	int64_t t0;
 
 	(void)state;
-	f->srv.port = free_port();
+	srv.port = th_free_port();
 	assert_int_equal(fx_open(f, NULL), 0);
 	for (int i = 0; i < 3; i++) {
-		t0 = now_ms();
-		assert_true(do_op(f, "gpd"[i], "mooncake/k", "v", 1, &r,
-				  1000) < 0);
-		assert_true(now_ms() - t0 < 1000);
+		t0 = th_now_ms();
+		assert_true(th_store_op(f, "gpd"[i], "mooncake/k", "v", 1, &r,
+					1000) < 0);
+		assert_true(th_now_ms() - t0 < 1000);
 	}
 	fx_free(f);
 }
@@ -474,30 +339,30 @@ static void test_down_at_open(void **state)
  * the backend is back by itself and says so once. */
 static void test_restart(void **state)
 {
-	struct fx *f = fx_new();
-	struct res r;
+	struct th_store *f = fx_new();
+	struct th_res r;
 	int64_t t0;
 
 	(void)state;
-	srv_start(&f->srv, 0, NULL);
+	srv_start(&srv, 0, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
-	wait_watching(f, "mooncake/probe");
+	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	assert_int_equal(sput(f, "mooncake/k", "v"), 0);
-	srv_stop(&f->srv, SIGTERM);
-	t0 = now_ms();
+	srv_stop(&srv, SIGTERM);
+	t0 = th_now_ms();
 	assert_true(sget(f, "mooncake/k", &r) < 0);
-	assert_true(now_ms() - t0 < 1000);
+	assert_true(th_now_ms() - t0 < 1000);
 	assert_int_equal(f->reconnected, 0);
-	srv_start(&f->srv, f->srv.port, NULL);
-	assert_true(run_until(f->base, f->reconnected == 1 &&
-			      f->changed_all == 1, 3 * IO_MS));
+	srv_start(&srv, srv.port, NULL);
+	assert_true(th_run_until(f->base, f->reconnected == 1 &&
+				 f->changed_all == 1, 3 * IO_MS));
 	/* The new server lost the keys: why the engine republishes. */
 	assert_int_equal(sget(f, "mooncake/k", &r), -ENOENT);
 	assert_int_equal(sput(f, "mooncake/k", "v2"), 0);
 	assert_int_equal(sget(f, "mooncake/k", &r), 0);
 	assert_memory_equal(r.val, "v2", 2);
-	wait_watching(f, "mooncake/probe2");
-	run_until(f->base, false, 300);
+	th_store_wait_watching(f, f, "mooncake/probe2", IO_MS);
+	th_run_until(f->base, false, 300);
 	assert_int_equal(f->reconnected, 1);
 	assert_int_equal(f->changed_all, 1);
 	fx_free(f);
@@ -506,19 +371,19 @@ static void test_restart(void **state)
 /* A request in flight when the connection drops fails with ECONNRESET. */
 static void test_drop_in_flight(void **state)
 {
-	struct fx *f = fx_new();
-	struct res r = { 0 };
+	struct th_store *f = fx_new();
+	struct th_res r = { 0 };
 
 	(void)state;
-	srv_start(&f->srv, 0, NULL);
+	srv_start(&srv, 0, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
 	assert_int_equal(sput(f, "mooncake/k", "v"), 0);
-	kill(f->srv.pid, SIGSTOP);
-	xfer_redis_ops.get(f->st, "mooncake/k", res_cb, &r);
-	run_until(f->base, r.calls, 200);
+	kill(srv.pid, SIGSTOP);
+	xfer_redis_ops.get(f->st, "mooncake/k", th_res_cb, &r);
+	th_run_until(f->base, r.calls, 200);
 	assert_int_equal(r.calls, 0);
-	srv_stop(&f->srv, SIGKILL);
-	assert_true(run_until(f->base, r.calls, IO_MS));
+	srv_stop(&srv, SIGKILL);
+	assert_true(th_run_until(f->base, r.calls, IO_MS));
 	assert_int_equal(r.err, -ECONNRESET);
 	fx_free(f);
 }
@@ -527,21 +392,21 @@ static void test_drop_in_flight(void **state)
  * made again, and work goes on once the server does. */
 static void test_stall(void **state)
 {
-	struct fx *f = fx_new();
-	struct res r;
+	struct th_store *f = fx_new();
+	struct th_res r;
 	int64_t t0;
 
 	(void)state;
-	srv_start(&f->srv, 0, NULL);
+	srv_start(&srv, 0, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
-	wait_watching(f, "mooncake/probe");
-	kill(f->srv.pid, SIGSTOP);
-	t0 = now_ms();
-	assert_int_equal(do_op(f, 'g', "mooncake/k", NULL, 0, &r,
-			       3 * IO_MS), -ETIMEDOUT);
-	assert_true(now_ms() - t0 >= IO_MS - 100);
-	kill(f->srv.pid, SIGCONT);
-	assert_true(run_until(f->base, f->reconnected == 1, 3 * IO_MS));
+	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
+	kill(srv.pid, SIGSTOP);
+	t0 = th_now_ms();
+	assert_int_equal(th_store_op(f, 'g', "mooncake/k", NULL, 0, &r,
+				     3 * IO_MS), -ETIMEDOUT);
+	assert_true(th_now_ms() - t0 >= IO_MS - 100);
+	kill(srv.pid, SIGCONT);
+	assert_true(th_run_until(f->base, f->reconnected == 1, 3 * IO_MS));
 	assert_int_equal(sput(f, "mooncake/k", "v"), 0);
 	assert_int_equal(sget(f, "mooncake/k", &r), 0);
 	fx_free(f);
@@ -550,16 +415,16 @@ static void test_stall(void **state)
 static void test_auth(void **state)
 {
 	const char *const extra[] = { "--requirepass", "secret", NULL };
-	struct fx *f = fx_new();
-	struct res r;
+	struct th_store *f = fx_new();
+	struct th_res r;
 	int64_t t0;
 
 	(void)state;
-	srv_start(&f->srv, 0, extra);
+	srv_start(&srv, 0, extra);
 	/* AUTH pass, then AUTH user pass. */
 	f->env.password = "secret";
 	assert_int_equal(fx_open(f, NULL), 0);
-	wait_watching(f, "mooncake/probe");
+	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	assert_int_equal(sput(f, "mooncake/k", "v"), 0);
 	xfer_redis_ops.close(f->st);
 	f->env.user = "default";
@@ -570,10 +435,10 @@ static void test_auth(void **state)
 	f->env.user = NULL;
 	f->env.password = "wrong";
 	assert_int_equal(fx_open(f, NULL), 0);
-	t0 = now_ms();
+	t0 = th_now_ms();
 	assert_true(sget(f, "mooncake/k", &r) < 0);
 	assert_true(sget(f, "mooncake/k", &r) < 0);
-	assert_true(now_ms() - t0 < 2000);
+	assert_true(th_now_ms() - t0 < 2000);
 	xfer_redis_ops.close(f->st);
 	f->env.password = NULL;
 	assert_int_equal(fx_open(f, NULL), 0);
@@ -584,17 +449,17 @@ static void test_auth(void **state)
 
 static void test_db(void **state)
 {
-	struct fx *f = fx_new();
+	struct th_store *f = fx_new();
 	size_t len;
 	char out[64];
 	int fd;
 
 	(void)state;
-	srv_start(&f->srv, 0, NULL);
+	srv_start(&srv, 0, NULL);
 	assert_int_equal(fx_open(f, "/3"), 0);
-	wait_watching(f, "mooncake/probe");
+	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	assert_int_equal(sput(f, "mooncake/k", "in 3\n"), 0);
-	fd = raw_connect(f->srv.port);
+	fd = raw_connect(srv.port);
 	assert_true(fd >= 0);
 	assert_string_equal(raw_cmd(fd, "GET", "mooncake/k"), "$-1");
 	assert_string_equal(raw_cmd(fd, "SELECT", "3"), "+OK");
@@ -603,7 +468,8 @@ static void test_db(void **state)
 	assert_int_equal(len, 5);
 	assert_memory_equal(out, "$in 3\n", 6);
 	assert_string_equal(raw_cmd(fd, "DEL", "mooncake/k"), ":1");
-	assert_true(run_until(f->base, seen(f, "mooncake/k") == 2, IO_MS));
+	assert_true(th_run_until(f->base, th_store_seen(f, "mooncake/k") == 2,
+				 IO_MS));
 	close(fd);
 	fx_free(f);
 }
@@ -615,20 +481,20 @@ static void test_config_refused(void **state)
 	const char *const extra[] = { "--rename-command", "CONFIG", "",
 				      "--notify-keyspace-events", "K$g",
 				      NULL };
-	struct fx *f = fx_new();
-	struct res r;
+	struct th_store *f = fx_new();
+	struct th_res r;
 
 	(void)state;
-	srv_start(&f->srv, 0, extra);
+	srv_start(&srv, 0, extra);
 	assert_int_equal(fx_open(f, NULL), 0);
-	wait_watching(f, "mooncake/probe");
+	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	assert_int_equal(sget(f, "mooncake/probe", &r), 0);
 	fx_free(f);
 }
 
 static void close_cb(int err, const char *value, size_t len, void *arg)
 {
-	struct fx *f = arg;
+	struct th_store *f = arg;
 
 	(void)err;
 	(void)value;
@@ -641,31 +507,31 @@ static void close_cb(int err, const char *value, size_t len, void *arg)
  * callback afterwards (valgrind checks the rest). */
 static void test_close_pending(void **state)
 {
-	struct fx *f = fx_new();
-	struct res r[3] = { { 0 } };
+	struct th_store *f = fx_new();
+	struct th_res r[3] = { { 0 } };
 
 	(void)state;
-	srv_start(&f->srv, 0, NULL);
+	srv_start(&srv, 0, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
-	xfer_redis_ops.put(f->st, "mooncake/k", "v", 1, res_cb, &r[0]);
+	xfer_redis_ops.put(f->st, "mooncake/k", "v", 1, th_res_cb, &r[0]);
 	xfer_redis_ops.close(f->st);
 	assert_int_equal(fx_open(f, NULL), 0);
 	assert_int_equal(sput(f, "mooncake/k", "v"), 0);
-	xfer_redis_ops.get(f->st, "mooncake/k", res_cb, &r[1]);
+	xfer_redis_ops.get(f->st, "mooncake/k", th_res_cb, &r[1]);
 	xfer_redis_ops.close(f->st);
-	run_until(f->base, false, 100);
+	th_run_until(f->base, false, 100);
 	assert_int_equal(r[0].calls + r[1].calls, 0);
 
 	assert_int_equal(fx_open(f, NULL), 0);
 	xfer_redis_ops.get(f->st, "mooncake/k", close_cb, f);
-	xfer_redis_ops.get(f->st, "mooncake/k", res_cb, &r[2]);
-	assert_true(run_until(f->base, !f->st, IO_MS));
-	run_until(f->base, false, 100);
+	xfer_redis_ops.get(f->st, "mooncake/k", th_res_cb, &r[2]);
+	assert_true(th_run_until(f->base, !f->st, IO_MS));
+	th_run_until(f->base, false, 100);
 	assert_int_equal(r[2].calls, 0);
 
-	srv_stop(&f->srv, SIGTERM);
+	srv_stop(&srv, SIGTERM);
 	assert_int_equal(fx_open(f, NULL), 0);
-	run_until(f->base, false, 150);   /* a retry timer pending */
+	th_run_until(f->base, false, 150);   /* a retry timer pending */
 	fx_free(f);
 }
 
