@@ -5,6 +5,7 @@
  * serves it (README "xfer-metad"); a server without it (404) is used
  * without a watch.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "engine_internal.h"
+#include "net_internal.h"
 #include "store.h"
 
 #define CMD_TIMEOUT_S 5
@@ -44,6 +46,7 @@ struct http_store {
 	struct xfer_store_env env;
 	struct event_base *base;
 	char *host, *path, *prefix, *conn;
+	char addr[INET6_ADDRSTRLEN];  /* host, resolved at open */
 	uint16_t port;
 	struct evhttp_connection *cmd, *watch;
 	struct http_op *ops;           /* in flight, dropped at close */
@@ -365,6 +368,25 @@ out:
 	return ret;
 }
 
+/* The host's address as a numeric string, in h->addr. */
+static int numeric_host(struct http_store *h)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	const void *in;
+
+	if (xfer_net_resolve(h->host, h->port, &ss, &len)) {
+		xfer_log(XFER_LOG_ERROR, "metadata %s: host %s does not resolve",
+			 h->conn, h->host);
+		return -EINVAL;
+	}
+	in = ss.ss_family == AF_INET6 ?
+	     (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr :
+	     (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+	return inet_ntop(ss.ss_family, in, h->addr, sizeof(h->addr)) ? 0
+								  : -EINVAL;
+}
+
 static void http_close(struct xfer_store *s)
 {
 	struct http_store *h = container_of(s, struct http_store, store);
@@ -404,11 +426,19 @@ static int http_open(const char *conn, const struct xfer_store_env *env,
 	ret = -ENOMEM;
 	h->prefix = strdup(env->prefix);
 	h->conn = strdup(conn);
+	if (!h->prefix || !h->conn)
+		goto err_close;
 	h->env.prefix = h->prefix;
-	h->cmd = evhttp_connection_base_new(h->base, NULL, h->host, h->port);
-	h->watch = evhttp_connection_base_new(h->base, NULL, h->host, h->port);
+	/* Resolved once here: evhttp would look a name up, blocking, on
+	 * every connect. */
+	ret = numeric_host(h);
+	if (ret)
+		goto err_close;
+	ret = -ENOMEM;
+	h->cmd = evhttp_connection_base_new(h->base, NULL, h->addr, h->port);
+	h->watch = evhttp_connection_base_new(h->base, NULL, h->addr, h->port);
 	h->retry = evtimer_new(h->base, on_retry, h);
-	if (!h->prefix || !h->conn || !h->cmd || !h->watch || !h->retry)
+	if (!h->cmd || !h->watch || !h->retry)
 		goto err_close;
 	evhttp_connection_set_timeout(h->cmd, CMD_TIMEOUT_S);
 	evhttp_connection_set_timeout(h->watch, POLL_MS / 1000 + CMD_TIMEOUT_S);
