@@ -537,3 +537,21 @@ void th_store_wait_watching(struct th_store *w, struct th_store *by,
 	} while (th_now_ms() < end);
 	fail_msg("the watch never reported %s", probe);
 }
+
+void th_count_cb(struct xfer_batch *b, enum xfer_status outcome, void *arg)
+{
+	struct th_cbrec *r = arg;
+
+	(void)b;
+	atomic_store(&r->outcome, (int)outcome);
+	atomic_fetch_add(&r->calls, 1);
+}
+
+void th_expect_callbacks(struct th_cbrec *r, int want)
+{
+	struct timespec ms200 = { 0, 200 * 1000000 };
+
+	assert_true(th_wait_atomic(&r->calls, want, 2000));
+	nanosleep(&ms200, NULL); /* a check for extra calls, not a sync */
+	assert_int_equal(atomic_load(&r->calls), want);
+}

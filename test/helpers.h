@@ -69,6 +69,19 @@ enum xfer_status th_xfer1(struct xfer_engine *e, enum xfer_opcode op,
 			  uint64_t target_offset, size_t length,
 			  uint64_t *transferred);
 
+/** What a batch callback saw: th_count_cb() counts calls and keeps the
+ *  last outcome; pass a zeroed one as the callback's arg. */
+struct th_cbrec {
+	atomic_int calls;
+	atomic_int outcome;
+};
+
+void th_count_cb(struct xfer_batch *b, enum xfer_status outcome, void *arg);
+
+/** After a batch's wait returned: the callback must come within 2 s and,
+ *  200 ms later, have come exactly @p want times in all. */
+void th_expect_callbacks(struct th_cbrec *r, int want);
+
 /** Fail the test, with status names, unless @p got equals @p want. */
 #define th_assert_status(got, want) \
 	assert_string_equal(xfer_status_str(got), xfer_status_str(want))

@@ -13,7 +13,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "helpers.h"
 
@@ -28,27 +27,9 @@ static struct {
 	int64_t seg;                 /* t's segment, opened by i */
 } F;
 
-struct cbrec {
-	atomic_int calls;
-	atomic_int outcome;
-};
-
-static void count_cb(struct xfer_batch *b, enum xfer_status outcome, void *arg)
+static void expect_one_callback(struct th_cbrec *r, enum xfer_status outcome)
 {
-	struct cbrec *r = arg;
-
-	(void)b;
-	atomic_store(&r->outcome, (int)outcome);
-	atomic_fetch_add(&r->calls, 1);
-}
-
-static void expect_one_callback(struct cbrec *r, enum xfer_status outcome)
-{
-	struct timespec ms200 = { 0, 200 * 1000000 };
-
-	assert_true(th_wait_atomic(&r->calls, 1, 2000));
-	nanosleep(&ms200, NULL); /* a check for extra calls, not a sync */
-	assert_int_equal(atomic_load(&r->calls), 1);
+	th_expect_callbacks(r, 1);
 	th_assert_status(atomic_load(&r->outcome), outcome);
 }
 
@@ -99,7 +80,7 @@ static void test_mixed_batch(void **state)
 {
 	enum { S = 4096, G1_OFF = 200000, G1_LEN = (64 << 10) + 1 };
 	uint8_t *ub = th_alloc(2 * S); /* never registered */
-	struct cbrec rec = { 0 };
+	struct th_cbrec rec = { 0 };
 	struct xfer_request r[] = {
 		/* 0: good WRITE ib → tb+100 */
 		{ XFER_WRITE, F.ib, F.seg, taddr(100), S },
@@ -141,7 +122,7 @@ static void test_mixed_batch(void **state)
 
 	b = xfer_batch_new(F.i, n);
 	assert_non_null(b);
-	assert_int_equal(xfer_batch_set_callback(b, count_cb, &rec), 0);
+	assert_int_equal(xfer_batch_set_callback(b, th_count_cb, &rec), 0);
 	assert_int_equal(xfer_batch_submit(b, r, n), 0);
 	assert_int_equal(xfer_batch_size(b), n);
 	for (size_t k = 1; k < n - 1; k++) {
@@ -188,7 +169,7 @@ static void test_mixed_batch(void **state)
  * callback runs once with INVALID. */
 static void test_all_invalid_batch(void **state)
 {
-	struct cbrec rec = { 0 };
+	struct th_cbrec rec = { 0 };
 	struct xfer_request r[] = {
 		{ XFER_WRITE, F.ib, 12345, taddr(0), 16 },
 		{ XFER_READ, F.ib, F.seg, taddr(0), 0 },
@@ -198,7 +179,7 @@ static void test_all_invalid_batch(void **state)
 
 	(void)state;
 	assert_non_null(b);
-	assert_int_equal(xfer_batch_set_callback(b, count_cb, &rec), 0);
+	assert_int_equal(xfer_batch_set_callback(b, th_count_cb, &rec), 0);
 	assert_int_equal(xfer_batch_submit(b, r, 2), 0);
 	for (size_t k = 0; k < 2; k++) {
 		assert_int_equal(xfer_batch_status(b, k, &st), 0);

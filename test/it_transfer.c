@@ -38,31 +38,6 @@ struct fix {
 
 static struct fix F;
 
-struct cbrec {
-	atomic_int calls;
-	atomic_int outcome;
-};
-
-static void count_cb(struct xfer_batch *b, enum xfer_status outcome, void *arg)
-{
-	struct cbrec *r = arg;
-
-	(void)b;
-	atomic_store(&r->outcome, (int)outcome);
-	atomic_fetch_add(&r->calls, 1);
-}
-
-/* After the batch's wait returned: the callback must come (bounded wait)
- * and come exactly @want times in all. */
-static void expect_callbacks(struct cbrec *r, int want)
-{
-	struct timespec ms200 = { 0, 200 * 1000000 };
-
-	assert_true(th_wait_atomic(&r->calls, want, 2000));
-	nanosleep(&ms200, NULL); /* a check for extra calls, not a sync */
-	assert_int_equal(atomic_load(&r->calls), want);
-}
-
 static int setup_engines(int workers)
 {
 	memset(&F, 0, sizeof(F));
@@ -191,7 +166,7 @@ static void test_batch_1000(void **state)
 	enum { N = 1000, S = 4096 };
 	uint8_t *lbase = F.buf[0] + LOFF, *rbase = F.buf[1] + ROFF;
 	struct xfer_request *reqs = calloc(N, sizeof(*reqs));
-	struct cbrec rec = { 0 };
+	struct th_cbrec rec = { 0 };
 	struct xfer_batch *b;
 
 	(void)state;
@@ -211,7 +186,7 @@ static void test_batch_1000(void **state)
 	}
 	b = xfer_batch_new(F.e[0], N);
 	assert_non_null(b);
-	assert_int_equal(xfer_batch_set_callback(b, count_cb, &rec), 0);
+	assert_int_equal(xfer_batch_set_callback(b, th_count_cb, &rec), 0);
 	assert_int_equal(xfer_batch_submit(b, reqs, N), 0);
 	assert_int_equal(xfer_batch_size(b), N);
 	assert_int_equal(xfer_batch_wait(b, 30000), 0);
@@ -224,7 +199,7 @@ static void test_batch_1000(void **state)
 		assert_int_equal(th_check(i % 2 == 0 ? rbase + i * S :
 					  lbase + i * S, S, 10000 + i), -1);
 	}
-	expect_callbacks(&rec, 1);
+	th_expect_callbacks(&rec, 1);
 	th_assert_status(atomic_load(&rec.outcome), XFER_COMPLETED);
 	assert_int_equal(xfer_batch_free(b), 0);
 	free(reqs);
@@ -289,7 +264,7 @@ static void test_batch_capacity(void **state)
 	uint8_t *lbase = F.buf[0] + LOFF, *rbase = F.buf[1] + ROFF;
 	struct xfer_request reqs[5];
 	struct xfer_task_status st;
-	struct cbrec rec = { 0 };
+	struct th_cbrec rec = { 0 };
 	struct xfer_batch *b;
 
 	(void)state;
@@ -310,7 +285,7 @@ static void test_batch_capacity(void **state)
 	}
 	b = xfer_batch_new(F.e[0], 4);
 	assert_non_null(b);
-	assert_int_equal(xfer_batch_set_callback(b, count_cb, &rec), 0);
+	assert_int_equal(xfer_batch_set_callback(b, th_count_cb, &rec), 0);
 	assert_int_equal(xfer_batch_submit(b, NULL, 1), -EINVAL);
 	assert_int_equal(xfer_batch_submit(b, reqs, 0), -EINVAL);
 	assert_int_equal(xfer_batch_submit(b, reqs, 5), -ENOSPC);
@@ -336,7 +311,7 @@ static void test_batch_capacity(void **state)
 	}
 	assert_int_equal(th_check_byte(rbase + 4 * S, S, 0), -1);
 	assert_int_equal(xfer_batch_status(b, 4, &st), -ERANGE);
-	expect_callbacks(&rec, 2);
+	th_expect_callbacks(&rec, 2);
 	th_assert_status(atomic_load(&rec.outcome), XFER_COMPLETED);
 	assert_int_equal(xfer_batch_free(b), 0);
 }
@@ -350,7 +325,7 @@ static void test_free_in_flight_ebusy(void **state)
 	struct xfer_engine *a = th_engine(1), *t = th_engine(1);
 	uint8_t *lbuf = th_alloc(len), *tbuf = th_alloc(len);
 	struct xfer_request *reqs = calloc(N, sizeof(*reqs));
-	struct cbrec rec = { 0 };
+	struct th_cbrec rec = { 0 };
 	struct xfer_batch *b;
 	int64_t seg;
 	uint64_t raddr, rlen;
@@ -379,7 +354,7 @@ static void test_free_in_flight_ebusy(void **state)
 	assert_non_null(b);
 	assert_int_equal(xfer_batch_submit(b, reqs, N), 0);
 	assert_int_equal(xfer_batch_free(b), -EBUSY);
-	assert_int_equal(xfer_batch_set_callback(b, count_cb, &rec), -EBUSY);
+	assert_int_equal(xfer_batch_set_callback(b, th_count_cb, &rec), -EBUSY);
 	assert_int_equal(xfer_unregister(a, lbuf), -EBUSY);
 	assert_int_equal(xfer_segment_close(a, seg), -EBUSY);
 	assert_int_equal(xfer_batch_wait(b, 30000), 0);
