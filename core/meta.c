@@ -186,17 +186,52 @@ static void publish_done(int err, const char *value, size_t len, void *arg)
 				  e->cfg.metadata_server, strerror(-err));
 }
 
-static void put_own(struct xfer_engine *e, const char *kind,
-		    const char *json, size_t len)
-{
-	char *key = xfer_meta_key(e, kind, e->name);
+static const char *const own_kind[] = {
+	[PUBLISH_RPC] = "rpc_meta/",
+	[PUBLISH_RAM] = "ram/",
+};
 
-	if (!key) {
+/* The value of own key @p what (PUBLISH_RPC or PUBLISH_RAM), malloc'd;
+ * NULL on ENOMEM. */
+static char *own_value(struct xfer_engine *e, unsigned what, size_t *len)
+{
+	char *json;
+
+	if (what == PUBLISH_RAM)
+		return xfer_engine_descriptor(e, len);
+	return xfer_rpc_meta_encode(e->host, e->cfg.rpc_port, &json, len) ?
+	       NULL : json;
+}
+
+/* Put own key @p what: from the reactor, answered to publish_done(). */
+static void put_own(struct xfer_engine *e, unsigned what)
+{
+	char *key = xfer_meta_key(e, own_kind[what], e->name), *json;
+	size_t len;
+
+	json = own_value(e, what, &len);
+	if (key && json)
+		store_op(e, XFER_META_PUT, key, json, len, publish_done, e);
+	else
 		publish_done(-ENOMEM, NULL, 0, e);
-		return;
-	}
-	store_op(e, XFER_META_PUT, key, json, len, publish_done, e);
 	free(key);
+	free(json);
+}
+
+/* Put own key @p what from an application thread and wait for it. */
+static int put_own_sync(struct xfer_engine *e, unsigned what)
+{
+	char *key = xfer_meta_key(e, own_kind[what], e->name), *json;
+	size_t len;
+	int ret = -ENOMEM;
+
+	json = own_value(e, what, &len);
+	if (key && json)
+		ret = xfer_meta_call(e, XFER_META_PUT, key, json, len, NULL,
+				     NULL);
+	free(key);
+	free(json);
+	return ret;
 }
 
 /* Coalesced: however many registers happened since, the latest state. */
@@ -205,24 +240,11 @@ static void publish_run(struct xfer_job *j)
 	struct xfer_engine *e = container_of(j, struct xfer_engine,
 					     publish_job);
 	unsigned what = atomic_exchange(&e->publish_flags, 0);
-	char *json;
-	size_t len;
 
-	if (what & PUBLISH_RPC) {
-		if (xfer_rpc_meta_encode(e->host, e->cfg.rpc_port, &json, &len))
-			publish_done(-ENOMEM, NULL, 0, e);
-		else
-			put_own(e, "rpc_meta/", json, len);
-		free(json);
-	}
-	if (what & PUBLISH_RAM) {
-		json = xfer_engine_descriptor(e, &len);
-		if (!json)
-			publish_done(-ENOMEM, NULL, 0, e);
-		else
-			put_own(e, "ram/", json, len);
-		free(json);
-	}
+	if (what & PUBLISH_RPC)
+		put_own(e, PUBLISH_RPC);
+	if (what & PUBLISH_RAM)
+		put_own(e, PUBLISH_RAM);
 }
 
 static void publish(struct xfer_engine *e, unsigned what)
@@ -237,21 +259,13 @@ static void publish(struct xfer_engine *e, unsigned what)
 
 void xfer_meta_publish_ram(struct xfer_engine *e)
 {
-	char *key, *json;
-	size_t len;
-	int ret = -ENOMEM;
+	int ret;
 
 	if (!e->store->ops->put)
 		return;
 	/* Synchronous, so a peer that opens us after register() returns
 	 * sees the buffer; on the reactor's own thread it cannot wait. */
-	key = xfer_meta_key(e, "ram/", e->name);
-	json = xfer_engine_descriptor(e, &len);
-	if (key && json)
-		ret = xfer_meta_call(e, XFER_META_PUT, key, json, len, NULL,
-				     NULL);
-	free(key);
-	free(json);
+	ret = put_own_sync(e, PUBLISH_RAM);
 	if (ret == -EDEADLK)
 		publish(e, PUBLISH_RAM);
 	else if (ret) /* the reconnect will republish */
@@ -262,30 +276,16 @@ void xfer_meta_publish_ram(struct xfer_engine *e)
  * the engine fail at once with a clear error. */
 int xfer_meta_start(struct xfer_engine *e)
 {
-	char *rpc, *ram, *json = NULL;
-	size_t len;
 	int ret;
 
 	if (!e->store->ops->put)
 		return 0;
-	rpc = xfer_meta_key(e, "rpc_meta/", e->name);
-	ram = xfer_meta_key(e, "ram/", e->name);
-	ret = rpc && ram ? xfer_rpc_meta_encode(e->host, e->cfg.rpc_port,
-						&json, &len) : -ENOMEM;
+	ret = put_own_sync(e, PUBLISH_RPC);
 	if (!ret)
-		ret = xfer_meta_call(e, XFER_META_PUT, rpc, json, len, NULL,
-				     NULL);
-	free(json);
-	json = ret ? NULL : xfer_engine_descriptor(e, &len);
-	if (!ret)
-		ret = json ? xfer_meta_call(e, XFER_META_PUT, ram, json, len,
-					    NULL, NULL) : -ENOMEM;
+		ret = put_own_sync(e, PUBLISH_RAM);
 	if (ret)
 		xfer_log(XFER_LOG_ERROR, "metadata server %s: %s",
 			 e->cfg.metadata_server, strerror(-ret));
-	free(json);
-	free(rpc);
-	free(ram);
 	return ret;
 }
 
