@@ -15,21 +15,46 @@
 /** Most buffers accepted in one descriptor from a peer. */
 #define XFER_DESC_MAX_BUFFERS 65536
 
+/** Most RDMA devices accepted in one descriptor from a peer. */
+#define XFER_DESC_MAX_DEVS 64
+
 struct xfer_desc_buf {
 	uint64_t addr;   /* owner's virtual address, non-zero */
 	uint64_t length; /* bytes, non-zero, addr + length does not overflow */
 	char *name;      /* location, e.g. "cpu:0" */
+	uint32_t *lkey;  /* protocol "rdma": one key per device, devs order */
+	uint32_t *rkey;
 };
 
-/** The `mooncake/ram/<segment>` value, TCP form. */
+/** One RDMA device of a segment (PROTOCOL.md §2). */
+struct xfer_desc_dev {
+	char *name;      /* non-empty */
+	uint32_t lid;    /* 0..65535 */
+	uint8_t gid[16]; /* "fe:80:00:...:01" on the wire */
+};
+
+/** One row of a priority matrix: the NICs that serve a location. */
+struct xfer_prio {
+	char *location;  /* "cpu:0", "cuda:1", "*" */
+	size_t npref, nother;
+	char **pref;     /* preferred NIC names */
+	char **other;    /* fallback NIC names */
+};
+
+/** The `mooncake/ram/<segment>` value. */
 struct xfer_desc {
 	char *name;
-	char *protocol;          /* "tcp" (the RDMA fields come later) */
+	char *protocol;          /* "tcp" or "rdma" */
 	uint16_t tcp_data_port;  /* non-zero for protocol "tcp" */
 	int tcp_proto_version;   /* 1 or 2; a missing field means 1 */
 	char *timestamp;         /* "YYYY-MM-DD HH:MM:SS.ffffff", may be NULL */
 	size_t nbufs;
 	struct xfer_desc_buf *bufs;
+	/* protocol "rdma" only: */
+	size_t ndevs;            /* 1..XFER_DESC_MAX_DEVS */
+	struct xfer_desc_dev *devs;
+	size_t nprio;            /* may be 0 */
+	struct xfer_prio *prio;
 };
 
 /**
@@ -50,6 +75,25 @@ int xfer_desc_decode(const char *json, size_t len, struct xfer_desc **out,
 
 /** Free a decoded descriptor (NULL is fine). */
 void xfer_desc_free(struct xfer_desc *d);
+
+/**
+ * Decode a priority matrix `{"<location>":[[names...],[names...]],...}`
+ * (the seed's format; the descriptor's "priority_matrix" value) into a
+ * malloc'd array of *n rows. Names must be non-empty strings.
+ * @return 0, -EPROTO with a reason in @p err, -ENOMEM.
+ */
+int xfer_prio_decode(const char *json, size_t len, struct xfer_prio **out,
+		     size_t *n, char *err, size_t errlen);
+
+/** Free @p n rows of a matrix and the array (NULL is fine). */
+void xfer_prio_free(struct xfer_prio *p, size_t n);
+
+/** Parse a GID string: 16 two-digit hex bytes joined by ':'.
+ *  @return 0, -EINVAL. */
+int xfer_gid_parse(const char *s, uint8_t gid[16]);
+
+/** Format a GID as 16 two-digit lowercase hex bytes joined by ':'. */
+void xfer_gid_format(const uint8_t gid[16], char out[48]);
 
 /** Connection body, same schema both ways (PROTOCOL.md §1). */
 struct xfer_hs_conn {

@@ -175,7 +175,16 @@ static int check_config(const struct xfer_config *c)
 	    c->slice_size < 4096 || c->slice_size > (64u << 20) ||
 	    c->tcp_conns < 1 || c->tcp_conns > 64 ||
 	    c->handshake_max_len < 64 || c->handshake_max_len > (128u << 20) ||
-	    !c->bind_addr || !c->metadata_server)
+	    !c->bind_addr || !c->metadata_server || !c->protocol ||
+	    (strcmp(c->protocol, "tcp") && strcmp(c->protocol, "rdma")) ||
+	    c->qps_per_ep < 1 || c->qps_per_ep > 64 ||
+	    c->max_ep_per_ctx < 1 || c->max_ep_per_ctx > 65536 ||
+	    c->retry_cnt < 0 || c->retry_cnt > 64 || c->gid_index < -1 ||
+	    (c->mtu && (c->mtu < 256 || c->mtu > 4096 ||
+			(c->mtu & (c->mtu - 1)))) ||
+	    c->max_wr < 1 || c->max_wr > 16384 ||
+	    c->max_cqe < 16 || c->max_cqe > (1 << 20) || c->ib_port < 1 ||
+	    c->ib_port > 255)
 		return -EINVAL;
 	return 0;
 }

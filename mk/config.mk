@@ -2,14 +2,14 @@
 BUILD   ?= build
 CC      ?= cc
 WERROR  ?= 1
-PKGS    := libevent libevent_pthreads yajl hiredis
+PKGS    := libevent libevent_pthreads yajl hiredis libibverbs numa
 
 VERSION_MAJOR := 0
 VERSION       := 0.1.0
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -pthread -MMD -MP \
-           -Iinclude -Icore -Ireactor -Itransports -Imetadata \
+           -Iinclude -Icore -Ireactor -Itransports -Itransports/rdma -Imetadata \
            $(shell pkg-config --cflags $(PKGS))
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror

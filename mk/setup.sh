@@ -1,14 +1,22 @@
 #!/bin/sh
 # Install every Debian package the build, the tests and the benchmark need.
 set -e
-PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libcmocka-dev redis-server etcd-server etcd-client iperf3 iproute2 python3"
+PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libcmocka-dev libibverbs-dev libnuma-dev rdma-core ibverbs-providers ibverbs-utils perftest numactl redis-server etcd-server etcd-client iperf3 iproute2 python3"
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-echo "setup: installing$missing"
-$SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+if [ -n "$missing" ]; then
+	echo "setup: installing$missing"
+	$SUDO apt-get update -q
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+# The RDMA tier runs in QEMU guests with Soft-RoCE: rdmavm installs them.
+RDMAVM=${RDMAVM:-../shared/rdmavm/rdmavm}
+if [ -x "$RDMAVM" ]; then
+	$SUDO "$RDMAVM" setup
+else
+	echo "setup: $RDMAVM not found; the RDMA tier will be skipped"
+fi

@@ -99,6 +99,53 @@ struct xfer_config {
 	/** Largest handshake frame accepted, in bytes; default 1 MiB, at most
 	 *  128 MiB. Env XFER_HANDSHAKE_MAX_LENGTH, MC_HANDSHAKE_MAX_LENGTH. */
 	uint32_t handshake_max_len;
+
+	/* ---- RDMA (PROTOCOL.md §4); used when protocol is "rdma" ---- */
+
+	/** Transport this engine advertises in its descriptor: "tcp"
+	 *  (default) or "rdma". Either engine reaches TCP peers; "rdma" also
+	 *  opens RDMA devices and registers memory with them. Env
+	 *  XFER_PROTOCOL, MC_PROTOCOL. */
+	const char *protocol;
+	/** RDMA devices to use, a comma list ("mlx5_0,mlx5_1"); NULL = auto
+	 *  discovery: every device, or those the priority matrix names. Env
+	 *  XFER_DEVICE_NAME, MC_DEVICE_NAME. */
+	const char *device_names;
+	/** NIC priority matrix, JSON as the seed:
+	 *  `{"cpu:0":[["mlx5_0"],["mlx5_1"]]}` (location → [[preferred NICs],
+	 *  [other NICs]]); NULL = built from sysfs (NICs on a location's NUMA
+	 *  node preferred). Env XFER_NIC_PRIORITY_MATRIX, MC_NIC_PRIORITY_MATRIX. */
+	const char *nic_priority_matrix;
+	/** QPs per endpoint, default 2, 1..64. Env XFER_NUM_QP_PER_EP,
+	 *  MC_NUM_QP_PER_EP. */
+	int qps_per_ep;
+	/** Endpoints a device context keeps before SIEVE eviction, default
+	 *  256, 1..65536. Env XFER_MAX_EP_PER_CTX, MC_MAX_EP_PER_CTX. */
+	int max_ep_per_ctx;
+	/** Tries of a failed slice on other NIC paths before its task fails,
+	 *  default 9, 0..64. Env XFER_RETRY_CNT, MC_RETRY_CNT. */
+	int retry_cnt;
+	/** GID index; -1 (default) picks RoCE v2 with an IPv4 address, else
+	 *  any non-zero GID. Env XFER_GID_INDEX, MC_GID_INDEX. */
+	int gid_index;
+	/** Path MTU in bytes (256..4096); 0 (default) = the smaller of both
+	 *  ports' active MTUs. Env XFER_MTU, MC_MTU. */
+	int mtu;
+	/** Send queue depth of each QP (work requests outstanding at once),
+	 *  default 256, 1..16384. Env XFER_MAX_WR, MC_MAX_WR. */
+	int max_wr;
+	/** Completion queue entries per device context, default 4096,
+	 *  16..1048576. Env XFER_MAX_CQE, MC_MAX_CQE_PER_CTX. */
+	int max_cqe;
+	/** Device port, default 1. Env XFER_IB_PORT, MC_IB_PORT. */
+	int ib_port;
+	/** Pin each device's worker thread and its memory to the device's NUMA
+	 *  node (libnuma); default true. Env XFER_PIN_WORKERS (0 or 1). */
+	bool pin_workers;
+	/** A NIC path (local device, peer device) whose slice failed is not
+	 *  chosen again for this long, in ms; default 1000. Env
+	 *  XFER_PATH_PAUSE_MS. */
+	uint32_t path_pause_ms;
 };
 
 /**
