@@ -11,12 +11,32 @@ void xfer_buffers_init(struct xfer_buffers *bs)
 	pthread_rwlock_init(&bs->lock, NULL);
 }
 
+struct xfer_buffer *xfer_buffer_new(uint64_t addr, uint64_t len,
+				    const char *location, bool remote_access)
+{
+	struct xfer_buffer *b = calloc(1, sizeof(*b));
+
+	if (!b || !(b->location = strdup(location))) {
+		free(b);
+		return NULL;
+	}
+	b->addr = addr;
+	b->len = len;
+	b->remote_access = remote_access;
+	return b;
+}
+
+void xfer_buffer_free(struct xfer_buffer *b)
+{
+	if (b)
+		free(b->location);
+	free(b);
+}
+
 void xfer_buffers_fini(struct xfer_buffers *bs)
 {
-	for (size_t i = 0; i < bs->n; i++) {
-		free(bs->v[i]->location);
-		free(bs->v[i]);
-	}
+	for (size_t i = 0; i < bs->n; i++)
+		xfer_buffer_free(bs->v[i]);
 	free(bs->v);
 	pthread_rwlock_destroy(&bs->lock);
 }
@@ -64,26 +84,15 @@ struct xfer_buffer *xfer_buffers_acquire(struct xfer_buffers *bs,
 	return b;
 }
 
-int xfer_buffers_add(struct xfer_buffers *bs, uint64_t addr, uint64_t len,
-		     const char *location, bool remote_access)
+int xfer_buffers_insert(struct xfer_buffers *bs, struct xfer_buffer *b)
 {
-	struct xfer_buffer *b;
-	size_t i;
 	int ret = -EEXIST;
-
-	b = calloc(1, sizeof(*b));
-	if (!b || !(b->location = strdup(location))) {
-		free(b);
-		return -ENOMEM;
-	}
-	b->addr = addr;
-	b->len = len;
-	b->remote_access = remote_access;
+	size_t i;
 
 	pthread_rwlock_wrlock(&bs->lock);
-	i = upper_bound(bs, addr);
-	if ((i > 0 && bs->v[i - 1]->addr + bs->v[i - 1]->len > addr) ||
-	    (i < bs->n && bs->v[i]->addr < addr + len))
+	i = upper_bound(bs, b->addr);
+	if ((i > 0 && bs->v[i - 1]->addr + bs->v[i - 1]->len > b->addr) ||
+	    (i < bs->n && bs->v[i]->addr < b->addr + b->len))
 		goto err_unlock;
 	if (bs->n == bs->cap) {
 		size_t cap = bs->cap ? bs->cap * 2 : 8;
@@ -103,12 +112,11 @@ int xfer_buffers_add(struct xfer_buffers *bs, uint64_t addr, uint64_t len,
 
 err_unlock:
 	pthread_rwlock_unlock(&bs->lock);
-	free(b->location);
-	free(b);
 	return ret;
 }
 
-int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr)
+int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr,
+			struct xfer_buffer **out)
 {
 	size_t i;
 	struct xfer_buffer *b;
@@ -124,15 +132,18 @@ int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr)
 		goto out;
 	memmove(&bs->v[i - 1], &bs->v[i], (bs->n - i) * sizeof(*bs->v));
 	bs->n--;
-	free(b->location);
-	free(b);
+	*out = b;
 	ret = 0;
 out:
 	pthread_rwlock_unlock(&bs->lock);
 	return ret;
 }
 
-int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d)
+int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d,
+			  void (*keys)(struct xfer_transport *t,
+				       const struct xfer_buffer *b,
+				       struct xfer_desc_buf *db),
+			  struct xfer_transport *t)
 {
 	int ret = 0;
 
@@ -157,6 +168,8 @@ int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d)
 		db->addr = b->addr;
 		db->length = b->len;
 		d->nbufs++;
+		if (keys)
+			keys(t, b, db);
 	}
 out:
 	pthread_rwlock_unlock(&bs->lock);

@@ -66,19 +66,25 @@ struct xfer_reactor *xfer_engine_worker(struct xfer_engine *e)
 static int encode_descriptor(struct xfer_engine *e, bool with_buffers,
 			     char **json, size_t *len)
 {
+	const struct xfer_transport_ops *ops = xfer_transports[e->main_tp];
+	struct xfer_transport *t = e->tps[e->main_tp];
 	struct xfer_desc d = {
 		.name = e->name,
-		.protocol = (char *)xfer_tcp_ops.name,
+		.protocol = (char *)ops->name,
 	};
 	int ret = 0;
 
-	xfer_tcp_ops.describe(e->tcp, &d);
 	if (with_buffers)
-		ret = xfer_buffers_describe(&e->buffers, &d);
+		ret = xfer_buffers_describe(&e->buffers, &d,
+					    ops->describe_buffer, t);
+	ops->describe(t, &d); /* devices and matrix stay the transport's */
 	if (!ret)
 		ret = xfer_desc_encode(&d, json, len);
-	for (size_t i = 0; i < d.nbufs; i++)
+	for (size_t i = 0; i < d.nbufs; i++) {
 		free(d.bufs[i].name);
+		free(d.bufs[i].lkey);
+		free(d.bufs[i].rkey);
+	}
 	free(d.bufs);
 	return ret;
 }
@@ -131,33 +137,61 @@ static bool valid_location(const char *loc)
 	return n > 0 && n < XFER_DESC_MAX_STR;
 }
 
+/* Undo the registrations of @p b with transports [0, n). */
+static void unreg_buffer(struct xfer_engine *e, struct xfer_buffer *b, int n)
+{
+	while (n-- > 0)
+		if (e->tps[n] && xfer_transports[n]->unreg)
+			xfer_transports[n]->unreg(e->tps[n], b);
+}
+
 int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 		  const char *location, bool remote_access)
 {
 	uintptr_t a = (uintptr_t)addr;
-	int ret;
+	struct xfer_buffer *b;
+	int ret = 0, i;
 
 	if (!addr || len == 0 || a + len < a || !valid_location(location))
 		return xfer_engine_error(e, -EINVAL,
 					 "register %p+%zu: bad range or location",
 					 addr, len);
-	ret = xfer_buffers_add(&e->buffers, a, len, location, remote_access);
-	if (ret == -EEXIST)
-		return xfer_engine_error(e, ret, "register %p+%zu: overlaps a "
-					 "registered buffer", addr, len);
-	if (ret)
+	b = xfer_buffer_new(a, len, location, remote_access);
+	if (!b)
+		return -ENOMEM;
+	for (i = 0; i < XFER_NTRANSPORTS && !ret; i++)
+		if (e->tps[i] && xfer_transports[i]->reg)
+			ret = xfer_transports[i]->reg(e->tps[i], b);
+	if (ret) {
+		unreg_buffer(e, b, i - 1);
+		xfer_buffer_free(b);
+		return xfer_engine_error(e, ret, "register %p+%zu: %s", addr,
+					 len, strerror(-ret));
+	}
+	ret = xfer_buffers_insert(&e->buffers, b);
+	if (ret) {
+		unreg_buffer(e, b, XFER_NTRANSPORTS);
+		xfer_buffer_free(b);
+		if (ret == -EEXIST)
+			return xfer_engine_error(e, ret, "register %p+%zu: "
+						 "overlaps a registered buffer",
+						 addr, len);
 		return ret;
+	}
 	ret = publish_descriptor(e);
-	if (ret)
-		xfer_buffers_remove(&e->buffers, a);
-	else
+	if (!ret)
 		xfer_meta_publish_ram(e);
+	else if (!xfer_buffers_remove(&e->buffers, a, &b)) {
+		unreg_buffer(e, b, XFER_NTRANSPORTS);
+		xfer_buffer_free(b);
+	}
 	return ret;
 }
 
 int xfer_unregister(struct xfer_engine *e, void *addr)
 {
-	int ret = xfer_buffers_remove(&e->buffers, (uintptr_t)addr);
+	struct xfer_buffer *b;
+	int ret = xfer_buffers_remove(&e->buffers, (uintptr_t)addr, &b);
 
 	if (ret)
 		return xfer_engine_error(e, ret, "unregister %p: %s", addr,
@@ -166,7 +200,62 @@ int xfer_unregister(struct xfer_engine *e, void *addr)
 	ret = publish_descriptor(e);
 	if (!ret)
 		xfer_meta_publish_ram(e);
+	unreg_buffer(e, b, XFER_NTRANSPORTS);
+	xfer_buffer_free(b);
 	return ret;
+}
+
+int xfer_engine_connection(struct xfer_engine *e,
+			   const struct xfer_hs_conn *req,
+			   struct xfer_hs_conn *reply)
+{
+	for (int i = 0; i < XFER_NTRANSPORTS; i++)
+		if (e->tps[i] && xfer_transports[i]->connection)
+			return xfer_transports[i]->connection(e->tps[i], req,
+							      reply);
+	return 0; /* no RDMA here: every field empty */
+}
+
+int xfer_engine_device_stats(struct xfer_engine *e, size_t index,
+			     const char **name, uint64_t *bytes)
+{
+	for (int i = 0; i < XFER_NTRANSPORTS; i++)
+		if (e->tps[i] && xfer_transports[i]->device_stats)
+			return xfer_transports[i]->device_stats(e->tps[i], index,
+								name, bytes);
+	return -ENOENT;
+}
+
+/* Start the transports every engine runs and the configured one. */
+static int start_transports(struct xfer_engine *e)
+{
+	int ret;
+
+	for (int i = 0; xfer_transports[i]; i++) {
+		const struct xfer_transport_ops *ops = xfer_transports[i];
+
+		if (!strcmp(ops->name, e->cfg.protocol))
+			e->main_tp = i;
+		if (!ops->init || (!ops->always &&
+				   strcmp(ops->name, e->cfg.protocol)))
+			continue;
+		ret = ops->init(e, &e->tps[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Close the transports, after every buffer has left them. */
+static void stop_transports(struct xfer_engine *e)
+{
+	for (size_t i = 0; i < e->buffers.n; i++)
+		unreg_buffer(e, e->buffers.v[i], XFER_NTRANSPORTS);
+	for (int i = XFER_NTRANSPORTS - 1; i >= 0; i--) {
+		if (e->tps[i])
+			xfer_transports[i]->fini(e->tps[i]);
+		e->tps[i] = NULL;
+	}
 }
 
 static int check_config(const struct xfer_config *c)
@@ -242,6 +331,9 @@ static void engine_release(struct xfer_engine *e)
 	free(e->cfg_cluster);
 	free(e->cfg_user);
 	free(e->cfg_password);
+	free(e->cfg_protocol);
+	free(e->cfg_devices);
+	free(e->cfg_matrix);
 	pthread_mutex_destroy(&e->seg_lock);
 	pthread_mutex_destroy(&e->desc_lock);
 	pthread_mutex_destroy(&e->err_lock);
@@ -286,6 +378,11 @@ static struct xfer_engine *engine_new(struct event_base *base,
 	ret = -ENOMEM;
 	/* Own copies of the strings: the caller's need not outlive this. */
 	if (dup_opt(cfg->bind_addr, &e->cfg_bind, &e->cfg.bind_addr) ||
+	    dup_opt(cfg->protocol, &e->cfg_protocol, &e->cfg.protocol) ||
+	    dup_opt(cfg->device_names, &e->cfg_devices,
+		    &e->cfg.device_names) ||
+	    dup_opt(cfg->nic_priority_matrix, &e->cfg_matrix,
+		    &e->cfg.nic_priority_matrix) ||
 	    dup_opt(cfg->metadata_server, &e->cfg_meta,
 		    &e->cfg.metadata_server) ||
 	    dup_opt(cfg->local_server_name, &e->cfg_name,
@@ -323,9 +420,9 @@ static struct xfer_engine *engine_new(struct event_base *base,
 	ret = -ENOMEM;
 	if (!e->name)
 		goto err_handshake;
-	ret = xfer_tcp_ops.init(e, &e->tcp);
+	ret = start_transports(e);
 	if (ret)
-		goto err_handshake;
+		goto err_tcp;
 	ret = publish_descriptor(e);
 	if (ret)
 		goto err_tcp;
@@ -345,7 +442,7 @@ err_stop:
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_stop(&e->workers[i]);
 err_tcp:
-	xfer_tcp_ops.fini(e->tcp);
+	stop_transports(e);
 err_handshake:
 	xfer_handshake_close(e->hs);
 err_store:
@@ -387,7 +484,7 @@ void xfer_engine_free(struct xfer_engine *e)
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_stop(&e->workers[i]);
 	xfer_handshake_close(e->hs);
-	xfer_tcp_ops.fini(e->tcp);
+	stop_transports(e);
 	e->store->ops->close(e->store);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_destroy(&e->workers[i]);

@@ -12,6 +12,7 @@
 
 #include "desc_internal.h"
 #include "reactor_internal.h"
+#include "transport.h"
 
 #define XFER_MAX_WORKERS 64
 #define XFER_HANDSHAKE_TIMEOUT_MS 5000
@@ -28,6 +29,7 @@ struct xfer_buffer {
 	char *location;
 	bool remote_access;
 	atomic_long users; /* local tasks and peer requests using it now */
+	void *tp_mem;      /* the transport's registration (RDMA MRs) */
 };
 
 /* Sorted by address; entries never move while registered. */
@@ -39,9 +41,16 @@ struct xfer_buffers {
 
 void xfer_buffers_init(struct xfer_buffers *bs);
 void xfer_buffers_fini(struct xfer_buffers *bs);
-int xfer_buffers_add(struct xfer_buffers *bs, uint64_t addr, uint64_t len,
-		     const char *location, bool remote_access);
-int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr);
+/** A new buffer, not yet in the registry; NULL on ENOMEM. */
+struct xfer_buffer *xfer_buffer_new(uint64_t addr, uint64_t len,
+				    const char *location, bool remote_access);
+void xfer_buffer_free(struct xfer_buffer *b);
+/** Insert @p b. @return 0, -EEXIST (overlaps; b not taken), -ENOMEM. */
+int xfer_buffers_insert(struct xfer_buffers *bs, struct xfer_buffer *b);
+/** Take the buffer starting at @p addr out of the registry into *out
+ *  (the caller frees it). @return 0, -ENOENT, -EBUSY (in use). */
+int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr,
+			struct xfer_buffer **out);
 /** The buffer holding all of [addr, addr+len), with @p remote_only only a
  *  remotely accessible one; NULL if none. Caller holds bs->lock. */
 struct xfer_buffer *xfer_buffers_find(struct xfer_buffers *bs, uint64_t addr,
@@ -49,8 +58,13 @@ struct xfer_buffer *xfer_buffers_find(struct xfer_buffers *bs, uint64_t addr,
 /** Take a use of the buffer holding the source range; NULL if none. */
 struct xfer_buffer *xfer_buffers_acquire(struct xfer_buffers *bs,
 					 uint64_t addr, uint64_t len);
-/** Fill d->bufs with the remotely accessible buffers. @return 0, -ENOMEM */
-int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d);
+/** Fill d->bufs with the remotely accessible buffers; @p keys (if not
+ *  NULL) adds a transport's fields to each. @return 0, -ENOMEM */
+int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d,
+			  void (*keys)(struct xfer_transport *t,
+				       const struct xfer_buffer *b,
+				       struct xfer_desc_buf *db),
+			  struct xfer_transport *t);
 
 /* ---- segments (segment.c) ---- */
 
@@ -61,6 +75,7 @@ struct xfer_segment {
 	char *host;                 /* where its listeners are */
 	struct sockaddr_storage addr; /* host, resolved once at open */
 	socklen_t addrlen;
+	uint16_t rpc_port;          /* its handshake port */
 	bool local;                 /* this engine's own segment */
 	pthread_rwlock_t lock;      /* desc and tp_priv: a watch swaps them */
 	struct xfer_desc *desc;     /* NULL when local */
@@ -79,6 +94,11 @@ void xfer_segment_destroy(struct xfer_segment *seg);
  *  open remote segment, after events may have been lost (a missing key
  *  keeps the cached descriptor). Control reactor. */
 void xfer_segment_refresh(struct xfer_engine *e, const char *name);
+
+/** The buffer of sorted descriptor @p d holding all of [addr, addr+len);
+ *  NULL if none. */
+const struct xfer_desc_buf *xfer_desc_find_buf(const struct xfer_desc *d,
+					       uint64_t addr, uint64_t len);
 
 /** Do the segment's buffers hold all of [addr, addr+len)? */
 bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
@@ -136,10 +156,13 @@ struct xfer_engine {
 	struct xfer_buffers buffers;
 	struct xfer_store *store;
 	char *cfg_cluster, *cfg_user, *cfg_password;
+	char *cfg_protocol, *cfg_devices, *cfg_matrix;
 	char *prefix;               /* "mooncake/" or "mooncake/<cluster>/" */
 	struct xfer_job publish_job;
 	atomic_uint publish_flags;  /* what publish_job will put */
-	struct xfer_transport *tcp;
+	/* tps[i] runs xfer_transports[i]; NULL if not started. */
+	struct xfer_transport *tps[XFER_NTRANSPORTS];
+	int main_tp;                /* the one the descriptor advertises */
 	struct handshake_server *hs;
 
 	pthread_mutex_t seg_lock;   /* segment table */
@@ -163,6 +186,12 @@ int xfer_engine_error(struct xfer_engine *e, int err, const char *fmt, ...)
 
 /** A malloc'd copy of the own descriptor's JSON; NULL on ENOMEM. */
 char *xfer_engine_descriptor(struct xfer_engine *e, size_t *len);
+
+/** Answer a Connection request through the transport that takes them;
+ *  an engine without one answers with every field empty. */
+int xfer_engine_connection(struct xfer_engine *e,
+			   const struct xfer_hs_conn *req,
+			   struct xfer_hs_conn *reply);
 
 /** The own descriptor with no buffers (published on shutdown). */
 char *xfer_engine_descriptor_empty(struct xfer_engine *e, size_t *len);

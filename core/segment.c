@@ -9,10 +9,18 @@
 #include "store.h"
 #include "transport.h"
 
+/* Hand a transport's per-segment state back to it. */
+static void release_priv(struct xfer_segment *seg, void *priv)
+{
+	if (priv && seg->ops->release)
+		seg->ops->release(seg->tp, priv);
+}
+
 void xfer_segment_destroy(struct xfer_segment *seg)
 {
 	if (!seg)
 		return;
+	release_priv(seg, seg->tp_priv);
 	xfer_desc_free(seg->desc);
 	pthread_rwlock_destroy(&seg->lock);
 	free(seg->name);
@@ -20,11 +28,30 @@ void xfer_segment_destroy(struct xfer_segment *seg)
 	free(seg);
 }
 
+const struct xfer_desc_buf *xfer_desc_find_buf(const struct xfer_desc *d,
+					       uint64_t addr, uint64_t len)
+{
+	size_t lo = 0, hi = d->nbufs;
+
+	if (addr + len < addr)
+		return NULL;
+	/* Buffers are sorted by address: find the last start <= addr. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (d->bufs[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || addr + len > d->bufs[lo - 1].addr + d->bufs[lo - 1].length)
+		return NULL;
+	return &d->bufs[lo - 1];
+}
+
 bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
 			 uint64_t len)
 {
-	const struct xfer_desc *d;
-	size_t lo = 0, hi;
 	bool ok;
 
 	if (addr + len < addr)
@@ -37,20 +64,8 @@ bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
 		pthread_rwlock_unlock(&e->buffers.lock);
 		return ok;
 	}
-	/* Buffers are sorted by address: find the last start <= addr. */
 	pthread_rwlock_rdlock(&seg->lock);
-	d = seg->desc;
-	hi = d->nbufs;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (d->bufs[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	ok = lo > 0 && addr + len <= d->bufs[lo - 1].addr +
-				     d->bufs[lo - 1].length;
+	ok = xfer_desc_find_buf(seg->desc, addr, len) != NULL;
 	pthread_rwlock_unlock(&seg->lock);
 	return ok;
 }
@@ -60,6 +75,15 @@ static int cmp_buf(const void *a, const void *b)
 	const struct xfer_desc_buf *x = a, *y = b;
 
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The started transport named @p protocol, as an index; -1 if none. */
+static int find_transport(struct xfer_engine *e, const char *protocol)
+{
+	for (int i = 0; xfer_transports[i]; i++)
+		if (e->tps[i] && !strcmp(xfer_transports[i]->name, protocol))
+			return i;
+	return -1;
 }
 
 /* Decode and check a descriptor from the store; sorted for lookups. */
@@ -74,7 +98,7 @@ static int parse_desc(struct xfer_engine *e, const char *name,
 	if (ret)
 		return xfer_engine_error(e, ret, "segment %s: bad descriptor: %s",
 					 name, err);
-	if (strcmp(d->protocol, xfer_tcp_ops.name)) {
+	if (find_transport(e, d->protocol) < 0) {
 		ret = xfer_engine_error(e, -EPROTONOSUPPORT,
 					"segment %s: protocol %s not supported",
 					name, d->protocol);
@@ -114,15 +138,14 @@ static int store_get(struct xfer_engine *e, const char *kind,
 static int fetch_remote(struct xfer_engine *e, struct xfer_segment *seg)
 {
 	char err[128], *json;
-	uint16_t port;
 	size_t len;
-	int ret;
+	int ret, tp;
 
 	ret = store_get(e, "rpc_meta/", seg->name, &json, &len);
 	if (ret)
 		return xfer_engine_error(e, ret, "open %s: rpc_meta: %s",
 					 seg->name, strerror(-ret));
-	ret = xfer_rpc_meta_decode(json, len, &seg->host, &port, err,
+	ret = xfer_rpc_meta_decode(json, len, &seg->host, &seg->rpc_port, err,
 				   sizeof(err));
 	free(json);
 	if (ret)
@@ -140,8 +163,9 @@ static int fetch_remote(struct xfer_engine *e, struct xfer_segment *seg)
 	free(json);
 	if (ret)
 		return ret;
-	seg->ops = &xfer_tcp_ops;
-	seg->tp = e->tcp;
+	tp = find_transport(e, seg->desc->protocol);
+	seg->ops = xfer_transports[tp];
+	seg->tp = e->tps[tp];
 	ret = seg->ops->open(seg->tp, seg);
 	if (ret)
 		return xfer_engine_error(e, ret, "open %s: %s", seg->name,
@@ -177,12 +201,15 @@ static void refresh_done(int err, const char *json, size_t len, void *arg)
 		old = seg->desc;
 		old_priv = seg->tp_priv;
 		seg->desc = d;
-		if (seg->ops->open(seg->tp, seg)) {
+		if (strcmp(d->protocol, old->protocol) ||
+		    seg->ops->open(seg->tp, seg)) {
 			seg->desc = old; /* keep what worked */
 			seg->tp_priv = old_priv;
 			old = d;
+			old_priv = NULL;
 		}
 		pthread_rwlock_unlock(&seg->lock);
+		release_priv(seg, old_priv == seg->tp_priv ? NULL : old_priv);
 		xfer_desc_free(old);
 		atomic_store(&seg->gone, false);
 	}

@@ -62,12 +62,19 @@ static int answer(struct xfer_engine *e, uint8_t type, const char *json,
 	int ret;
 
 	switch (type) {
-	case XFER_HS_CONNECTION:
-		/* No RDMA in this engine: all fields empty. */
+	case XFER_HS_CONNECTION: {
+		struct xfer_hs_conn reply = { 0 };
+
 		ret = xfer_hs_conn_decode(json, len, &hc, err, sizeof(err));
+		if (ret)
+			break;
+		ret = xfer_engine_connection(e, &hc, &reply);
 		xfer_hs_conn_clear(&hc);
-		memset(&hc, 0, sizeof(hc));
-		return ret ? ret : xfer_hs_conn_encode(&hc, out, out_len);
+		if (!ret)
+			ret = xfer_hs_conn_encode(&reply, out, out_len);
+		xfer_hs_conn_clear(&reply);
+		return ret;
+	}
 	case XFER_HS_METADATA:
 		ret = xfer_json_check_object(json, len, err, sizeof(err));
 		if (ret)

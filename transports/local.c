@@ -22,5 +22,6 @@ static void local_submit(struct xfer_transport *t, struct xfer_segment *seg,
 
 const struct xfer_transport_ops xfer_local_ops = {
 	.name = "local",
+	.always = true,
 	.submit = local_submit,
 };

@@ -160,6 +160,7 @@ static void tcp_fini(struct xfer_transport *t)
 
 const struct xfer_transport_ops xfer_tcp_ops = {
 	.name = "tcp",
+	.always = true,
 	.init = tcp_init,
 	.describe = tcp_describe,
 	.open = tcp_open,

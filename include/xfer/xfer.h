@@ -200,14 +200,26 @@ const char *xfer_engine_last_error(const struct xfer_engine *e);
 double xfer_engine_cpu_seconds(const struct xfer_engine *e);
 
 /**
+ * Bytes this engine has moved through RDMA device @p index (0, 1, ... in
+ * the order the engine opened them), as the initiator of completed slices.
+ * @param name set to the device name (owned by the engine).
+ * @return 0; -ENOENT past the last device, or for an engine without RDMA.
+ *         Any thread.
+ */
+int xfer_engine_device_stats(struct xfer_engine *e, size_t index,
+			     const char **name, uint64_t *bytes);
+
+/**
  * Register [addr, addr+len) as a buffer of the local segment (Mooncake's
  * registerLocalMemory). The memory stays the caller's; it must stay mapped
  * until xfer_unregister().
  * @param location where the memory lives, `cpu:N` or `*`; copied.
  * @param remote_access whether peers may read and write it.
+ * With protocol "rdma" the range is registered as a memory region on every
+ * device (local write, remote read and write; ibv_reg_mr(3)).
  * @return 0; -EINVAL for NULL addr, len 0, an overflowing range or a bad
  *         location; -EEXIST if the range overlaps a registered buffer;
- *         -ENOMEM. Any thread.
+ *         -ENOMEM; the negated errno of ibv_reg_mr. Any thread.
  */
 int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 		  const char *location, bool remote_access);

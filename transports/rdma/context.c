@@ -1,0 +1,484 @@
+#define _GNU_SOURCE /* asprintf */
+/*
+ * A device context: verbs context, protection domain, one CQ with its
+ * completion channel and the device's async event fd, all events of the
+ * context's worker reactor, which is pinned to the device's NUMA node.
+ * Completions follow rdma-core's event mode (ibv_get_cq_event(3)): get
+ * events until EAGAIN, re-arm, poll the CQ dry, ack in batches.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "rdma_internal.h"
+
+#define ACK_BATCH 64 /* CQ events acked at once: ibv_ack_cq_events locks */
+#define POLL_BATCH 32
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) ? -errno : 0;
+}
+
+/* Every endpoint with waiting slices posts what now fits; idle retired
+ * ones go. */
+static void progress_all(struct rdma_ctx *c)
+{
+	struct rdma_ep *ep, *next;
+
+	for (ep = c->pool.head; ep; ep = ep->next)
+		if (ep->wait_head)
+			rdma_ep_progress(ep);
+	for (ep = c->retired; ep; ep = next) {
+		next = ep->next;
+		if (ep->wait_head)
+			rdma_ep_progress(ep);
+		rdma_ep_reap(ep);
+	}
+}
+
+static void on_cq(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdma_ctx *c = arg;
+	struct ibv_wc wc[POLL_BATCH];
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	int n;
+
+	(void)fd;
+	(void)what;
+	while (!ibv_get_cq_event(c->chan, &cq, &cq_ctx))
+		c->unacked++;
+	ibv_req_notify_cq(c->cq, 0);
+	/* Poll after re-arming: a completion may have raced with it. */
+	while ((n = ibv_poll_cq(c->cq, POLL_BATCH, wc)) > 0)
+		for (int i = 0; i < n; i++) {
+			struct xfer_slice *s = (void *)(uintptr_t)wc[i].wr_id;
+
+			rdma_ep_completed(rdma_slice(s)->ep, s, wc[i].status);
+		}
+	if (c->unacked >= ACK_BATCH) {
+		ibv_ack_cq_events(c->cq, c->unacked);
+		c->unacked = 0;
+	}
+	progress_all(c);
+}
+
+/* Break every endpoint of the context (its port went down). */
+static void break_all(struct rdma_ctx *c, const char *why)
+{
+	struct rdma_ep *ep, *next;
+
+	for (ep = c->pool.head; ep; ep = next) {
+		next = ep->next;
+		rdma_ep_break(ep, why);
+	}
+	for (ep = c->retired; ep; ep = next) {
+		next = ep->next;
+		rdma_ep_break(ep, why);
+	}
+}
+
+static void on_async(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdma_ctx *c = arg;
+	struct ibv_async_event ev;
+
+	(void)fd;
+	(void)what;
+	while (!ibv_get_async_event(c->verbs, &ev)) {
+		enum ibv_event_type type = ev.event_type;
+		struct rdma_ep *ep = NULL;
+
+		if (type == IBV_EVENT_QP_FATAL || type == IBV_EVENT_QP_REQ_ERR ||
+		    type == IBV_EVENT_QP_ACCESS_ERR)
+			ep = ev.element.qp->qp_context;
+		ibv_ack_async_event(&ev);
+		xfer_log(XFER_LOG_WARN, "rdma %s: async event: %s", c->name,
+			 ibv_event_type_str(type));
+		if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_DEVICE_FATAL) {
+			atomic_store(&c->port_up, false);
+			break_all(c, ibv_event_type_str(type));
+		} else if (type == IBV_EVENT_PORT_ACTIVE) {
+			atomic_store(&c->port_up, true);
+		} else if (ep) {
+			rdma_ep_break(ep, ibv_event_type_str(type));
+		}
+	}
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	rdma_ep_check_timeouts(arg, rdma_now_ns());
+	progress_all(arg);
+}
+
+/* Slices from submitters: find or make their endpoints, queue, post. */
+static void on_kick(struct xfer_job *j)
+{
+	struct rdma_ctx *c = container_of(j, struct rdma_ctx, kick);
+	struct rdma_ep *ep = NULL, *touched = NULL, *evicted;
+	struct xfer_slice *s, *next;
+	char path[2 * XFER_DESC_MAX_STR], last[2 * XFER_DESC_MAX_STR] = "";
+	char host[64];
+	uint16_t port;
+
+	pthread_mutex_lock(&c->lock);
+	s = c->in_head;
+	c->in_head = NULL;
+	c->in_tail = &c->in_head;
+	c->kick_pending = false;
+	pthread_mutex_unlock(&c->lock);
+
+	for (; s; s = next) {
+		next = s->next;
+		if (rdma_peer_of(s, path, sizeof(path), host, &port)) {
+			rdma_retry(c->t, s, XFER_FAILED);
+			continue;
+		}
+		/* Slices of one task come in runs to the same peer NIC. */
+		if (!ep || strcmp(path, last)) {
+			snprintf(last, sizeof(last), "%s", path);
+			ep = rdma_pool_get(&c->pool, path);
+		}
+		if (!ep) {
+			ep = rdma_ep_new(c, path);
+			if (!ep) {
+				rdma_retry(c->t, s, XFER_FAILED);
+				continue;
+			}
+			evicted = rdma_pool_add(&c->pool, ep);
+			if (evicted)
+				rdma_ep_retire(evicted);
+		}
+		if (!*ep->host) {
+			snprintf(ep->host, sizeof(ep->host), "%s", host);
+			ep->port = port;
+		}
+		rdma_ep_push(ep, s);
+		if (!ep->touched) {
+			ep->touched = true;
+			ep->touch_next = touched;
+			touched = ep;
+		}
+	}
+	for (ep = touched; ep; ep = ep->touch_next) {
+		ep->touched = false;
+		rdma_ep_progress(ep);
+	}
+}
+
+void rdma_ctx_enqueue(struct rdma_ctx *c, struct xfer_slice *head,
+		      struct xfer_slice **tail)
+{
+	bool kick;
+
+	pthread_mutex_lock(&c->lock);
+	*c->in_tail = head;
+	c->in_tail = tail;
+	kick = !c->kick_pending;
+	c->kick_pending = true;
+	pthread_mutex_unlock(&c->lock);
+	if (kick)
+		xfer_reactor_post(c->r, &c->kick);
+}
+
+/* The GID to use: configured, else RoCE v2 with an IPv4 address, else the
+ * first non-zero one. */
+static int pick_gid(struct rdma_ctx *c, int len, int configured)
+{
+	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+	union ibv_gid g;
+	int any = -1;
+
+	if (configured >= 0) {
+		c->gid_index = configured;
+		return ibv_query_gid(c->verbs, c->port, configured, &c->gid) ?
+			       -EINVAL : 0;
+	}
+	for (int i = 0; i < len; i++) {
+		struct ibv_gid_entry ge;
+
+		if (ibv_query_gid_ex(c->verbs, c->port, i, &ge, 0))
+			continue; /* an empty slot */
+		g = ge.gid;
+		if (!(g.global.subnet_prefix | g.global.interface_id))
+			continue;
+		if (ge.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		    !memcmp(g.raw, v4mapped, sizeof(v4mapped))) {
+			any = i;
+			break;
+		}
+		if (any < 0)
+			any = i;
+	}
+	if (any < 0)
+		return -ENODEV;
+	c->gid_index = any;
+	return ibv_query_gid(c->verbs, c->port, any, &c->gid) ? -EIO : 0;
+}
+
+static enum ibv_mtu mtu_enum(int bytes)
+{
+	switch (bytes) {
+	case 256: return IBV_MTU_256;
+	case 512: return IBV_MTU_512;
+	case 1024: return IBV_MTU_1024;
+	case 2048: return IBV_MTU_2048;
+	default: return IBV_MTU_4096;
+	}
+}
+
+static struct ibv_context *open_device(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *v = NULL;
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			v = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	return v;
+}
+
+/* Device, PD, port and GID. */
+static int open_verbs(struct rdma_ctx *c)
+{
+	struct xfer_config *cfg = &c->t->e->cfg;
+	struct ibv_port_attr pa;
+	int ret;
+
+	c->verbs = open_device(c->name);
+	if (!c->verbs)
+		return -ENODEV;
+	c->pd = ibv_alloc_pd(c->verbs);
+	if (!c->pd)
+		return -ENOMEM;
+	c->port = (uint8_t)cfg->ib_port;
+	if (ibv_query_port(c->verbs, c->port, &pa))
+		return -EINVAL;
+	c->lid = pa.lid;
+	c->mtu = cfg->mtu ? mtu_enum(cfg->mtu) : pa.active_mtu;
+	atomic_store(&c->port_up, pa.state == IBV_PORT_ACTIVE);
+	ret = pick_gid(c, pa.gid_tbl_len, cfg->gid_index);
+	if (ret)
+		return ret;
+	return set_nonblock(c->verbs->async_fd);
+}
+
+/* Bind the calling thread and its allocations to the device's node. */
+static void pin_here(struct rdma_ctx *c)
+{
+	if (!c->t->e->cfg.pin_workers || c->numa_node < 0 ||
+	    numa_available() < 0 || c->numa_node > numa_max_node())
+		return;
+	if (numa_run_on_node(c->numa_node))
+		xfer_log(XFER_LOG_WARN, "rdma %s: pin to node %d: %s", c->name,
+			 c->numa_node, strerror(errno));
+	numa_set_preferred(c->numa_node);
+}
+
+/* CQ, completion channel and events: made by the worker, on its node. */
+static int setup_events(struct rdma_ctx *c)
+{
+	static const struct timeval second = { 1, 0 };
+	struct event_base *base = c->r->base;
+
+	c->chan = ibv_create_comp_channel(c->verbs);
+	if (!c->chan || set_nonblock(c->chan->fd))
+		return -EIO;
+	c->cqe = c->t->e->cfg.max_cqe;
+	c->cq = ibv_create_cq(c->verbs, c->cqe, c, c->chan, 0);
+	if (!c->cq)
+		return -ENOMEM;
+	if (ibv_req_notify_cq(c->cq, 0))
+		return -EIO;
+	c->cq_ev = event_new(base, c->chan->fd, EV_READ | EV_PERSIST, on_cq, c);
+	c->async_ev = event_new(base, c->verbs->async_fd, EV_READ | EV_PERSIST,
+				on_async, c);
+	c->timer_ev = event_new(base, -1, EV_PERSIST, on_timer, c);
+	if (!c->cq_ev || !c->async_ev || !c->timer_ev ||
+	    event_add(c->cq_ev, NULL) || event_add(c->async_ev, NULL) ||
+	    event_add(c->timer_ev, &second))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Setup run on the worker thread, with the opener waiting. */
+struct setup_job {
+	struct xfer_job job;
+	struct rdma_ctx *c;
+	int ret;
+	bool done;
+};
+
+static void run_setup(struct xfer_job *j)
+{
+	struct setup_job *sj = container_of(j, struct setup_job, job);
+	struct rdma_ctx *c = sj->c;
+
+	pin_here(c);
+	sj->ret = setup_events(c);
+	pthread_mutex_lock(&c->lock);
+	sj->done = true;
+	pthread_cond_broadcast(&c->accepted);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Run @p sj on the context's worker and wait; inline when the context
+ * shares the control reactor (nothing dispatches it yet). */
+static int setup_on_worker(struct rdma_ctx *c)
+{
+	struct setup_job sj = { .job.fn = run_setup, .c = c };
+
+	if (c->r != &c->own)
+		return setup_events(c);
+	xfer_reactor_post(c->r, &sj.job);
+	pthread_mutex_lock(&c->lock);
+	while (!sj.done)
+		pthread_cond_wait(&c->accepted, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	return sj.ret;
+}
+
+int rdma_ctx_open(struct xfer_transport *t, struct rdma_ctx *c, int index)
+{
+	struct xfer_engine *e = t->e;
+	char wname[16];
+	int ret;
+
+	c->t = t;
+	c->index = index;
+	snprintf(c->name, sizeof(c->name), "%s", t->topo.devs[index].name);
+	c->numa_node = t->topo.devs[index].numa_node;
+	c->in_tail = &c->in_head;
+	c->kick.fn = on_kick;
+	c->pool.max = (size_t)e->cfg.max_ep_per_ctx;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->accepted, NULL);
+	if (asprintf(&c->nic_path, "%s@%s", e->name, c->name) < 0) {
+		c->nic_path = NULL;
+		return -ENOMEM;
+	}
+	ret = open_verbs(c);
+	if (ret)
+		return xfer_engine_error(e, ret, "rdma %s: open: %s", c->name,
+					 strerror(-ret));
+	/* Plugin mode without workers: everything on the control reactor. */
+	if (e->cfg.workers == 0) {
+		c->r = &e->control;
+	} else {
+		snprintf(wname, sizeof(wname), "xfer-%.10s", c->name);
+		ret = xfer_reactor_init(&c->own, NULL, wname);
+		if (ret)
+			return ret;
+		c->r = &c->own;
+		ret = xfer_reactor_start(&c->own);
+		if (ret)
+			return ret;
+	}
+	ret = setup_on_worker(c);
+	if (ret)
+		return xfer_engine_error(e, ret, "rdma %s: CQ: %s", c->name,
+					 strerror(-ret));
+	xfer_log(XFER_LOG_INFO, "rdma %s: node %d, GID index %d, MTU %d",
+		 c->name, c->numa_node, c->gid_index, 128 << c->mtu);
+	return 0;
+}
+
+/* End the slices of a list: @p st for each. */
+static void end_list(struct xfer_slice *s, enum xfer_status st)
+{
+	struct xfer_slice *next;
+
+	for (; s; s = next) {
+		next = s->next;
+		xfer_slice_done(s, st);
+	}
+}
+
+/* Move every QP to the error state and end the work it flushes back as
+ * FAILED (waiting at most a second for the device). */
+static void flush_posted(struct rdma_ctx *c)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc[POLL_BATCH];
+	int n, waited = 0;
+
+	for (int list = 0; list < 2; list++)
+		for (struct rdma_ep *ep = list ? c->retired : c->pool.head; ep;
+		     ep = ep->next)
+			for (int i = 0; i < ep->nqp; i++)
+				ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
+	while (c->outstanding > 0 && waited < 1000) {
+		n = ibv_poll_cq(c->cq, POLL_BATCH, wc);
+		if (n <= 0) {
+			usleep(1000);
+			waited++;
+			continue;
+		}
+		for (int i = 0; i < n; i++) {
+			struct xfer_slice *s = (void *)(uintptr_t)wc[i].wr_id;
+
+			c->outstanding--;
+			xfer_slice_done(s, wc[i].status == IBV_WC_SUCCESS ?
+					   XFER_COMPLETED : XFER_FAILED);
+		}
+	}
+}
+
+static void free_ep_list(struct rdma_ep *ep)
+{
+	struct rdma_ep *next;
+
+	for (; ep; ep = next) {
+		next = ep->next;
+		end_list(ep->wait_head, XFER_CANCELED);
+		ep->wait_head = NULL;
+		rdma_ep_free(ep);
+	}
+}
+
+void rdma_ctx_close(struct rdma_ctx *c)
+{
+	if (c->r == &c->own) {
+		xfer_reactor_stop(&c->own);
+		xfer_reactor_destroy(&c->own);
+	}
+	if (c->cq_ev)
+		event_free(c->cq_ev);
+	if (c->async_ev)
+		event_free(c->async_ev);
+	if (c->timer_ev)
+		event_free(c->timer_ev);
+	end_list(c->in_head, XFER_CANCELED);
+	if (c->cq)
+		flush_posted(c);
+	free_ep_list(c->pool.head);
+	free_ep_list(c->retired);
+	if (c->cq) {
+		if (c->unacked)
+			ibv_ack_cq_events(c->cq, c->unacked);
+		ibv_destroy_cq(c->cq);
+	}
+	if (c->chan)
+		ibv_destroy_comp_channel(c->chan);
+	if (c->pd)
+		ibv_dealloc_pd(c->pd);
+	if (c->verbs)
+		ibv_close_device(c->verbs);
+	free(c->nic_path);
+	pthread_cond_destroy(&c->accepted);
+	pthread_mutex_destroy(&c->lock);
+}

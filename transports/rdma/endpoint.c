@@ -1,0 +1,538 @@
+/*
+ * Endpoints: reliable-connected QPs to one peer NIC, brought up through a
+ * Connection exchange on the handshake socket (PROTOCOL.md §4), one RDMA
+ * READ or WRITE per slice. Everything here runs on the context's worker.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handshake_internal.h"
+#include "rdma_internal.h"
+
+#define POST_CHAIN 32 /* WRs per ibv_post_send */
+
+static const char *state_name(enum rdma_ep_state s)
+{
+	static const char *const names[] = { "new", "connecting", "ready",
+					     "broken" };
+	return names[s];
+}
+
+static int qp_init(struct rdma_ctx *c, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = c->port,
+		.pkey_index = 0,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_ATOMIC,
+	};
+
+	return -ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+/* INIT → RTR → RTS towards the peer's QP @p qpn (attributes of §4). */
+static int qp_connect(struct rdma_ctx *c, struct ibv_qp *qp, uint32_t qpn,
+		      const uint8_t gid[16], uint16_t lid)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = c->mtu,
+		.dest_qp_num = qpn,
+		.rq_psn = 0,
+		.max_dest_rd_atomic = 16,
+		.min_rnr_timer = 12,
+		.ah_attr = {
+			.is_global = 1,
+			.dlid = lid,
+			.port_num = c->port,
+			.grh = {
+				.sgid_index = (uint8_t)c->gid_index,
+				.hop_limit = 16,
+			},
+		},
+	};
+	int ret;
+
+	memcpy(a.ah_attr.grh.dgid.raw, gid, 16);
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (ret)
+		return -ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 0;
+	a.max_rd_atomic = 16;
+	return -ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+void rdma_ep_free(struct rdma_ep *ep)
+{
+	if (ep->hs)
+		xfer_handshake_cancel(ep->hs);
+	for (int i = 0; i < ep->nqp; i++)
+		if (ep->qp[i])
+			ibv_destroy_qp(ep->qp[i]);
+	free(ep->qp);
+	free(ep->peer_qpn);
+	free(ep->posted);
+	free(ep->peer_path);
+	free(ep);
+}
+
+struct rdma_ep *rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
+{
+	struct xfer_engine *e = c->t->e;
+	struct ibv_qp_init_attr qa = {
+		.send_cq = c->cq,
+		.recv_cq = c->cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = {
+			.max_send_wr = (uint32_t)e->cfg.max_wr,
+			.max_recv_wr = 1, /* one-sided only: nothing is received */
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+		},
+	};
+	struct rdma_ep *ep = calloc(1, sizeof(*ep));
+	int n = e->cfg.qps_per_ep;
+
+	if (!ep)
+		return NULL;
+	ep->ctx = c;
+	ep->nqp = n;
+	ep->wait_tail = &ep->wait_head;
+	ep->peer_path = strdup(peer_path);
+	ep->qp = calloc(n, sizeof(*ep->qp));
+	ep->peer_qpn = calloc(n, sizeof(*ep->peer_qpn));
+	ep->posted = calloc(n, sizeof(*ep->posted));
+	if (!ep->peer_path || !ep->qp || !ep->peer_qpn || !ep->posted)
+		goto err_free;
+	for (int i = 0; i < n; i++) {
+		qa.qp_context = ep;
+		ep->qp[i] = ibv_create_qp(c->pd, &qa);
+		if (!ep->qp[i] || qp_init(c, ep->qp[i])) {
+			xfer_log(XFER_LOG_ERROR, "rdma %s: create QP: %s", c->name,
+				 strerror(errno));
+			goto err_free;
+		}
+	}
+	return ep;
+
+err_free:
+	rdma_ep_free(ep);
+	return NULL;
+}
+
+/* Our side of a Connection body; strings malloc'd. */
+static int describe_self(struct rdma_ep *ep, struct xfer_hs_conn *m,
+			 bool ready_ack)
+{
+	struct rdma_ctx *c = ep->ctx;
+	char gid[48];
+
+	xfer_gid_format(c->gid.raw, gid);
+	memset(m, 0, sizeof(*m));
+	m->local_gid = strdup(gid);
+	m->local_lid = c->lid;
+	m->local_nic_path = strdup(c->nic_path);
+	m->peer_nic_path = strdup(ep->peer_path);
+	m->payload = strdup("");
+	m->reply_msg = strdup("");
+	m->nqp = (size_t)ep->nqp;
+	m->qp_num = calloc(ep->nqp, sizeof(*m->qp_num));
+	m->ready_ack = ready_ack;
+	if (!m->local_gid || !m->local_nic_path || !m->peer_nic_path ||
+	    !m->payload || !m->reply_msg || !m->qp_num) {
+		xfer_hs_conn_clear(m);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < ep->nqp; i++)
+		m->qp_num[i] = ep->qp[i]->qp_num;
+	return 0;
+}
+
+/* Bring our QPs up towards the peer described by @p m. */
+static int connect_qps(struct rdma_ep *ep, const struct xfer_hs_conn *m,
+		       const char **why)
+{
+	uint8_t gid[16];
+	int ret;
+
+	if (m->nqp != (size_t)ep->nqp) {
+		*why = "QP count differs";
+		return -EPROTO;
+	}
+	if (xfer_gid_parse(m->local_gid, gid) || m->local_lid > UINT16_MAX) {
+		*why = "bad GID or LID";
+		return -EPROTO;
+	}
+	for (int i = 0; i < ep->nqp; i++) {
+		ret = qp_connect(ep->ctx, ep->qp[i], m->qp_num[i], gid,
+				 (uint16_t)m->local_lid);
+		if (ret) {
+			*why = "modify QP to RTS failed";
+			return ret;
+		}
+		ep->peer_qpn[i] = m->qp_num[i];
+	}
+	ep->state = EP_READY;
+	ep->progress_ns = rdma_now_ns();
+	return 0;
+}
+
+static bool same_qpns(const struct rdma_ep *ep, const struct xfer_hs_conn *m)
+{
+	if (m->nqp != (size_t)ep->nqp)
+		return false;
+	for (int i = 0; i < ep->nqp; i++)
+		if (ep->peer_qpn[i] != m->qp_num[i])
+			return false;
+	return true;
+}
+
+/* The reply of the ready_ack round carries nothing we need. */
+static void ignore_reply(int err, const char *json, size_t len, void *arg)
+{
+	(void)err;
+	(void)json;
+	(void)len;
+	(void)arg;
+}
+
+static struct hs_req *send_conn(struct rdma_ep *ep, bool ready_ack,
+				xfer_store_cb cb, void *arg)
+{
+	struct xfer_hs_conn m;
+	struct hs_req *q = NULL;
+	size_t len;
+	char *json;
+
+	if (describe_self(ep, &m, ready_ack))
+		return NULL;
+	if (!xfer_hs_conn_encode(&m, &json, &len)) {
+		q = xfer_handshake_request(ep->ctx->r->base, NULL, ep->host,
+					   ep->port, XFER_HS_CONNECTION, json,
+					   len, ep->ctx->t->e->cfg.handshake_max_len,
+					   cb, arg);
+		free(json);
+	}
+	xfer_hs_conn_clear(&m);
+	return q;
+}
+
+static void on_reply(int err, const char *json, size_t len, void *arg)
+{
+	struct rdma_ep *ep = arg;
+	struct rdma_ctx *c = ep->ctx;
+	struct xfer_hs_conn m = { 0 };
+	const char *why = NULL;
+	char msg[160];
+
+	ep->hs = NULL;
+	if (ep->state == EP_BROKEN) {
+		rdma_ep_reap(ep);
+		return;
+	}
+	if (err) {
+		snprintf(msg, sizeof(msg), "handshake with %s:%u: %s", ep->host,
+			 ep->port, strerror(-err));
+		rdma_ep_break(ep, msg);
+		return;
+	}
+	if (xfer_hs_conn_decode(json, len, &m, msg, sizeof(msg))) {
+		why = msg;
+	} else if (*m.reply_msg) {
+		snprintf(msg, sizeof(msg), "refused: %.120s", m.reply_msg);
+		why = msg;
+	} else if (strcmp(m.local_nic_path, ep->peer_path) ||
+		   strcmp(m.peer_nic_path, c->nic_path)) {
+		why = "reply names other NIC paths";
+	} else if (ep->state == EP_READY) {
+		/* The peer connected to us meanwhile: keep one connection. */
+		if (!same_qpns(ep, &m))
+			why = "peer QPs changed";
+	} else if (!connect_qps(ep, &m, &why) && m.ready_ack) {
+		send_conn(ep, true, ignore_reply, NULL);
+	}
+	xfer_hs_conn_clear(&m);
+	if (why)
+		rdma_ep_break(ep, why);
+	else
+		rdma_ep_progress(ep);
+}
+
+/* Start our Connection request. */
+static void start_connect(struct rdma_ep *ep)
+{
+	if (!*ep->host) {
+		rdma_ep_break(ep, "peer handshake address unknown");
+		return;
+	}
+	ep->state = EP_CONNECTING;
+	ep->hs = send_conn(ep, false, on_reply, ep);
+	if (!ep->hs)
+		rdma_ep_break(ep, "handshake: out of memory");
+}
+
+void rdma_ep_push(struct rdma_ep *ep, struct xfer_slice *s)
+{
+	rdma_slice(s)->ep = ep;
+	s->next = NULL;
+	*ep->wait_tail = s;
+	ep->wait_tail = &s->next;
+}
+
+/* A QP with room, round robin; -1 if all are full. */
+static int pick_qp(struct rdma_ep *ep)
+{
+	int max = ep->ctx->t->e->cfg.max_wr;
+
+	for (int k = 0; k < ep->nqp; k++) {
+		int q = (int)((ep->next_qp + k) % ep->nqp);
+
+		if (ep->posted[q] < max) {
+			ep->next_qp = q + 1;
+			return q;
+		}
+	}
+	return -1;
+}
+
+static void fill_wr(struct ibv_send_wr *wr, struct ibv_sge *sge,
+		    struct xfer_slice *s, uint32_t lkey)
+{
+	struct rdma_slice *rs = rdma_slice(s);
+
+	*sge = (struct ibv_sge){
+		.addr = (uintptr_t)s->local,
+		.length = s->len,
+		.lkey = lkey,
+	};
+	*wr = (struct ibv_send_wr){
+		.wr_id = (uintptr_t)s,
+		.sg_list = sge,
+		.num_sge = 1,
+		.opcode = s->opcode == XFER_WRITE ? IBV_WR_RDMA_WRITE
+						  : IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = s->remote, .rkey = rs->rkey },
+	};
+}
+
+/* Post up to POST_CHAIN waiting slices on QP @p q as one linked list. */
+static int post_chain(struct rdma_ep *ep, int q, int room)
+{
+	struct rdma_ctx *c = ep->ctx;
+	struct ibv_send_wr wr[POST_CHAIN], *bad = NULL;
+	struct ibv_sge sge[POST_CHAIN];
+	struct xfer_slice *s = ep->wait_head;
+	int n = 0, ret;
+
+	while (s && n < room && n < POST_CHAIN) {
+		struct ibv_mr **mrs = s->task->source->tp_mem;
+
+		fill_wr(&wr[n], &sge[n], s, mrs[c->index]->lkey);
+		if (n)
+			wr[n - 1].next = &wr[n];
+		rdma_slice(s)->qp = (uint8_t)q;
+		s = s->next;
+		n++;
+	}
+	ep->wait_head = s;
+	if (!s)
+		ep->wait_tail = &ep->wait_head;
+	ret = ibv_post_send(ep->qp[q], wr, &bad);
+	for (int i = 0; i < n; i++) {
+		struct xfer_slice *p = (struct xfer_slice *)(uintptr_t)wr[i].wr_id;
+
+		if (ret && bad && &wr[i] >= bad) {
+			rdma_retry(c->t, p, XFER_FAILED);
+			continue;
+		}
+		ep->posted[q]++;
+		ep->total++;
+		c->outstanding++;
+	}
+	return ret ? -ret : n;
+}
+
+void rdma_ep_progress(struct rdma_ep *ep)
+{
+	struct rdma_ctx *c = ep->ctx;
+	int q, ret;
+
+	if (ep->state == EP_NEW && ep->wait_head)
+		start_connect(ep);
+	if (ep->state != EP_READY)
+		return;
+	while (ep->wait_head && c->outstanding < c->cqe) {
+		q = pick_qp(ep);
+		if (q < 0)
+			return;
+		ret = post_chain(ep, q, c->t->e->cfg.max_wr - ep->posted[q] <
+					       c->cqe - c->outstanding ?
+					       c->t->e->cfg.max_wr - ep->posted[q] :
+					       c->cqe - c->outstanding);
+		if (ret < 0) {
+			rdma_ep_break(ep, "post send failed");
+			return;
+		}
+		ep->progress_ns = rdma_now_ns();
+	}
+}
+
+void rdma_ep_retire(struct rdma_ep *ep)
+{
+	struct rdma_ctx *c = ep->ctx;
+
+	if (ep->in_pool)
+		rdma_pool_remove(&c->pool, ep);
+	ep->prev = NULL;
+	ep->next = c->retired;
+	if (c->retired)
+		c->retired->prev = ep;
+	c->retired = ep;
+	rdma_ep_reap(ep);
+}
+
+bool rdma_ep_reap(struct rdma_ep *ep)
+{
+	struct rdma_ctx *c = ep->ctx;
+
+	if (ep->in_pool || ep->total || ep->wait_head || ep->hs)
+		return false;
+	if (ep->prev)
+		ep->prev->next = ep->next;
+	else
+		c->retired = ep->next;
+	if (ep->next)
+		ep->next->prev = ep->prev;
+	rdma_ep_free(ep);
+	return true;
+}
+
+void rdma_ep_break(struct rdma_ep *ep, const char *why)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct rdma_ctx *c = ep->ctx;
+	struct xfer_slice *s, *next;
+
+	if (ep->state == EP_BROKEN)
+		return;
+	xfer_log(XFER_LOG_WARN, "rdma %s -> %s: endpoint %s broken: %s",
+		 c->name, ep->peer_path, state_name(ep->state), why);
+	ep->state = EP_BROKEN;
+	for (int i = 0; i < ep->nqp; i++)
+		ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
+	s = ep->wait_head;
+	ep->wait_head = NULL;
+	ep->wait_tail = &ep->wait_head;
+	for (; s; s = next) {
+		next = s->next;
+		rdma_retry(c->t, s, ep->timed_out ? XFER_TIMEOUT : XFER_FAILED);
+	}
+	if (ep->in_pool)
+		rdma_ep_retire(ep);
+	else
+		rdma_ep_reap(ep);
+}
+
+void rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
+		       enum ibv_wc_status st)
+{
+	struct rdma_ctx *c = ep->ctx;
+	enum xfer_status fail = ep->timed_out ? XFER_TIMEOUT : XFER_FAILED;
+	char why[96];
+
+	ep->posted[rdma_slice(s)->qp]--;
+	ep->total--;
+	c->outstanding--;
+	ep->progress_ns = rdma_now_ns();
+	if (st == IBV_WC_SUCCESS) {
+		atomic_fetch_add(&c->bytes, s->len);
+		xfer_slice_done(s, XFER_COMPLETED);
+		return;
+	}
+	if (st != IBV_WC_WR_FLUSH_ERR) {
+		snprintf(why, sizeof(why), "completion: %s",
+			 ibv_wc_status_str(st));
+		rdma_ep_break(ep, why); /* may free ep */
+	}
+	rdma_retry(c->t, s, fail);
+}
+
+void rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now)
+{
+	uint64_t limit = (uint64_t)c->t->e->cfg.transfer_timeout_ms * 1000000;
+	struct rdma_ep *ep, *next;
+
+	if (!limit)
+		return;
+	for (int list = 0; list < 2; list++)
+		for (ep = list ? c->retired : c->pool.head; ep; ep = next) {
+			next = ep->next;
+			if (ep->total && ep->state != EP_BROKEN &&
+			    now - ep->progress_ns > limit) {
+				ep->timed_out = true;
+				rdma_ep_break(ep, "no completion within the "
+					      "transfer timeout");
+			}
+		}
+}
+
+/* ---- the passive side ---- */
+
+static int refuse(struct xfer_hs_conn *reply, const char *why)
+{
+	memset(reply, 0, sizeof(*reply));
+	reply->reply_msg = strdup(why);
+	return reply->reply_msg ? 0 : -ENOMEM;
+}
+
+int rdma_ep_accept(struct rdma_ctx *c, const struct xfer_hs_conn *req,
+		   struct xfer_hs_conn *reply)
+{
+	struct rdma_ep *ep, *evicted;
+	const char *why = NULL;
+	int ret;
+
+	if (!strchr(req->local_nic_path, '@'))
+		return refuse(reply, "bad local_nic_path");
+	if (req->nqp != (size_t)c->t->e->cfg.qps_per_ep)
+		return refuse(reply, "QP count differs");
+	ep = rdma_pool_get(&c->pool, req->local_nic_path);
+	if (ep && ep->state == EP_READY && !same_qpns(ep, req)) {
+		rdma_ep_break(ep, "peer QPs changed (restarted?)");
+		ep = NULL;
+	} else if (ep && ep->state == EP_BROKEN) {
+		ep = NULL;
+	}
+	if (!ep) {
+		ep = rdma_ep_new(c, req->local_nic_path);
+		if (!ep)
+			return refuse(reply, "cannot create QPs");
+		evicted = rdma_pool_add(&c->pool, ep);
+		if (evicted)
+			rdma_ep_retire(evicted);
+	}
+	/* New, or ours is still asking (both sides connect at once). */
+	if (ep->state != EP_READY && connect_qps(ep, req, &why)) {
+		rdma_ep_break(ep, why);
+		return refuse(reply, why);
+	}
+	ret = describe_self(ep, reply, false);
+	rdma_ep_progress(ep);
+	return ret;
+}
