@@ -45,6 +45,49 @@ static int oom(char *err, size_t errlen)
 	return -ENOMEM;
 }
 
+/* ---- GIDs ---- */
+
+/* Not isxdigit(): the locale must not change what a peer may send. */
+static int hex_val(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int xfer_gid_parse(const char *s, uint8_t gid[16])
+{
+	uint8_t tmp[16];
+	int i, hi, lo;
+
+	for (i = 0; i < 16; i++, s += 3) {
+		/* stops at a NUL before reading past it */
+		hi = hex_val(s[0]);
+		lo = hi < 0 ? -1 : hex_val(s[1]);
+		if (lo < 0 || s[2] != (i < 15 ? ':' : '\0'))
+			return -EINVAL;
+		tmp[i] = hi << 4 | lo;
+	}
+	memcpy(gid, tmp, sizeof(tmp));
+	return 0;
+}
+
+void xfer_gid_format(const uint8_t gid[16], char out[48])
+{
+	static const char hex[] = "0123456789abcdef";
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		out[3 * i] = hex[gid[i] >> 4];
+		out[3 * i + 1] = hex[gid[i] & 0xf];
+		out[3 * i + 2] = i < 15 ? ':' : '\0';
+	}
+}
+
 /* ---- encoding ---- */
 
 static yajl_gen gen_new(void)
@@ -119,13 +162,92 @@ static void now_str(char *buf, size_t size)
 	snprintf(buf + n, size - n, ".%06ld", ts.tv_nsec / 1000);
 }
 
+static int gen_keys(yajl_gen g, const char *key, const uint32_t *keys,
+		    size_t n)
+{
+	int failed = gen_str(g, key) || yajl_gen_array_open(g);
+	size_t i;
+
+	for (i = 0; !failed && i < n; i++)
+		failed = gen_u64(g, keys[i]);
+	return failed || yajl_gen_array_close(g);
+}
+
+/* Fields in alphabetical order, as the peer's writer (jsoncpp) has them. */
+static int gen_buf(yajl_gen g, const struct xfer_desc_buf *b, size_t nkeys,
+		   bool rdma)
+{
+	return yajl_gen_map_open(g) ||
+	       gen_str(g, "addr") || gen_u64(g, b->addr) ||
+	       gen_str(g, "length") || gen_u64(g, b->length) ||
+	       (rdma && gen_keys(g, "lkey", b->lkey, nkeys)) ||
+	       gen_str(g, "name") || gen_str(g, b->name) ||
+	       (rdma && gen_keys(g, "rkey", b->rkey, nkeys)) ||
+	       yajl_gen_map_close(g);
+}
+
+static int gen_bufs(yajl_gen g, const struct xfer_desc *d, bool rdma)
+{
+	int failed = gen_str(g, "buffers") || yajl_gen_array_open(g);
+	size_t i;
+
+	for (i = 0; !failed && i < d->nbufs; i++)
+		failed = gen_buf(g, &d->bufs[i], d->ndevs, rdma);
+	return failed || yajl_gen_array_close(g);
+}
+
+static int gen_devs(yajl_gen g, const struct xfer_desc *d)
+{
+	int failed = gen_str(g, "devices") || yajl_gen_array_open(g);
+	char gid[48];
+	size_t i;
+
+	for (i = 0; !failed && i < d->ndevs; i++) {
+		xfer_gid_format(d->devs[i].gid, gid);
+		failed = yajl_gen_map_open(g) ||
+			 gen_str(g, "gid") || gen_str(g, gid) ||
+			 gen_str(g, "lid") || gen_u64(g, d->devs[i].lid) ||
+			 gen_str(g, "name") || gen_str(g, d->devs[i].name) ||
+			 yajl_gen_map_close(g);
+	}
+	return failed || yajl_gen_array_close(g);
+}
+
+static int gen_names(yajl_gen g, char *const *names, size_t n)
+{
+	int failed = yajl_gen_array_open(g);
+	size_t i;
+
+	for (i = 0; !failed && i < n; i++)
+		failed = gen_str(g, names[i]);
+	return failed || yajl_gen_array_close(g);
+}
+
+static int gen_prio(yajl_gen g, const struct xfer_desc *d)
+{
+	int failed = gen_str(g, "priority_matrix") || yajl_gen_map_open(g);
+	const struct xfer_prio *p;
+	size_t i;
+
+	for (i = 0; !failed && i < d->nprio; i++) {
+		p = &d->prio[i];
+		failed = gen_str(g, p->location) || yajl_gen_array_open(g) ||
+			 gen_names(g, p->pref, p->npref) ||
+			 gen_names(g, p->other, p->nother) ||
+			 yajl_gen_array_close(g);
+	}
+	return failed || yajl_gen_map_close(g);
+}
+
 int xfer_desc_encode(const struct xfer_desc *d, char **json, size_t *len)
 {
-	char now[32];
+	/* this codec speaks the TCP form when not told otherwise */
+	const char *proto = d->protocol ? d->protocol : "tcp";
+	bool rdma = !strcmp(proto, "rdma");
 	const char *ts = d->timestamp;
+	char now[32];
 	yajl_gen g;
 	int failed;
-	size_t i;
 
 	if (!ts) {
 		now_str(now, sizeof(now));
@@ -134,24 +256,17 @@ int xfer_desc_encode(const struct xfer_desc *d, char **json, size_t *len)
 	g = gen_new();
 	if (!g)
 		return -ENOMEM;
-	failed = yajl_gen_map_open(g) || gen_str(g, "buffers") ||
-		 yajl_gen_array_open(g);
-	for (i = 0; !failed && i < d->nbufs; i++)
-		failed = yajl_gen_map_open(g) ||
-			 gen_str(g, "addr") || gen_u64(g, d->bufs[i].addr) ||
-			 gen_str(g, "length") ||
-			 gen_u64(g, d->bufs[i].length) ||
-			 gen_str(g, "name") || gen_str(g, d->bufs[i].name) ||
-			 yajl_gen_map_close(g);
-	failed = failed || yajl_gen_array_close(g) ||
+	failed = yajl_gen_map_open(g) || gen_bufs(g, d, rdma) ||
+		 (rdma && gen_devs(g, d)) ||
 		 gen_str(g, "name") || gen_str(g, d->name) ||
-		 /* this codec speaks the TCP form when not told otherwise */
-		 gen_str(g, "protocol") ||
-		 gen_str(g, d->protocol ? d->protocol : "tcp") ||
-		 gen_str(g, "tcp_data_port") || gen_u64(g, d->tcp_data_port) ||
-		 gen_str(g, "tcp_proto_version") ||
-		 gen_u64(g, d->tcp_proto_version) ||
-		 gen_str(g, "timestamp") || gen_str(g, ts) ||
+		 (rdma && gen_prio(g, d)) ||
+		 gen_str(g, "protocol") || gen_str(g, proto);
+	if (!failed && !rdma)
+		failed = gen_str(g, "tcp_data_port") ||
+			 gen_u64(g, d->tcp_data_port) ||
+			 gen_str(g, "tcp_proto_version") ||
+			 gen_u64(g, d->tcp_proto_version);
+	failed = failed || gen_str(g, "timestamp") || gen_str(g, ts) ||
 		 yajl_gen_map_close(g);
 	return gen_finish(g, failed, json, len);
 }
@@ -351,8 +466,9 @@ static int get_uint(yajl_val obj, const char *where, const char *key,
 	return 0;
 }
 
-static int get_str(yajl_val obj, const char *where, const char *key,
-		   char **out, char *err, size_t errlen)
+/* Borrow the string @key of @obj: present, a string, not too long. */
+static int get_strv(yajl_val obj, const char *where, const char *key,
+		    const char **out, char *err, size_t errlen)
 {
 	yajl_val v = obj_get(obj, key);
 
@@ -363,12 +479,203 @@ static int get_str(yajl_val obj, const char *where, const char *key,
 	if (strlen(v->u.string) > XFER_DESC_MAX_STR)
 		return fail(err, errlen, "%s%s: longer than %d bytes", where,
 			    key, XFER_DESC_MAX_STR);
-	*out = strdup(v->u.string);
+	*out = v->u.string;
+	return 0;
+}
+
+static int get_str(yajl_val obj, const char *where, const char *key,
+		   char **out, char *err, size_t errlen)
+{
+	const char *s;
+	int ret = get_strv(obj, where, key, &s, err, errlen);
+
+	if (ret)
+		return ret;
+	*out = strdup(s);
 	return *out ? 0 : oom(err, errlen);
 }
 
-static int buf_fill(struct xfer_desc_buf *b, size_t i, yajl_val v, char *err,
-		    size_t errlen)
+/* As get_str(), and the string must not be empty. */
+static int get_name(yajl_val obj, const char *where, const char *key,
+		    char **out, char *err, size_t errlen)
+{
+	int ret = get_str(obj, where, key, out, err, errlen);
+
+	if (!ret && !(*out)[0])
+		ret = fail(err, errlen, "%s%s: must not be empty", where, key);
+	return ret;
+}
+
+/* A non-empty string of at most XFER_DESC_MAX_STR bytes, or NULL. */
+static const char *name_val(yajl_val v)
+{
+	if (!YAJL_IS_STRING(v) || !v->u.string[0] ||
+	    strlen(v->u.string) > XFER_DESC_MAX_STR)
+		return NULL;
+	return v->u.string;
+}
+
+/* ---- priority matrix ---- */
+
+/* @v: an array of names into *out, *n. */
+static int names_fill(yajl_val v, const char *where, size_t row, size_t list,
+		      char ***out, size_t *n, char *err, size_t errlen)
+{
+	const char *s;
+	size_t i;
+
+	if (!YAJL_IS_ARRAY(v))
+		return fail(err, errlen, "%sentry %zu[%zu]: must be an array",
+			    where, row, list);
+	if (!v->u.array.len)
+		return 0;
+	*out = calloc(v->u.array.len, sizeof(**out));
+	if (!*out)
+		return oom(err, errlen);
+	*n = v->u.array.len;
+	for (i = 0; i < *n; i++) {
+		s = name_val(v->u.array.values[i]);
+		if (!s)
+			return fail(err, errlen,
+				    "%sentry %zu[%zu][%zu]: must be a string of 1..%d bytes",
+				    where, row, list, i, XFER_DESC_MAX_STR);
+		(*out)[i] = strdup(s);
+		if (!(*out)[i])
+			return oom(err, errlen);
+	}
+	return 0;
+}
+
+/*
+ * Entry @i of @obj: "<location>": [[preferred], [others]]. The message
+ * names the entry by index: a location from a peer may hold a newline.
+ */
+static int prio_row_fill(struct xfer_prio *p, yajl_val obj, size_t i,
+			 const char *where, char *err, size_t errlen)
+{
+	const char *loc = obj->u.object.keys[i];
+	yajl_val v = obj->u.object.values[i];
+	size_t n;
+	int ret;
+
+	if (!loc[0] || strlen(loc) > XFER_DESC_MAX_STR)
+		return fail(err, errlen,
+			    "%sentry %zu: location must be 1..%d bytes",
+			    where, i, XFER_DESC_MAX_STR);
+	/* the peer writes both lists; a missing others list means none */
+	n = YAJL_IS_ARRAY(v) ? v->u.array.len : 0;
+	if (n < 1 || n > 2)
+		return fail(err, errlen,
+			    "%sentry %zu: must be an array of 1 or 2 arrays",
+			    where, i);
+	p->location = strdup(loc);
+	if (!p->location)
+		return oom(err, errlen);
+	ret = names_fill(v->u.array.values[0], where, i, 0, &p->pref,
+			 &p->npref, err, errlen);
+	if (!ret && n > 1)
+		ret = names_fill(v->u.array.values[1], where, i, 1, &p->other,
+				 &p->nother, err, errlen);
+	return ret;
+}
+
+/* Shared by xfer_prio_decode() and the descriptor's "priority_matrix". */
+static int prio_fill(yajl_val obj, const char *where, struct xfer_prio **out,
+		     size_t *n, char *err, size_t errlen)
+{
+	struct xfer_prio *rows;
+	size_t i, len = obj->u.object.len;
+	int ret = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!len)
+		return 0;
+	rows = calloc(len, sizeof(*rows));
+	if (!rows)
+		return oom(err, errlen);
+	for (i = 0; !ret && i < len; i++)
+		ret = prio_row_fill(&rows[i], obj, i, where, err, errlen);
+	if (ret) {
+		xfer_prio_free(rows, len);
+		return ret;
+	}
+	*out = rows;
+	*n = len;
+	return 0;
+}
+
+int xfer_prio_decode(const char *json, size_t len, struct xfer_prio **out,
+		     size_t *n, char *err, size_t errlen)
+{
+	yajl_val root;
+	int ret;
+
+	*out = NULL;
+	*n = 0;
+	ret = parse(json, len, &root, err, errlen);
+	if (ret)
+		return ret;
+	ret = prio_fill(root, "", out, n, err, errlen);
+	yajl_tree_free(root);
+	return ret;
+}
+
+static void names_free(char **names, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+void xfer_prio_free(struct xfer_prio *p, size_t n)
+{
+	size_t i;
+
+	if (!p)
+		return;
+	for (i = 0; i < n; i++) {
+		free(p[i].location);
+		names_free(p[i].pref, p[i].npref);
+		names_free(p[i].other, p[i].nother);
+	}
+	free(p);
+}
+
+/* ---- descriptor ---- */
+
+/* @n keys (one per device) under @key of buffer @obj. */
+static int keys_fill(yajl_val obj, const char *where, const char *key,
+		     size_t n, uint32_t **out, char *err, size_t errlen)
+{
+	yajl_val v = obj_get(obj, key);
+	uint64_t u;
+	size_t i;
+
+	if (!v)
+		return fail(err, errlen, "%s%s: missing", where, key);
+	if (!YAJL_IS_ARRAY(v) || v->u.array.len != n)
+		return fail(err, errlen,
+			    "%s%s: must be an array of %zu keys, one per device",
+			    where, key, n);
+	*out = calloc(n, sizeof(**out));
+	if (!*out)
+		return oom(err, errlen);
+	for (i = 0; i < n; i++) {
+		if (!parse_u64(v->u.array.values[i], &u) || u > UINT32_MAX)
+			return fail(err, errlen,
+				    "%s%s[%zu]: must be an integer in 0..%"
+				    PRIu32, where, key, i, UINT32_MAX);
+		(*out)[i] = u;
+	}
+	return 0;
+}
+
+/* @d->ndevs is set first: non-zero only for protocol "rdma". */
+static int buf_fill(const struct xfer_desc *d, struct xfer_desc_buf *b,
+		    size_t i, yajl_val v, char *err, size_t errlen)
 {
 	char where[32];
 	int ret;
@@ -387,51 +694,22 @@ static int buf_fill(struct xfer_desc_buf *b, size_t i, yajl_val v, char *err,
 	if (b->length > UINT64_MAX - b->addr)
 		return fail(err, errlen,
 			    "buffers[%zu]: addr + length overflows", i);
-	return get_str(v, where, "name", &b->name, err, errlen);
+	ret = get_str(v, where, "name", &b->name, err, errlen);
+	if (ret || !d->ndevs)
+		return ret;
+	ret = keys_fill(v, where, "lkey", d->ndevs, &b->lkey, err, errlen);
+	if (ret)
+		return ret;
+	return keys_fill(v, where, "rkey", d->ndevs, &b->rkey, err, errlen);
 }
 
-/* Fill @d from @root; on failure what was filled is left for the caller. */
-static int desc_fill(struct xfer_desc *d, yajl_val root, char *err,
+static int bufs_fill(struct xfer_desc *d, yajl_val root, char *err,
 		     size_t errlen)
 {
-	yajl_val bufs;
-	uint64_t v;
+	yajl_val bufs = obj_get(root, "buffers");
 	size_t i, n;
 	int ret;
 
-	ret = get_str(root, "", "name", &d->name, err, errlen);
-	if (ret)
-		return ret;
-	if (!d->name[0])
-		return fail(err, errlen, "name: must not be empty");
-	ret = get_str(root, "", "protocol", &d->protocol, err, errlen);
-	if (ret)
-		return ret;
-	/* Other protocols carry no TCP fields; leave those zero. */
-	if (!strcmp(d->protocol, "tcp")) {
-		ret = get_uint(root, "", "tcp_data_port", 1, UINT16_MAX, &v,
-			       err, errlen);
-		if (ret)
-			return ret;
-		d->tcp_data_port = v;
-		/* Peers from before protocol v2 do not send the field. */
-		v = 1;
-		if (obj_get(root, "tcp_proto_version")) {
-			ret = get_uint(root, "", "tcp_proto_version", 1, 2, &v,
-				       err, errlen);
-			if (ret)
-				return ret;
-		}
-		d->tcp_proto_version = v;
-	}
-	if (obj_get(root, "timestamp")) {
-		ret = get_str(root, "", "timestamp", &d->timestamp, err,
-			      errlen);
-		if (ret)
-			return ret;
-	}
-
-	bufs = obj_get(root, "buffers");
 	if (!bufs)
 		return fail(err, errlen, "buffers: missing");
 	if (!YAJL_IS_ARRAY(bufs))
@@ -447,12 +725,143 @@ static int desc_fill(struct xfer_desc *d, yajl_val root, char *err,
 		return oom(err, errlen);
 	d->nbufs = n;
 	for (i = 0; i < n; i++) {
-		ret = buf_fill(&d->bufs[i], i, bufs->u.array.values[i], err,
+		ret = buf_fill(d, &d->bufs[i], i, bufs->u.array.values[i], err,
 			       errlen);
 		if (ret)
 			return ret;
 	}
 	return 0;
+}
+
+static int tcp_fill(struct xfer_desc *d, yajl_val root, char *err,
+		    size_t errlen)
+{
+	uint64_t v;
+	int ret;
+
+	ret = get_uint(root, "", "tcp_data_port", 1, UINT16_MAX, &v, err,
+		       errlen);
+	if (ret)
+		return ret;
+	d->tcp_data_port = v;
+	/* Peers from before protocol v2 do not send the field. */
+	v = 1;
+	if (obj_get(root, "tcp_proto_version")) {
+		ret = get_uint(root, "", "tcp_proto_version", 1, 2, &v, err,
+			       errlen);
+		if (ret)
+			return ret;
+	}
+	d->tcp_proto_version = v;
+	return 0;
+}
+
+static int dev_fill(struct xfer_desc_dev *dev, size_t i, yajl_val v,
+		    char *err, size_t errlen)
+{
+	char where[32];
+	const char *gid;
+	uint64_t lid;
+	int ret;
+
+	if (!YAJL_IS_OBJECT(v))
+		return fail(err, errlen, "devices[%zu]: must be an object", i);
+	snprintf(where, sizeof(where), "devices[%zu].", i);
+	ret = get_name(v, where, "name", &dev->name, err, errlen);
+	if (ret)
+		return ret;
+	ret = get_uint(v, where, "lid", 0, UINT16_MAX, &lid, err, errlen);
+	if (ret)
+		return ret;
+	dev->lid = lid;
+	ret = get_strv(v, where, "gid", &gid, err, errlen);
+	if (ret)
+		return ret;
+	if (xfer_gid_parse(gid, dev->gid))
+		return fail(err, errlen,
+			    "%sgid: must be 16 hex bytes joined by ':'", where);
+	return 0;
+}
+
+static int devs_fill(struct xfer_desc *d, yajl_val root, char *err,
+		     size_t errlen)
+{
+	yajl_val devs = obj_get(root, "devices");
+	size_t i, j, n;
+	int ret;
+
+	if (!devs)
+		return fail(err, errlen, "devices: missing");
+	n = YAJL_IS_ARRAY(devs) ? devs->u.array.len : 0;
+	if (n < 1 || n > XFER_DESC_MAX_DEVS)
+		return fail(err, errlen,
+			    "devices: must be an array of 1..%d entries",
+			    XFER_DESC_MAX_DEVS);
+	d->devs = calloc(n, sizeof(*d->devs));
+	if (!d->devs)
+		return oom(err, errlen);
+	d->ndevs = n;
+	for (i = 0; i < n; i++) {
+		ret = dev_fill(&d->devs[i], i, devs->u.array.values[i], err,
+			       errlen);
+		if (ret)
+			return ret;
+		/* keys and the matrix address devices by name */
+		for (j = 0; j < i; j++)
+			if (!strcmp(d->devs[j].name, d->devs[i].name))
+				return fail(err, errlen,
+					    "devices[%zu].name: same as devices[%zu]",
+					    i, j);
+	}
+	return 0;
+}
+
+/* "rdma" fields but the per-buffer keys, which bufs_fill() reads. */
+static int rdma_fill(struct xfer_desc *d, yajl_val root, char *err,
+		     size_t errlen)
+{
+	yajl_val m;
+	int ret;
+
+	ret = devs_fill(d, root, err, errlen);
+	if (ret)
+		return ret;
+	m = obj_get(root, "priority_matrix");
+	if (!m)
+		return 0;
+	if (!YAJL_IS_OBJECT(m))
+		return fail(err, errlen, "priority_matrix: must be an object");
+	return prio_fill(m, "priority_matrix: ", &d->prio, &d->nprio, err,
+			 errlen);
+}
+
+/* Fill @d from @root; on failure what was filled is left for the caller. */
+static int desc_fill(struct xfer_desc *d, yajl_val root, char *err,
+		     size_t errlen)
+{
+	int ret;
+
+	ret = get_name(root, "", "name", &d->name, err, errlen);
+	if (ret)
+		return ret;
+	ret = get_str(root, "", "protocol", &d->protocol, err, errlen);
+	if (ret)
+		return ret;
+	/* Other protocols carry neither TCP nor RDMA fields; leave those
+	 * zero. */
+	if (!strcmp(d->protocol, "tcp"))
+		ret = tcp_fill(d, root, err, errlen);
+	else if (!strcmp(d->protocol, "rdma"))
+		ret = rdma_fill(d, root, err, errlen);
+	if (ret)
+		return ret;
+	if (obj_get(root, "timestamp")) {
+		ret = get_str(root, "", "timestamp", &d->timestamp, err,
+			      errlen);
+		if (ret)
+			return ret;
+	}
+	return bufs_fill(d, root, err, errlen);
 }
 
 int xfer_desc_decode(const char *json, size_t len, struct xfer_desc **out,
@@ -490,9 +899,16 @@ void xfer_desc_free(struct xfer_desc *d)
 
 	if (!d)
 		return;
-	for (i = 0; i < d->nbufs; i++)
+	for (i = 0; i < d->nbufs; i++) {
 		free(d->bufs[i].name);
+		free(d->bufs[i].lkey);
+		free(d->bufs[i].rkey);
+	}
 	free(d->bufs);
+	for (i = 0; i < d->ndevs; i++)
+		free(d->devs[i].name);
+	free(d->devs);
+	xfer_prio_free(d->prio, d->nprio);
 	free(d->timestamp);
 	free(d->protocol);
 	free(d->name);
@@ -640,9 +1056,7 @@ int xfer_rpc_meta_decode(const char *json, size_t len, char **host,
 	ret = parse(json, len, &root, err, errlen);
 	if (ret)
 		return ret;
-	ret = get_str(root, "", "ip_or_host_name", &h, err, errlen);
-	if (!ret && !h[0])
-		ret = fail(err, errlen, "ip_or_host_name: must not be empty");
+	ret = get_name(root, "", "ip_or_host_name", &h, err, errlen);
 	if (!ret)
 		ret = get_uint(root, "", "rpc_port", 1, UINT16_MAX, &p, err,
 			       errlen);
