@@ -54,6 +54,28 @@ static void test_slice_cut(void **state)
 	}
 }
 
+/* Register as the engine does: a new buffer, then into the registry. */
+static int buf_add(struct xfer_buffers *bs, uint64_t addr, uint64_t len,
+		   const char *location, bool remote)
+{
+	struct xfer_buffer *b = xfer_buffer_new(addr, len, location, remote);
+	int ret = xfer_buffers_insert(bs, b);
+
+	if (ret)
+		xfer_buffer_free(b);
+	return ret;
+}
+
+static int buf_rm(struct xfer_buffers *bs, uint64_t addr)
+{
+	struct xfer_buffer *b;
+	int ret = xfer_buffers_remove(bs, addr, &b);
+
+	if (!ret)
+		xfer_buffer_free(b);
+	return ret;
+}
+
 static void test_buffers_lookup(void **state)
 {
 	struct xfer_buffers bs;
@@ -61,16 +83,16 @@ static void test_buffers_lookup(void **state)
 
 	(void)state;
 	xfer_buffers_init(&bs);
-	assert_int_equal(xfer_buffers_add(&bs, 0x3000, 0x1000, "cpu:0", true), 0);
-	assert_int_equal(xfer_buffers_add(&bs, 0x1000, 0x1000, "cpu:1", false), 0);
-	assert_int_equal(xfer_buffers_add(&bs, 0x5000, 0x100, "*", true), 0);
+	assert_int_equal(buf_add(&bs, 0x3000, 0x1000, "cpu:0", true), 0);
+	assert_int_equal(buf_add(&bs, 0x1000, 0x1000, "cpu:1", false), 0);
+	assert_int_equal(buf_add(&bs, 0x5000, 0x100, "*", true), 0);
 	/* overlaps on either side and inside are refused */
-	assert_int_equal(xfer_buffers_add(&bs, 0x0800, 0x1000, "x", true), -EEXIST);
-	assert_int_equal(xfer_buffers_add(&bs, 0x3fff, 0x10, "x", true), -EEXIST);
-	assert_int_equal(xfer_buffers_add(&bs, 0x3100, 0x10, "x", true), -EEXIST);
-	assert_int_equal(xfer_buffers_add(&bs, 0x2f00, 0x2000, "x", true), -EEXIST);
+	assert_int_equal(buf_add(&bs, 0x0800, 0x1000, "x", true), -EEXIST);
+	assert_int_equal(buf_add(&bs, 0x3fff, 0x10, "x", true), -EEXIST);
+	assert_int_equal(buf_add(&bs, 0x3100, 0x10, "x", true), -EEXIST);
+	assert_int_equal(buf_add(&bs, 0x2f00, 0x2000, "x", true), -EEXIST);
 	/* adjacent is fine */
-	assert_int_equal(xfer_buffers_add(&bs, 0x2000, 0x1000, "cpu:0", true), 0);
+	assert_int_equal(buf_add(&bs, 0x2000, 0x1000, "cpu:0", true), 0);
 
 	b = xfer_buffers_find(&bs, 0x3000, 0x1000, true);
 	assert_non_null(b);
@@ -90,11 +112,11 @@ static void test_buffers_lookup(void **state)
 	/* a buffer in use cannot be removed */
 	b = xfer_buffers_acquire(&bs, 0x5000, 0x80);
 	assert_non_null(b);
-	assert_int_equal(xfer_buffers_remove(&bs, 0x5000), -EBUSY);
+	assert_int_equal(buf_rm(&bs, 0x5000), -EBUSY);
 	atomic_fetch_sub(&b->users, 1);
-	assert_int_equal(xfer_buffers_remove(&bs, 0x5000), 0);
-	assert_int_equal(xfer_buffers_remove(&bs, 0x5000), -ENOENT);
-	assert_int_equal(xfer_buffers_remove(&bs, 0x3100), -ENOENT);
+	assert_int_equal(buf_rm(&bs, 0x5000), 0);
+	assert_int_equal(buf_rm(&bs, 0x5000), -ENOENT);
+	assert_int_equal(buf_rm(&bs, 0x3100), -ENOENT);
 	assert_null(xfer_buffers_acquire(&bs, 0x5000, 1));
 	xfer_buffers_fini(&bs);
 }
@@ -109,7 +131,7 @@ static void test_buffers_many(void **state)
 	for (uint64_t i = 0; i < 1000; i++) {
 		uint64_t k = (i * 7919) % 1000;
 
-		assert_int_equal(xfer_buffers_add(&bs, 0x100000 + k * 0x2000,
+		assert_int_equal(buf_add(&bs, 0x100000 + k * 0x2000,
 						  0x1000, "cpu:0", true), 0);
 	}
 	for (uint64_t k = 0; k < 1000; k++) {
