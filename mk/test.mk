@@ -1,14 +1,23 @@
 # cmocka tests: test/unit_*.c are unit tests, test/it_*.c integration tests
-# over real sockets; examples/*.c build and run in the suite too.
+# over real sockets; examples/*.c build and run in the suite too;
+# test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh).
 UNIT_SRCS := $(wildcard test/unit_*.c)
 IT_SRCS   := $(wildcard test/it_*.c)
 EX_SRCS   := $(wildcard examples/*.c)
 UNIT_BINS := $(UNIT_SRCS:test/%.c=$(BUILD)/test/%)
 IT_BINS   := $(IT_SRCS:test/%.c=$(BUILD)/test/%)
 EX_BINS   := $(EX_SRCS:examples/%.c=$(BUILD)/examples/%)
+RT_SRCS   := $(wildcard test/rdma/rt_*.c)
+RT_BINS   := $(RT_SRCS:test/rdma/%.c=$(BUILD)/test/rdma/%)
 TEST_LIBS := $(LDLIBS) $(shell pkg-config --libs cmocka)
 
 $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/helpers.o $(LIB_A)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
+
+$(BUILD)/test/rdma/%.o: CFLAGS += -Itest
+$(BUILD)/test/rdma/%: $(BUILD)/test/rdma/%.o $(BUILD)/test/rdma/rt.o \
+		      $(BUILD)/test/helpers.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
 
@@ -30,7 +39,11 @@ test-integration: $(IT_BINS) $(BENCH)
 test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
 
-test: test-unit test-integration test-examples
+# Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
+test-rdma: $(RT_BINS) $(BENCH)
+	@sh test/rdma/run.sh
 
-.PHONY: test test-unit test-integration test-examples
+test: test-unit test-integration test-examples test-rdma
+
+.PHONY: test test-unit test-integration test-examples test-rdma
 .SECONDARY:

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Inside a guest: the programs of topology $1, stopping at the first failure.
+set -e
+ulimit -l unlimited
+for t in build/test/rdma/rt_"$1"*; do
+	case $t in *.*) continue ;; esac
+	echo "== $t"
+	"$t"
+done
