@@ -132,7 +132,8 @@ struct xfer_slice {
 
 /**
  * Cut a request of @p len bytes into slices of @p slice_size (the last one
- * takes the rest) in @p out, which has room for xfer_slice_count().
+ * takes the rest, a tail under a quarter slice included) in @p out, which
+ * has room for xfer_slice_count().
  */
 size_t xfer_slice_count(uint64_t len, size_t slice_size);
 void xfer_slice_cut(struct xfer_task *t, const struct xfer_request *req,

@@ -15,16 +15,22 @@ static void test_slice_count(void **state)
 	(void)state;
 	assert_int_equal(xfer_slice_count(1, 65536), 1);
 	assert_int_equal(xfer_slice_count(65536, 65536), 1);
-	assert_int_equal(xfer_slice_count(65537, 65536), 2);
+	/* a tail under a quarter slice joins the last slice */
+	assert_int_equal(xfer_slice_count(65537, 65536), 1);
+	assert_int_equal(xfer_slice_count(65536 + 16383, 65536), 1);
+	assert_int_equal(xfer_slice_count(65536 + 16384, 65536), 2);
 	assert_int_equal(xfer_slice_count(16u << 20, 65536), 256);
+	assert_int_equal(xfer_slice_count(100, 65536), 1);
 	assert_int_equal(xfer_slice_count(5ull << 32, 4096), 5ull << 20);
 }
 
 /* Cut lengths around the slice size: the slices tile the request exactly,
- * in order, each at most a slice, linked in order. */
+ * in order, each a slice but the last (at most 1.25 slices), linked in
+ * order. */
 static void test_slice_cut(void **state)
 {
-	static const uint64_t lens[] = { 1, 4095, 4096, 4097, 3 * 4096, 10000 };
+	static const uint64_t lens[] = { 1, 4095, 4096, 4097, 5119, 5120,
+					 3 * 4096, 10000 };
 	char src[3 * 4096 + 1];
 
 	(void)state;
@@ -43,7 +49,9 @@ static void test_slice_cut(void **state)
 			assert_int_equal(s[k].opcode, XFER_WRITE);
 			assert_ptr_equal(s[k].local, (char *)r.source + off);
 			assert_int_equal(s[k].remote, 0x10000 + off);
-			assert_true(s[k].len > 0 && s[k].len <= 4096);
+			if (k + 1 < n)
+				assert_int_equal(s[k].len, 4096);
+			assert_true(s[k].len > 0 && s[k].len < 4096 + 1024);
 			assert_ptr_equal(s[k].next, k + 1 < n ? &s[k + 1] : NULL);
 			off += s[k].len;
 		}

@@ -74,8 +74,10 @@ void rt_targets_start(struct rt_targets *t, int n, const char *host,
 	t->pid = fork();
 	assert_true(t->pid >= 0);
 	if (t->pid == 0) {
-		close(names[0]);
-		close(ctl[1]);
+		/* Hold no other pipe, or another child never sees its EOF. */
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != names[1] && fd != ctl[0])
+				close(fd);
 		serve(n, host, len, names[1], ctl[0]);
 	}
 	close(names[1]);
