@@ -157,21 +157,24 @@ static void test_idle_cpu(void **state)
 	assert_true(theirs < 0.1);
 }
 
-/* QPs this process owns on rxe0, from `rdma resource show qp`. */
+/* RC QPs of this process, from `rdma resource show qp` (its "pid" is the
+ * thread that made the QP, so any thread of ours counts). */
 static int own_qps(void)
 {
-	char cmd[128], line[512];
-	int n = 0;
-	FILE *p;
+	char line[512], task[64];
+	const char *p;
+	int n = 0, tid;
+	FILE *f = popen("rdma resource show qp 2>/dev/null", "r");
 
-	snprintf(cmd, sizeof(cmd), "rdma resource show qp 2>/dev/null");
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	snprintf(cmd, sizeof(cmd), " pid %d ", (int)getpid());
-	while (fgets(line, sizeof(line), p))
-		if (strstr(line, cmd) && strstr(line, "type RC"))
-			n++;
-	pclose(p);
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		p = strstr(line, " pid ");
+		if (!p || !strstr(line, "type RC") || sscanf(p, " pid %d", &tid) != 1)
+			continue;
+		snprintf(task, sizeof(task), "/proc/self/task/%d", tid);
+		n += access(task, F_OK) == 0;
+	}
+	pclose(f);
 	return n;
 }
 
