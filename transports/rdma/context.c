@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* asprintf */
 /*
  * A device context: verbs context, protection domain, one CQ with its
  * completion channel and the device's async event fd, all events of the
@@ -6,6 +5,7 @@
  * Completions follow rdma-core's event mode (ibv_get_cq_event(3)): get
  * events until EAGAIN, re-arm, poll the CQ dry, ack in batches.
  */
+#define _GNU_SOURCE /* asprintf */
 #include <errno.h>
 #include <fcntl.h>
 #include <numa.h>
@@ -34,14 +34,18 @@ static void progress_all(struct rdma_ctx *c)
 {
 	struct rdma_ep *ep, *next;
 
-	for (ep = c->pool.head; ep; ep = ep->next)
+	/* Progress may break an endpoint, which moves or frees it. */
+	for (ep = c->pool.head; ep; ep = next) {
+		next = ep->next;
 		if (ep->wait_head)
 			rdma_ep_progress(ep);
+	}
 	for (ep = c->retired; ep; ep = next) {
 		next = ep->next;
 		if (ep->wait_head)
 			rdma_ep_progress(ep);
-		rdma_ep_reap(ep);
+		else
+			rdma_ep_reap(ep);
 	}
 }
 
@@ -127,7 +131,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 static void on_kick(struct xfer_job *j)
 {
 	struct rdma_ctx *c = container_of(j, struct rdma_ctx, kick);
-	struct rdma_ep *ep = NULL, *touched = NULL, *evicted;
+	struct rdma_ep *ep = NULL, *touched = NULL, *evicted, *next_ep;
 	struct xfer_slice *s, *next;
 	char path[2 * XFER_DESC_MAX_STR], last[2 * XFER_DESC_MAX_STR] = "";
 	char host[64];
@@ -172,9 +176,10 @@ static void on_kick(struct xfer_job *j)
 			touched = ep;
 		}
 	}
-	for (ep = touched; ep; ep = ep->touch_next) {
+	for (ep = touched; ep; ep = next_ep) {
+		next_ep = ep->touch_next;
 		ep->touched = false;
-		rdma_ep_progress(ep);
+		rdma_ep_progress(ep); /* may free ep */
 	}
 }
 
