@@ -34,6 +34,10 @@ static const char *const mode_names[] = {
 struct opts {
 	enum mode mode;
 	enum xfer_opcode op;
+	const char *protocol;       /* NULL: from the config */
+	const char *device_names;   /* NULL: from the config */
+	bool auto_discovery;        /* every device */
+	char *matrix;               /* JSON, NULL: from the config */
 	const char *metadata_server;
 	const char *local_server_name;
 	const char *segment_id;
@@ -311,6 +315,14 @@ static struct xfer_engine *make_engine(const struct opts *o, const char *name,
 		cfg.rpc_port = (uint16_t)rpc_port;
 	if (o->workers >= 0)
 		cfg.workers = (int)o->workers;
+	if (o->protocol)
+		cfg.protocol = o->protocol;
+	if (o->device_names)
+		cfg.device_names = o->device_names;
+	if (o->auto_discovery)
+		cfg.device_names = NULL;
+	if (o->matrix)
+		cfg.nic_priority_matrix = o->matrix;
 	e = xfer_engine_new(&cfg);
 	if (!e)
 		die_api(NULL, "xfer_engine_new", -errno);
@@ -341,17 +353,39 @@ struct result {
 	double cpu_init_s, cpu_target_s;
 };
 
-static void report(const struct opts *o, const struct result *r)
+/* Bytes per RDMA device of @p e: text, or a JSON member (nothing for an
+ * engine without devices). */
+static void print_nics(struct xfer_engine *e, bool json)
+{
+	const char *name;
+	uint64_t bytes;
+	size_t i;
+
+	for (i = 0; !xfer_engine_device_stats(e, i, &name, &bytes); i++) {
+		if (json)
+			printf("%s\"%s\":%" PRIu64, i ? "," : ",\"nic_bytes\":{",
+			       name, bytes);
+		else
+			printf("%s %s %" PRIu64, i ? "," : "nic bytes:", name,
+			       bytes);
+	}
+	if (i)
+		printf(json ? "}" : "\n");
+}
+
+static void report(const struct opts *o, const struct result *r,
+		   struct xfer_engine *e)
 {
 	bool ran = o->mode != MODE_TARGET;
 	double gb = (double)r->bytes / 1e9;
 	double gbps = r->duration_s > 0 ? gb / r->duration_s : 0;
 
 	if (o->json) {
-		printf("{\"mode\":\"%s\",\"operation\":\"%s\",\"protocol\":\"tcp\","
+		printf("{\"mode\":\"%s\",\"operation\":\"%s\",\"protocol\":\"%s\","
 		       "\"block_size\":%zu,\"batch_size\":%zu,\"threads\":%zu,",
 		       mode_names[o->mode], o->op == XFER_READ ? "read" : "write",
-		       o->block_size, o->batch_size, o->threads);
+		       o->protocol ? o->protocol : "tcp", o->block_size,
+		       o->batch_size, o->threads);
 		print_num("duration_s", r->duration_s, true, false);
 		print_u64("batches", r->batches, ran);
 		print_u64("bytes", r->bytes, ran);
@@ -365,6 +399,8 @@ static void report(const struct opts *o, const struct result *r)
 			  r->have_target && ran && gb > 0, false);
 		print_num("cpu_s_initiator", r->cpu_init_s, r->have_init, false);
 		print_num("cpu_s_target", r->cpu_target_s, r->have_target, true);
+		if (ran)
+			print_nics(e, true);
 		printf("}\n");
 		return;
 	}
@@ -383,6 +419,7 @@ static void report(const struct opts *o, const struct result *r)
 		       r->cpu_init_s / gb, r->cpu_target_s / gb);
 	else
 		printf("cpu: initiator %.3f s/GB\n", r->cpu_init_s / gb);
+	print_nics(e, false);
 }
 
 /* Serve until the deadline or SIGINT/SIGTERM, asleep in sigtimedwait. */
@@ -443,7 +480,7 @@ static void run_target(const struct opts *o)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	r.cpu_target_s = xfer_engine_cpu_seconds(e) - cpu0;
 	r.duration_s = ts_diff(&t0, &t1);
-	report(o, &r);
+	report(o, &r, e);
 
 	xfer_engine_free(e);
 	free(buf);
@@ -557,7 +594,7 @@ static void run_initiator(const struct opts *o)
 	r.p50 = percentile(lat, r.batches, 0.50);
 	r.p99 = percentile(lat, r.batches, 0.99);
 	r.p999 = percentile(lat, r.batches, 0.999);
-	report(o, &r);
+	report(o, &r, e);
 
 	free(lat);
 	for (size_t t = 0; t < o->threads; t++) {
@@ -581,7 +618,10 @@ static void usage(FILE *f)
 	fputs("usage: xfer-bench [--flag=value | --flag value]...\n"
 	      "  --mode target|initiator|loopback  (loopback)\n"
 	      "  --operation read|write            (read)\n"
-	      "  --protocol tcp                    (tcp)\n"
+	      "  --protocol tcp|rdma               (tcp)\n"
+	      "  --device_name LIST                RDMA devices, comma list\n"
+	      "  --auto_discovery                  every RDMA device\n"
+	      "  --nic_priority_matrix JSON|FILE   (from sysfs NUMA nodes)\n"
 	      "  --metadata_server STR             (p2p)\n"
 	      "  --local_server_name NAME          (127.0.0.1 in loopback)\n"
 	      "  --segment_id NAME                 target segment, initiator mode\n"
@@ -612,12 +652,34 @@ static unsigned long long parse_u64(const char *flag, const char *s,
 	return v;
 }
 
+/* The matrix as given (JSON), or the contents of the file it names. */
+static char *read_matrix(const char *arg)
+{
+	FILE *f;
+	char *json;
+	long n;
+
+	if (arg[0] == '{')
+		return strdup(arg);
+	f = fopen(arg, "r");
+	if (!f || fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET))
+		die("--nic_priority_matrix: cannot read %s: %s", arg,
+		    strerror(errno));
+	json = calloc(1, (size_t)n + 1);
+	if (!json || fread(json, 1, (size_t)n, f) != (size_t)n)
+		die("--nic_priority_matrix: cannot read %s", arg);
+	fclose(f);
+	return json;
+}
+
 static void parse_args(int argc, char **argv, struct opts *o)
 {
 	enum {
 		O_MODE = 256, O_OPERATION, O_PROTOCOL, O_METADATA, O_NAME,
 		O_SEGMENT, O_BATCH, O_BLOCK, O_BUFFER, O_DURATION, O_THREADS,
 		O_VERIFY, O_JSON, O_WORKERS, O_BIND, O_RPC_PORT, O_HELP,
+		O_DEVICE, O_AUTO, O_MATRIX,
 	};
 	static const struct option longopts[] = {
 		{ "mode", required_argument, NULL, O_MODE },
@@ -637,6 +699,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{ "bind_addr", required_argument, NULL, O_BIND },
 		{ "rpc_port", required_argument, NULL, O_RPC_PORT },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "device_name", required_argument, NULL, O_DEVICE },
+		{ "auto_discovery", no_argument, NULL, O_AUTO },
+		{ "nic_priority_matrix", required_argument, NULL, O_MATRIX },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -664,9 +729,18 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				die("--operation: '%s' is not read or write", optarg);
 			break;
 		case O_PROTOCOL:
-			if (strcmp(optarg, "tcp"))
-				die("--protocol: '%s' is not supported (only tcp)",
-				    optarg);
+			if (strcmp(optarg, "tcp") && strcmp(optarg, "rdma"))
+				die("--protocol: '%s' is not tcp or rdma", optarg);
+			o->protocol = optarg;
+			break;
+		case O_DEVICE:
+			o->device_names = optarg;
+			break;
+		case O_AUTO:
+			o->auto_discovery = true;
+			break;
+		case O_MATRIX:
+			o->matrix = read_matrix(optarg);
 			break;
 		case O_METADATA:
 			o->metadata_server = optarg;
