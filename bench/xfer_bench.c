@@ -5,11 +5,13 @@
  *   target     serve a registered buffer until --duration ends or a signal
  *   initiator  open --segment_id and move batches to and from its buffer 0
  *   loopback   both engines in this process, over real loopback sockets
+ *              (--protocol rdma: through this host's RDMA devices)
  *
  * Each initiator thread owns a disjoint region of batch_size * block_size
  * bytes, at the same offset locally and in the target buffer.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <xfer/xfer.h>
 
@@ -34,9 +37,9 @@ static const char *const mode_names[] = {
 struct opts {
 	enum mode mode;
 	enum xfer_opcode op;
-	const char *protocol;       /* NULL: from the config */
+	const char *protocol;       /* from the config unless given */
 	const char *device_names;   /* NULL: from the config */
-	bool auto_discovery;        /* every device */
+	bool auto_discovery;        /* every device, whatever else says */
 	char *matrix;               /* JSON, NULL: from the config */
 	const char *metadata_server;
 	const char *local_server_name;
@@ -384,8 +387,7 @@ static void report(const struct opts *o, const struct result *r,
 		printf("{\"mode\":\"%s\",\"operation\":\"%s\",\"protocol\":\"%s\","
 		       "\"block_size\":%zu,\"batch_size\":%zu,\"threads\":%zu,",
 		       mode_names[o->mode], o->op == XFER_READ ? "read" : "write",
-		       o->protocol ? o->protocol : "tcp", o->block_size,
-		       o->batch_size, o->threads);
+		       o->protocol, o->block_size, o->batch_size, o->threads);
 		print_num("duration_s", r->duration_s, true, false);
 		print_u64("batches", r->batches, ran);
 		print_u64("bytes", r->bytes, ran);
@@ -618,10 +620,10 @@ static void usage(FILE *f)
 	fputs("usage: xfer-bench [--flag=value | --flag value]...\n"
 	      "  --mode target|initiator|loopback  (loopback)\n"
 	      "  --operation read|write            (read)\n"
-	      "  --protocol tcp|rdma               (tcp)\n"
-	      "  --device_name LIST                RDMA devices, comma list\n"
-	      "  --auto_discovery                  every RDMA device\n"
-	      "  --nic_priority_matrix JSON|FILE   (from sysfs NUMA nodes)\n"
+	      "  --protocol tcp|rdma               (tcp, or XFER_PROTOCOL)\n"
+	      "  --device_name LIST                RDMA devices, e.g. rxe0,rxe1 (all)\n"
+	      "  --auto_discovery                  every RDMA device, over --device_name\n"
+	      "  --nic_priority_matrix JSON|FILE   '{...}' or a file of it (from sysfs)\n"
 	      "  --metadata_server STR             (p2p)\n"
 	      "  --local_server_name NAME          (127.0.0.1 in loopback)\n"
 	      "  --segment_id NAME                 target segment, initiator mode\n"
@@ -655,21 +657,48 @@ static unsigned long long parse_u64(const char *flag, const char *s,
 /* The matrix as given (JSON), or the contents of the file it names. */
 static char *read_matrix(const char *arg)
 {
-	FILE *f;
+	size_t len = 0, cap = 4096;
 	char *json;
-	long n;
+	ssize_t n;
+	int fd;
 
-	if (arg[0] == '{')
-		return strdup(arg);
-	f = fopen(arg, "r");
-	if (!f || fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 ||
-	    fseek(f, 0, SEEK_SET))
-		die("--nic_priority_matrix: cannot read %s: %s", arg,
-		    strerror(errno));
-	json = calloc(1, (size_t)n + 1);
-	if (!json || fread(json, 1, (size_t)n, f) != (size_t)n)
-		die("--nic_priority_matrix: cannot read %s", arg);
-	fclose(f);
+	if (arg[0] == '{') {
+		json = strdup(arg);
+		if (!json)
+			die("out of memory");
+		return json;
+	}
+	/* read(2) to the end, so pipes and <(...) work too */
+	fd = open(arg, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die("--nic_priority_matrix: cannot open '%s': %s (JSON must "
+		    "start with '{')", arg, strerror(errno));
+	json = xmalloc(cap);
+	for (;;) {
+		if (len + 1 == cap) {
+			if (cap >= 64u << 20)
+				die("--nic_priority_matrix: '%s' is over 64 MiB",
+				    arg);
+			cap *= 2;
+			json = realloc(json, cap);
+			if (!json)
+				die("out of memory");
+		}
+		n = read(fd, json + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("--nic_priority_matrix: cannot read '%s': %s", arg,
+			    strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	json[len] = '\0';
+	if (strlen(json) != len || json[strspn(json, " \t\r\n")] != '{')
+		die("--nic_priority_matrix: '%s' does not hold a JSON object",
+		    arg);
 	return json;
 }
 
@@ -734,12 +763,15 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->protocol = optarg;
 			break;
 		case O_DEVICE:
+			if (!*optarg)
+				die("--device_name: empty list");
 			o->device_names = optarg;
 			break;
 		case O_AUTO:
 			o->auto_discovery = true;
 			break;
 		case O_MATRIX:
+			free(o->matrix);
 			o->matrix = read_matrix(optarg);
 			break;
 		case O_METADATA:
@@ -813,6 +845,15 @@ int main(int argc, char **argv)
 	size_t need;
 
 	parse_args(argc, argv, &o);
+	if (!o.protocol) {
+		/* for the report: what the config gives the engines */
+		struct xfer_config cfg;
+		int ret = xfer_config_init(&cfg);
+
+		if (ret)
+			die_api(NULL, "xfer_config_init", ret);
+		o.protocol = cfg.protocol;
+	}
 	if (__builtin_mul_overflow(o.batch_size, o.block_size, &need) ||
 	    __builtin_mul_overflow(need, o.threads, &need))
 		die("batch_size * block_size * threads overflows");
@@ -844,5 +885,6 @@ int main(int argc, char **argv)
 		run_initiator(&o);
 		break;
 	}
+	free(o.matrix);
 	return 0;
 }
