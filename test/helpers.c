@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* nftw */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -7,6 +8,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -554,4 +556,18 @@ void th_expect_callbacks(struct th_cbrec *r, int want)
 	assert_true(th_wait_atomic(&r->calls, want, 2000));
 	nanosleep(&ms200, NULL); /* a check for extra calls, not a sync */
 	assert_int_equal(atomic_load(&r->calls), want);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int th_rm_tree(const char *dir)
+{
+	return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) ? -1 : 0;
 }

@@ -42,6 +42,10 @@ int64_t th_now_ms(void);
  *  read back, closed); fails the test if it cannot get one. */
 uint16_t th_free_port(void);
 
+/** Remove the tree at @p dir, files and folders, depth first.
+ *  @return 0, or -1 if something could not be removed. */
+int th_rm_tree(const char *dir);
+
 /** Threads of this process (entries of /proc/self/task), or -1. */
 int th_count_threads(void);
 

@@ -20,7 +20,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -1180,15 +1179,6 @@ static int persist_cleanup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
@@ -1222,6 +1212,6 @@ int main(void)
 					     shared_start, shared_stop);
 	failed += cmocka_run_group_tests_name("xfer-metad --persist", persist,
 					      NULL, NULL);
-	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	th_rm_tree(dir);
 	return failed;
 }

@@ -17,7 +17,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -437,15 +436,6 @@ static void test_restart(void **state)
 	th_store_free(f);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-		    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	(void)state;
@@ -465,7 +455,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	etcd_stop(SIGTERM);
-	return nftw(etcd.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return th_rm_tree(etcd.dir);
 }
 
 int main(void)

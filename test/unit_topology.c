@@ -1,7 +1,6 @@
 /* Unit tests for transports/rdma/topology.c over a fake sysfs tree. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "helpers.h"
 #include "topology.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -68,19 +68,10 @@ static int setup_tree(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown_tree(void **state)
 {
 	(void)state;
-	return nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return th_rm_tree(root);
 }
 
 static const struct xfer_prio *prio_row(const struct rdma_topo *t,
