@@ -132,9 +132,10 @@ static void on_kick(struct xfer_job *j)
 {
 	struct rdma_ctx *c = container_of(j, struct rdma_ctx, kick);
 	struct rdma_ep *ep = NULL, *touched = NULL, *evicted, *next_ep;
+	struct xfer_segment *last_seg = NULL;
 	struct xfer_slice *s, *next;
-	char path[2 * XFER_DESC_MAX_STR], last[2 * XFER_DESC_MAX_STR] = "";
-	char host[64];
+	char path[2 * XFER_DESC_MAX_STR], host[64];
+	unsigned last_dev = 0;
 	uint16_t port;
 
 	pthread_mutex_lock(&c->lock);
@@ -146,28 +147,31 @@ static void on_kick(struct xfer_job *j)
 
 	for (; s; s = next) {
 		next = s->next;
-		if (rdma_peer_of(s, path, sizeof(path), host, &port)) {
-			rdma_retry(c->t, s, XFER_FAILED);
-			continue;
-		}
-		/* Slices of one task come in runs to the same peer NIC. */
-		if (!ep || strcmp(path, last)) {
-			snprintf(last, sizeof(last), "%s", path);
+		/* Slices of one task come in runs to the same peer NIC: look
+		 * its endpoint up once a run. */
+		if (!ep || s->task->segment != last_seg ||
+		    rdma_slice(s)->peer_dev != last_dev) {
+			ep = NULL;
+			if (rdma_peer_of(s, path, sizeof(path), host, &port)) {
+				rdma_retry(c->t, s, XFER_FAILED);
+				continue;
+			}
 			ep = rdma_pool_get(&c->pool, path);
-		}
-		if (!ep) {
-			ep = rdma_ep_new(c, path);
+			if (!ep && (ep = rdma_ep_new(c, path))) {
+				evicted = rdma_pool_add(&c->pool, ep);
+				if (evicted)
+					rdma_ep_retire(evicted);
+			}
 			if (!ep) {
 				rdma_retry(c->t, s, XFER_FAILED);
 				continue;
 			}
-			evicted = rdma_pool_add(&c->pool, ep);
-			if (evicted)
-				rdma_ep_retire(evicted);
-		}
-		if (!*ep->host) {
-			snprintf(ep->host, sizeof(ep->host), "%s", host);
-			ep->port = port;
+			if (!*ep->host) {
+				snprintf(ep->host, sizeof(ep->host), "%s", host);
+				ep->port = port;
+			}
+			last_seg = s->task->segment;
+			last_dev = rdma_slice(s)->peer_dev;
 		}
 		rdma_ep_push(ep, s);
 		if (!ep->touched) {

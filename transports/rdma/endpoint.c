@@ -371,7 +371,7 @@ static int post_chain(struct rdma_ep *ep, int q, int room)
 void rdma_ep_progress(struct rdma_ep *ep)
 {
 	struct rdma_ctx *c = ep->ctx;
-	int q, ret;
+	int q, ret, room;
 
 	if (ep->state == EP_NEW && ep->wait_head)
 		start_connect(ep);
@@ -381,10 +381,11 @@ void rdma_ep_progress(struct rdma_ep *ep)
 		q = pick_qp(ep);
 		if (q < 0)
 			return;
-		ret = post_chain(ep, q, c->t->e->cfg.max_wr - ep->posted[q] <
-					       c->cqe - c->outstanding ?
-					       c->t->e->cfg.max_wr - ep->posted[q] :
-					       c->cqe - c->outstanding);
+		/* Neither the QP's send queue nor the CQ may overflow. */
+		room = c->t->e->cfg.max_wr - ep->posted[q];
+		if (room > c->cqe - c->outstanding)
+			room = c->cqe - c->outstanding;
+		ret = post_chain(ep, q, room);
 		if (ret < 0) {
 			rdma_ep_break(ep, "post send failed");
 			return;

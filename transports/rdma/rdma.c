@@ -155,7 +155,6 @@ static int rdma_open(struct xfer_transport *t, struct xfer_segment *seg)
 
 	if (!rs || !names)
 		goto err_free;
-	rs->seg = seg;
 	rs->ndevs = d->ndevs;
 	rs->port = seg->rpc_port;
 	if (getnameinfo((struct sockaddr *)&seg->addr, seg->addrlen, rs->host,

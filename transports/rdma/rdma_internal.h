@@ -33,7 +33,6 @@ struct rdma_slice {
 	uint8_t ctx;          /* local context */
 	uint8_t qp;           /* QP of ep it was posted on */
 	uint8_t tries;        /* paths tried after a failure */
-	uint8_t timed_out;    /* its last failure was a timeout */
 };
 _Static_assert(sizeof(struct rdma_slice) <= sizeof(((struct xfer_slice *)0)->tp),
 	       "slice scratch space");
@@ -118,7 +117,6 @@ struct rdma_ctx {
 
 /* A peer as seen by the transport (one per open segment and descriptor). */
 struct rdma_seg {
-	struct xfer_segment *seg;
 	char host[64];                /* numeric, for the handshake */
 	uint16_t port;
 	size_t ndevs;
