@@ -9,7 +9,7 @@ VERSION       := 0.1.0
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -pthread -MMD -MP \
-           -Iinclude -Icore -Ireactor -Itransports -Itransports/rdma -Imetadata \
+           -I. -Iinclude -Icore -Ireactor -Itransports -Itransports/rdma -Imetadata \
            $(shell pkg-config --cflags $(PKGS))
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror
