@@ -28,8 +28,9 @@
 #include <event2/keyvalq_struct.h>
 #include <yajl/yajl_gen.h>
 
-#include "http_internal.h"
-#include "store_internal.h"
+#include "metadata/metad/http_internal.h"
+#include "metadata/metad/key_internal.h"
+#include "metadata/metad/store_internal.h"
 
 #define WATCH_DEFAULT_MS 30000
 #define WATCH_MAX_MS 300000
@@ -48,7 +49,7 @@ struct metad_watcher {
 	uint64_t since;
 	char *prefix;
 	size_t plen;
-	struct metad_watcher *prev, *next;
+	LIST_ENTRY(metad_watcher) link;  /* in metad_http.watchers */
 };
 
 struct metad_http {
@@ -57,7 +58,7 @@ struct metad_http {
 	struct metad_store *store;
 	char *path;
 	char *watch_path;
-	struct metad_watcher *watchers;
+	LIST_HEAD(, metad_watcher) watchers;  /* held watches */
 };
 
 /* Answer @p code with a one-line reason (the default Content-Type). */
@@ -184,12 +185,7 @@ static void watcher_free(struct metad_watcher *w)
 	struct evhttp_connection *evcon = evhttp_request_get_connection(w->req);
 	struct bufferevent *bev;
 
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		w->h->watchers = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
+	LIST_REMOVE(w, link);
 	if (evcon) {
 		/* undo watch_hold(); evhttp resets its callbacks itself */
 		evhttp_connection_set_closecb(evcon, NULL, NULL);
@@ -243,8 +239,8 @@ static void watchers_wake(struct metad_http *h, const char *key)
 {
 	struct metad_watcher *w, *next;
 
-	for (w = h->watchers; w; w = next) {
-		next = w->next;
+	for (w = LIST_FIRST(&h->watchers); w; w = next) {
+		next = LIST_NEXT(w, link);
 		if (has_prefix(key, w->prefix, w->plen))
 			watcher_answer(w);
 	}
@@ -280,10 +276,7 @@ static int watch_hold(struct metad_http *h, struct evhttp_request *req,
 		free(w);
 		return -ENOMEM;
 	}
-	w->next = h->watchers;
-	if (w->next)
-		w->next->prev = w;
-	h->watchers = w;
+	LIST_INSERT_HEAD(&h->watchers, w, link);
 	evhttp_connection_set_closecb(evcon, on_watch_closed, w);
 
 	/*
@@ -488,6 +481,7 @@ struct metad_http *metad_http_new(struct event_base *base,
 		return NULL;
 	h->base = base;
 	h->store = store;
+	LIST_INIT(&h->watchers);
 	h->path = strdup(path);
 	h->watch_path = malloc(len + sizeof("/watch"));
 	h->http = evhttp_new(base);
@@ -536,8 +530,8 @@ void metad_http_free(struct metad_http *h)
 {
 	if (!h)
 		return;
-	while (h->watchers)
-		watcher_free(h->watchers);
+	while (!LIST_EMPTY(&h->watchers))
+		watcher_free(LIST_FIRST(&h->watchers));
 	if (h->http)
 		evhttp_free(h->http);
 	free(h->path);

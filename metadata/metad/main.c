@@ -5,7 +5,7 @@
  *              [--persist FILE] [--port-file FILE]
  *
  * One thread and one event_base: evhttp serves the keys and the watch
- * (http.c) from the store (store.c, persist.c); SIGINT or SIGTERM ends
+ * (http.c) from the store (store.c, persist.c, key.c); SIGINT or SIGTERM ends
  * the loop and the program exits 0.
  */
 #include <errno.h>
@@ -18,8 +18,8 @@
 
 #include <event2/event.h>
 
-#include "http_internal.h"
-#include "store_internal.h"
+#include "metadata/metad/http_internal.h"
+#include "metadata/metad/store_internal.h"
 
 struct options {
 	const char *bind;

@@ -20,13 +20,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store_internal.h"
+#include "metadata/metad/key_internal.h"
+#include "metadata/metad/persist_internal.h"
 
 #define MAGIC "XFERMETA"
 #define MAGIC_LEN 8
@@ -37,20 +40,63 @@
 /* parse()'s answer when memory, not the file, is the trouble */
 static const char nomem[] = "out of memory";
 
-struct writer {
+struct metad_persist {
+	char *path;                    /* the file */
+	char *tmp;                     /* path + ".tmp" */
+	char *dir;                     /* the folder to fsync after rename */
+};
+
+struct metad_persist_writer {
 	FILE *f;
 	uint64_t sum;
 	bool failed;
 };
 
-static void put(struct writer *w, const void *p, size_t len)
+struct metad_persist *metad_persist_new(const char *path)
+{
+	struct metad_persist *p = calloc(1, sizeof(*p));
+	size_t len = strlen(path);
+	char *copy = strdup(path);
+
+	if (!p || !copy)
+		goto err_free;
+	p->path = strdup(path);
+	p->tmp = malloc(len + sizeof(".tmp"));
+	if (!p->path || !p->tmp)
+		goto err_free;
+	memcpy(p->tmp, path, len);
+	memcpy(p->tmp + len, ".tmp", sizeof(".tmp"));
+	p->dir = strdup(dirname(copy));
+	if (!p->dir)
+		goto err_free;
+	free(copy);
+	return p;
+
+err_free:
+	free(copy);
+	metad_persist_free(p);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void metad_persist_free(struct metad_persist *p)
+{
+	if (!p)
+		return;
+	free(p->path);
+	free(p->tmp);
+	free(p->dir);
+	free(p);
+}
+
+static void put(struct metad_persist_writer *w, const void *p, size_t len)
 {
 	w->sum = metad_fnv1a(w->sum, p, len);
 	if (len && fwrite(p, 1, len, w->f) != len)
 		w->failed = true;
 }
 
-static void put_le(struct writer *w, uint64_t v, size_t bytes)
+static void put_le(struct metad_persist_writer *w, uint64_t v, size_t bytes)
 {
 	uint8_t b[8];
 
@@ -72,14 +118,23 @@ static int fsync_dir(const char *dir)
 	return ret;
 }
 
-/* Write the store to s->persist_tmp and make it durable. */
-static int write_tmp(const struct metad_store *s)
+void metad_persist_write(struct metad_persist_writer *w, const char *key,
+			 size_t klen, const uint8_t *val, size_t vlen)
 {
-	struct writer w = { .sum = METAD_FNV_OFFSET };
-	const struct metad_entry *e;
+	put_le(w, klen, 4);
+	put_le(w, vlen, 8);
+	put(w, key, klen);
+	put(w, val, vlen);
+}
+
+/* Write the file's contents to p->tmp and make it durable. */
+static int write_tmp(const struct metad_persist *p, uint64_t revision,
+		     uint64_t count, metad_persist_walk_cb walk, void *arg)
+{
+	struct metad_persist_writer w = { .sum = METAD_FNV_OFFSET };
 	int fd, ret = 0;
 
-	fd = open(s->persist_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	fd = open(p->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 		  0644);
 	if (fd < 0)
 		return -errno;
@@ -91,16 +146,9 @@ static int write_tmp(const struct metad_store *s)
 	}
 	put(&w, MAGIC, MAGIC_LEN);
 	put_le(&w, VERSION, 4);
-	put_le(&w, s->revision, 8);
-	put_le(&w, s->count, 8);
-	for (size_t i = 0; i < s->nbuckets; i++) {
-		for (e = s->buckets[i]; e; e = e->next) {
-			put_le(&w, e->klen, 4);
-			put_le(&w, e->vlen, 8);
-			put(&w, e->key, e->klen);
-			put(&w, e->val, e->vlen);
-		}
-	}
+	put_le(&w, revision, 8);
+	put_le(&w, count, 8);
+	walk(&w, arg);
 	put_le(&w, w.sum, SUM_LEN);
 	if (w.failed || fflush(w.f))
 		ret = errno ? -errno : -EIO;
@@ -111,27 +159,28 @@ static int write_tmp(const struct metad_store *s)
 	return ret;
 }
 
-int metad_persist_save(const struct metad_store *s)
+int metad_persist_save(const struct metad_persist *p, uint64_t revision,
+		       uint64_t count, metad_persist_walk_cb walk, void *arg)
 {
 	int ret;
 
 	errno = 0;
-	ret = write_tmp(s);
+	ret = write_tmp(p, revision, count, walk, arg);
 	if (ret) {
-		unlink(s->persist_tmp);
-	} else if (rename(s->persist_tmp, s->persist)) {
+		unlink(p->tmp);
+	} else if (rename(p->tmp, p->path)) {
 		ret = -errno;
-		unlink(s->persist_tmp);
+		unlink(p->tmp);
 	} else {
 		/* Without this the rename itself may not survive a crash.
 		 * If it fails the change is refused (and undone in memory)
 		 * although the file may already hold it: the client sees
 		 * the error and retries, which is safe for PUT and DELETE. */
-		ret = fsync_dir(s->persist_dir);
+		ret = fsync_dir(p->dir);
 	}
 	if (ret)
 		fprintf(stderr, "xfer-metad: cannot save %s: %s\n",
-			s->persist, strerror(-ret));
+			p->path, strerror(-ret));
 	return ret;
 }
 
@@ -202,8 +251,10 @@ out_close:
 	return ret;
 }
 
-/* Parse the file body (checksum already checked) into @p s. */
-static const char *parse(struct metad_store *s, struct reader *r)
+/* Parse the file body (checksum already checked), handing each entry
+ * to @p cb; the revision to *revision. */
+static const char *parse(struct reader *r, metad_persist_entry_cb cb,
+			 void *arg, uint64_t *revision_out)
 {
 	const uint8_t *p, *key, *val;
 	uint64_t revision, count, vlen;
@@ -236,8 +287,7 @@ static const char *parse(struct metad_store *s, struct reader *r)
 		if (!copy)
 			return nomem;
 		memcpy(copy, val, vlen);
-		ret = metad_store_load_entry(s, (const char *)key, klen, copy,
-					     vlen);
+		ret = cb((const char *)key, klen, copy, vlen, arg);
 		if (ret == -EEXIST)
 			return "duplicate key";
 		if (ret)
@@ -247,11 +297,13 @@ static const char *parse(struct metad_store *s, struct reader *r)
 		return "bytes after the last entry";
 	if (count > revision)
 		return "more keys than changes";
-	s->revision = revision;
+	*revision_out = revision;
 	return NULL;
 }
 
-int metad_persist_load(struct metad_store *s, char *err, size_t errlen)
+int metad_persist_load(const struct metad_persist *p, metad_persist_entry_cb cb,
+		       void *arg, uint64_t *revision, char *err,
+		       size_t errlen)
 {
 	struct reader r;
 	const char *why;
@@ -259,11 +311,11 @@ int metad_persist_load(struct metad_store *s, char *err, size_t errlen)
 	size_t size = 0;
 	int ret;
 
-	ret = read_file(s->persist, &buf, &size);
+	ret = read_file(p->path, &buf, &size);
 	if (ret == -ENOENT)
 		return 1;
 	if (ret) {
-		snprintf(err, errlen, "cannot read %s: %s", s->persist,
+		snprintf(err, errlen, "cannot read %s: %s", p->path,
 			 strerror(-ret));
 		return ret;
 	}
@@ -275,16 +327,16 @@ int metad_persist_load(struct metad_store *s, char *err, size_t errlen)
 	else {
 		r.p = buf;
 		r.left = size - SUM_LEN;
-		why = parse(s, &r);
+		why = parse(&r, cb, arg, revision);
 	}
 	free(buf);
 	if (why == nomem) {
-		snprintf(err, errlen, "cannot load %s: %s", s->persist, why);
+		snprintf(err, errlen, "cannot load %s: %s", p->path, why);
 		return -ENOMEM;
 	}
 	if (why) {
 		snprintf(err, errlen, "%s: corrupt persist file: %s (refusing "
-			 "to start rather than lose data)", s->persist, why);
+			 "to start rather than lose data)", p->path, why);
 		return -EINVAL;
 	}
 	return 0;

@@ -5,12 +5,13 @@
  * store never answers with what the disk does not hold.
  */
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_internal.h"
+#include "metadata/metad/key_internal.h"
+#include "metadata/metad/persist_internal.h"
+#include "metadata/metad/store_internal.h"
 
 #define BUCKETS_MIN 64
 
@@ -93,9 +94,24 @@ static void record(struct metad_store *s, bool deleted, char *key)
 		s->nhistory++;
 }
 
-static int save(const struct metad_store *s)
+/* metad_persist_walk_cb: every entry of the store at @p arg. */
+static void save_entries(struct metad_persist_writer *w, void *arg)
 {
-	return s->persist ? metad_persist_save(s) : 0;
+	const struct metad_store *s = arg;
+	const struct metad_entry *e;
+
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (e = s->buckets[i]; e; e = e->next)
+			metad_persist_write(w, e->key, e->klen, e->val,
+					    e->vlen);
+}
+
+static int save(struct metad_store *s)
+{
+	if (!s->persist)
+		return 0;
+	return metad_persist_save(s->persist, s->revision, s->count,
+				  save_entries, s);
 }
 
 int metad_store_put(struct metad_store *s, const char *key, uint8_t *val,
@@ -185,9 +201,12 @@ const struct metad_entry *metad_store_get(const struct metad_store *s,
 	return *find(s, key, klen, metad_fnv1a(METAD_FNV_OFFSET, key, klen));
 }
 
-int metad_store_load_entry(struct metad_store *s, const char *key,
-			   size_t klen, uint8_t *val, size_t vlen)
+/* metad_persist_entry_cb: add a loaded key to the store at @p arg, without
+ * history or saving. */
+static int load_entry(const char *key, size_t klen, uint8_t *val,
+		      size_t vlen, void *arg)
 {
+	struct metad_store *s = arg;
 	uint64_t hash = metad_fnv1a(METAD_FNV_OFFSET, key, klen);
 	struct metad_entry **pe = find(s, key, klen, hash), *e;
 
@@ -218,60 +237,10 @@ const struct metad_event *metad_store_event(const struct metad_store *s,
 	return &s->history[rev % METAD_HISTORY];
 }
 
-/* Length of the UTF-8 sequence at @p p (@p n bytes left), 0 if invalid:
- * overlong forms, UTF-16 surrogates and code points past U+10FFFF are. */
-static size_t utf8_len(const uint8_t *p, size_t n)
-{
-	uint32_t c;
-	size_t len;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		len = 2;
-		c = p[0] & 0x1f;
-	} else if ((p[0] & 0xf0) == 0xe0) {
-		len = 3;
-		c = p[0] & 0x0f;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		len = 4;
-		c = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (p[i] & 0x3f);
-	}
-	if ((len == 3 && c < 0x800) || (len == 4 && c < 0x10000) ||
-	    (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
-		return 0;
-	return len;
-}
-
-const char *metad_key_check(const char *key, size_t len)
-{
-	const uint8_t *p = (const uint8_t *)key;
-
-	if (len > METAD_KEY_MAX)
-		return "longer than 4096 bytes";
-	if (memchr(key, '\0', len))
-		return "contains a NUL byte";
-	for (size_t i = 0, n; i < len; i += n)
-		if (!(n = utf8_len(p + i, len - i)))
-			return "not valid UTF-8";
-	return NULL;
-}
-
 struct metad_store *metad_store_open(const char *persist, char *err,
 				     size_t errlen)
 {
 	struct metad_store *s = calloc(1, sizeof(*s));
-	char *copy = NULL;
-	size_t len;
 	int ret;
 
 	snprintf(err, errlen, "out of memory");
@@ -285,30 +254,21 @@ struct metad_store *metad_store_open(const char *persist, char *err,
 	if (!persist)
 		return s;
 
-	len = strlen(persist);
-	s->persist = strdup(persist);
-	s->persist_tmp = malloc(len + sizeof(".tmp"));
-	copy = strdup(persist);
-	if (!s->persist || !s->persist_tmp || !copy)
+	s->persist = metad_persist_new(persist);
+	if (!s->persist)
 		goto err_free;
-	memcpy(s->persist_tmp, persist, len);
-	memcpy(s->persist_tmp + len, ".tmp", sizeof(".tmp"));
-	s->persist_dir = strdup(dirname(copy));
-	if (!s->persist_dir)
-		goto err_free;
-	ret = metad_persist_load(s, err, errlen);
+	ret = metad_persist_load(s->persist, load_entry, s, &s->revision, err,
+				 errlen);
 	if (ret < 0)
 		goto err_free;
-	if (ret == 1 && (ret = metad_persist_save(s)) < 0) {
+	if (ret == 1 && (ret = save(s)) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", persist,
 			 strerror(-ret));
 		goto err_free;
 	}
-	free(copy);
 	return s;
 
 err_free:
-	free(copy);
 	metad_store_free(s);
 	return NULL;
 }
@@ -329,8 +289,6 @@ void metad_store_free(struct metad_store *s)
 		free(s->history[i].key);
 	free(s->buckets);
 	free(s->history);
-	free(s->persist);
-	free(s->persist_tmp);
-	free(s->persist_dir);
+	metad_persist_free(s->persist);
 	free(s);
 }

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METAD_KEY_MAX 4096u            /* bytes */
-#define METAD_VALUE_MAX (64u << 20)    /* bytes */
+struct metad_persist;
+
 #define METAD_HISTORY 4096u            /* changes kept for watchers */
 
 struct metad_entry {
@@ -41,9 +41,7 @@ struct metad_store {
 	 * start of this process */
 	struct metad_event *history;
 	size_t nhistory;
-	char *persist;                 /* the file, or NULL */
-	char *persist_tmp;             /* persist + ".tmp" */
-	char *persist_dir;             /* the folder to fsync after rename */
+	struct metad_persist *persist; /* the file, or NULL */
 };
 
 /**
@@ -84,38 +82,5 @@ bool metad_store_history(const struct metad_store *s, uint64_t since);
  *  metad_store_history(s, rev - 1) covers. */
 const struct metad_event *metad_store_event(const struct metad_store *s,
 					    uint64_t rev);
-
-/**
- * Check a key or key prefix of @p len bytes: at most METAD_KEY_MAX bytes,
- * no NUL, valid UTF-8 (keys are written into watch answers as JSON
- * strings). @return NULL if fine, else a one-line reason.
- */
-const char *metad_key_check(const char *key, size_t len);
-
-/* Used by persist.c only. */
-
-/** Add a key that is not there yet, without history or saving; the store
- *  takes @p val. @return 0, -EEXIST (freeing @p val) or -ENOMEM. */
-int metad_store_load_entry(struct metad_store *s, const char *key,
-			   size_t klen, uint8_t *val, size_t vlen);
-/** Load s->persist into the empty store @p s. @return 0, 1 if the file
- *  is missing, or a negative errno with a message naming it in @p err. */
-int metad_persist_load(struct metad_store *s, char *err, size_t errlen);
-/** Write the whole store to s->persist durably. @return 0 or -errno. */
-int metad_persist_save(const struct metad_store *s);
-
-#define METAD_FNV_OFFSET 0xcbf29ce484222325ull
-
-/** FNV-1a 64 of @p len bytes, continuing from @p h. */
-static inline uint64_t metad_fnv1a(uint64_t h, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	while (len--) {
-		h ^= *p++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
 
 #endif
