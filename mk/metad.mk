@@ -10,6 +10,6 @@ $(METAD): $(METAD_OBJS)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# test/it_metad runs the server program.
-$(BUILD)/test/it_metad: | $(METAD)
+# test/it_metad*.c run the server program.
+$(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_metad*.c)): | $(METAD)
 test-integration: $(METAD)
