@@ -303,7 +303,7 @@ long th_recv_until_close(int fd, void *buf, size_t cap, int timeout_ms)
 	}
 }
 
-static void put_le64(uint8_t *p, uint64_t v)
+void th_put_le64(uint8_t *p, uint64_t v)
 {
 	for (int i = 0; i < 8; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
@@ -326,7 +326,7 @@ int th_hs_send(int fd, int type, const void *body, size_t len)
 
 	if (!frame)
 		return -ENOMEM;
-	put_le64(frame, (uint64_t)len + (type >= 0 ? 1 : 0));
+	th_put_le64(frame, (uint64_t)len + (type >= 0 ? 1 : 0));
 	if (type >= 0)
 		frame[8] = (uint8_t)type;
 	if (len)

@@ -105,6 +105,9 @@ uint64_t th_segment_find(struct xfer_engine *e, int64_t seg, uint64_t addr);
 
 /* ---- raw sockets (no cmocka asserts: they return errors) ---- */
 
+/** Store @p v at @p p as 8 bytes, little-endian. */
+void th_put_le64(uint8_t *p, uint64_t v);
+
 /** Send all of @p buf (MSG_NOSIGNAL). @return 0 or -errno. */
 int th_send_all(int fd, const void *buf, size_t len);
 
