@@ -7,8 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine_internal.h"
-#include "transport.h"
+#include "core/engine_internal.h"
 
 #define XFER_BATCH_MAX (1u << 24)
 
@@ -187,7 +186,7 @@ static const char *validate(struct xfer_engine *e, struct xfer_task *t,
 		return "length 0";
 	if (r->opcode != XFER_READ && r->opcode != XFER_WRITE)
 		return "bad opcode";
-	t->segment = xfer_engine_segment_acquire(e, r->target_id);
+	t->segment = xfer_segment_acquire(&e->segs, r->target_id);
 	if (!t->segment)
 		return "unknown segment id";
 	t->source = xfer_buffers_acquire(&e->buffers, (uintptr_t)r->source,
@@ -214,7 +213,7 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 {
 	struct xfer_engine *e = b->e;
 	size_t first = atomic_load(&b->n), nslices = 0, valid = 0;
-	size_t slice_size = e->cfg.slice_size;
+	size_t slice_size = e->slice_size;
 	struct slice_chunk *chunk;
 	struct xfer_slice *s;
 
@@ -232,8 +231,9 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		why = validate(e, t, &reqs[i]);
 		if (t->segment && atomic_load(&t->segment->gone)) {
 			/* The peer left: FAILED, as a transfer it broke. */
-			xfer_engine_error(e, -ENOENT, "request %zu: segment %s "
-					  "is gone", first + i, t->segment->name);
+			xfer_error_set(&e->err, -ENOENT, "request %zu: segment "
+				       "%s is gone", first + i,
+				       t->segment->name);
 			release_uses(t);
 			atomic_store(&t->status, XFER_FAILED);
 			continue;
@@ -241,8 +241,8 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		if (why) {
 			release_uses(t);
 			atomic_store(&t->status, XFER_INVALID);
-			xfer_engine_error(e, -EINVAL, "request %zu: %s",
-					  first + i, why);
+			xfer_error_set(&e->err, -EINVAL, "request %zu: %s",
+				       first + i, why);
 			continue;
 		}
 		valid++;
@@ -277,7 +277,7 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		xfer_slice_cut(t, &reqs[i], slice_size, s);
 		atomic_store(&t->slices_left, k);
 		atomic_store(&t->status, XFER_PENDING);
-		seg->ops->submit(seg->tp, seg, s, k);
+		seg->tp->ops->submit(seg->tp, seg, s, k);
 		s += k;
 	}
 	batch_release(b, 1);

@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "core/buffers_internal.h"
+#include "core/desc_internal.h"
 
 void xfer_buffers_init(struct xfer_buffers *bs)
 {
@@ -140,10 +141,9 @@ out:
 }
 
 int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d,
-			  void (*keys)(struct xfer_transport *t,
-				       const struct xfer_buffer *b,
-				       struct xfer_desc_buf *db),
-			  struct xfer_transport *t)
+			  void (*keys)(const struct xfer_buffer *b,
+				       struct xfer_desc_buf *db, void *arg),
+			  void *arg)
 {
 	int ret = 0;
 
@@ -169,7 +169,7 @@ int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d,
 		db->length = b->len;
 		d->nbufs++;
 		if (keys)
-			keys(t, b, db);
+			keys(b, db, arg);
 	}
 out:
 	pthread_rwlock_unlock(&bs->lock);

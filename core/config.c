@@ -1,148 +1,274 @@
-/* Engine configuration: defaults, then XFER_* variables (MC_* aliases). */
+/*
+ * Configuration: every knob of the core and of the transports in the
+ * table, from defaults, then XFER_* variables (MC_* aliases), then
+ * xfer_config_set().
+ */
 #include <errno.h>
-#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include <xfer/xfer.h>
 
-/* The value of @p name, else of its Mooncake @p alias (may be NULL). */
-static const char *env2(const char *name, const char *alias)
+#include "core/config_internal.h"
+#include "core/log_internal.h"
+#include "transports/transport.h"
+
+#define XFER_MAX_WORKERS 64
+
+static const struct xfer_knob core_knobs[] = {
+	XFER_KNOB_S("local_server_name", "XFER_LOCAL_SERVER_NAME",
+		    "MC_LOCAL_SERVER_NAME", NULL),
+	XFER_KNOB_S("metadata_server", "XFER_METADATA_SERVER",
+		    "MC_METADATA_SERVER", "p2p"),
+	XFER_KNOB_S("cluster_id", "XFER_CLUSTER_ID", "MC_CLUSTER_ID", NULL),
+	XFER_KNOB_S("metadata_user", "XFER_METADATA_USER", "MC_REDIS_USERNAME",
+		    NULL),
+	XFER_KNOB_S("metadata_password", "XFER_METADATA_PASSWORD",
+		    "MC_REDIS_PASSWORD", NULL),
+	XFER_KNOB_S("bind_addr", "XFER_BIND_ADDRESS", "MC_TCP_BIND_ADDRESS",
+		    "0.0.0.0"),
+	XFER_KNOB_N("rpc_port", "XFER_HANDSHAKE_PORT", "MC_HANDSHAKE_PORT",
+		    0, 65535, "0"),
+	XFER_KNOB_N("workers", "XFER_WORKERS", "MC_WORKERS_PER_CTX", 0,
+		    XFER_MAX_WORKERS, "1"),
+	XFER_KNOB_N("slice_size", "XFER_SLICE_SIZE", "MC_SLICE_SIZE", 4096,
+		    64 << 20, "65536"),
+	{ .name = "transfer_timeout_ms", .env = "XFER_TRANSFER_TIMEOUT_MS",
+	  .alias = "MC_TRANSFER_TIMEOUT", .type = XFER_KNOB_NUM, .min = 0,
+	  .max = UINT32_MAX, .alias_scale = 1000, .def = "30000" },
+	XFER_KNOB_N("handshake_max_len", "XFER_HANDSHAKE_MAX_LENGTH",
+		    "MC_HANDSHAKE_MAX_LENGTH", 64, 128 << 20, "1048576"),
+	XFER_KNOB_S("protocol", "XFER_PROTOCOL", "MC_PROTOCOL", "tcp"),
+	{ .name = NULL },
+};
+
+/* Every knob: the core's, then each transport's. */
+static const struct xfer_knob **all;
+static size_t nall;
+static pthread_once_t all_once = PTHREAD_ONCE_INIT;
+
+static void add_knobs(const struct xfer_knob *k)
 {
-	const char *v = getenv(name);
-
-	if (!v && alias)
-		v = getenv(alias);
-	return v && *v ? v : NULL;
+	for (; k && k->name; k++)
+		all[nall++] = k;
 }
 
-/* Parse an unsigned number in [lo, hi] times @p scale; -EINVAL if not. */
-static int env_num(const char *name, const char *alias, unsigned long long lo,
-		   unsigned long long hi, unsigned long long scale,
-		   unsigned long long *out)
+size_t xfer_knobs_count(const struct xfer_knob *k)
 {
-	const char *v = env2(name, alias);
-	unsigned long long n;
+	size_t n = 0;
+
+	while (k && k[n].name)
+		n++;
+	return n;
+}
+
+static void all_build(void)
+{
+	const struct xfer_transport_ops *const *tp = xfer_transports();
+	size_t n = xfer_knobs_count(core_knobs);
+
+	for (size_t i = 0; tp[i]; i++)
+		n += xfer_knobs_count(tp[i]->knobs);
+	all = calloc(n, sizeof(*all));
+	if (!all)
+		return; /* every config then fails with ENOMEM */
+	add_knobs(core_knobs);
+	for (size_t i = 0; tp[i]; i++)
+		add_knobs(tp[i]->knobs);
+}
+
+struct xfer_config {
+	size_t n;
+	struct {
+		const struct xfer_knob *k;
+		char *text;
+		union xfer_knob_val v;
+	} v[];
+};
+
+/* The index of the knob that @p key names (its name, or either variable);
+ * *scale gets the factor its value is in. -1 if none. */
+static long find(const char *key, unsigned *scale)
+{
+	for (size_t i = 0; key && i < nall; i++) {
+		const struct xfer_knob *k = all[i];
+
+		*scale = 1;
+		if (!strcmp(key, k->name) || !strcmp(key, k->env))
+			return (long)i;
+		if (k->alias && !strcmp(key, k->alias)) {
+			*scale = k->alias_scale ? k->alias_scale : 1;
+			return (long)i;
+		}
+	}
+	return -1;
+}
+
+/* A number of @p k in the units of @p scale. @return 0, -EINVAL. */
+static int parse_num(const struct xfer_knob *k, const char *text,
+		     unsigned scale, long long *out)
+{
+	long long n;
 	char *end;
 
-	if (!v)
+	if (k->type == XFER_KNOB_BOOL &&
+	    (!strcmp(text, "true") || !strcmp(text, "false"))) {
+		*out = text[0] == 't';
 		return 0;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || *end || v[0] == '-' || n < lo || n > hi) {
-		xfer_log(XFER_LOG_ERROR, "%s=%s: expected %llu..%llu", name, v,
-			 lo, hi);
-		return -EINVAL;
 	}
-	*out = n * scale;
+	errno = 0;
+	n = strtoll(text, &end, 10);
+	if (errno || end == text || *end || n < k->min / scale ||
+	    n > k->max / scale)
+		return -EINVAL;
+	n *= scale;
+	if (k->check && !k->check(n))
+		return -EINVAL;
+	*out = n;
 	return 0;
 }
 
-/* Parse @p name (alias @p alias) into the int *out within [lo, hi]. */
-static int env_int(const char *name, const char *alias, unsigned long long lo,
-		   unsigned long long hi, int *out)
+/* Set value @p i of @p cfg from @p text (NULL: unset). */
+static int set_val(struct xfer_config *cfg, size_t i, const char *text,
+		   unsigned scale)
 {
-	unsigned long long n = (unsigned long long)*out;
-	int ret = env_num(name, alias, lo, hi, 1, &n);
+	const struct xfer_knob *k = cfg->v[i].k;
+	char num[24], *copy = NULL;
+	long long n = 0;
 
-	*out = (int)n;
-	return ret;
-}
-
-/* The RDMA knobs, named as Mooncake's where it has one. */
-static int rdma_env(struct xfer_config *cfg)
-{
-	int ret = 0, pin = cfg->pin_workers;
-	unsigned long long n;
-	const char *v;
-
-	if ((v = env2("XFER_PROTOCOL", "MC_PROTOCOL")))
-		cfg->protocol = v;
-	if ((v = env2("XFER_DEVICE_NAME", "MC_DEVICE_NAME")))
-		cfg->device_names = v;
-	if ((v = env2("XFER_NIC_PRIORITY_MATRIX", "MC_NIC_PRIORITY_MATRIX")))
-		cfg->nic_priority_matrix = v;
-	ret |= env_int("XFER_NUM_QP_PER_EP", "MC_NUM_QP_PER_EP", 1, 64,
-		       &cfg->qps_per_ep);
-	ret |= env_int("XFER_MAX_EP_PER_CTX", "MC_MAX_EP_PER_CTX", 1, 65536,
-		       &cfg->max_ep_per_ctx);
-	ret |= env_int("XFER_RETRY_CNT", "MC_RETRY_CNT", 0, 64, &cfg->retry_cnt);
-	ret |= env_int("XFER_GID_INDEX", "MC_GID_INDEX", 0, 65535,
-		       &cfg->gid_index);
-	ret |= env_int("XFER_MTU", "MC_MTU", 256, 4096, &cfg->mtu);
-	ret |= env_int("XFER_MAX_WR", "MC_MAX_WR", 1, 16384, &cfg->max_wr);
-	ret |= env_int("XFER_MAX_CQE", "MC_MAX_CQE_PER_CTX", 16, 1u << 20,
-		       &cfg->max_cqe);
-	ret |= env_int("XFER_IB_PORT", "MC_IB_PORT", 1, 255, &cfg->ib_port);
-	ret |= env_int("XFER_PIN_WORKERS", NULL, 0, 1, &pin);
-	cfg->pin_workers = pin;
-	n = cfg->path_pause_ms;
-	ret |= env_num("XFER_PATH_PAUSE_MS", NULL, 0, UINT_MAX, 1, &n);
-	cfg->path_pause_ms = (uint32_t)n;
-	return ret;
-}
-
-int xfer_config_init(struct xfer_config *cfg)
-{
-	unsigned long long n;
-	int ret = 0;
-	const char *v;
-
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->metadata_server = "p2p";
-	cfg->bind_addr = "0.0.0.0";
-	cfg->workers = 1;
-	cfg->slice_size = 65536;
-	cfg->tcp_conns = 2;
-	cfg->transfer_timeout_ms = 30000;
-	cfg->handshake_max_len = 1u << 20;
-	cfg->protocol = "tcp";
-	cfg->qps_per_ep = 2;
-	cfg->max_ep_per_ctx = 256;
-	cfg->retry_cnt = 9;
-	cfg->gid_index = -1;
-	cfg->max_wr = 256;
-	cfg->max_cqe = 4096;
-	cfg->ib_port = 1;
-	cfg->pin_workers = true;
-	cfg->path_pause_ms = 1000;
-
-	if ((v = env2("XFER_LOCAL_SERVER_NAME", "MC_LOCAL_SERVER_NAME")))
-		cfg->local_server_name = v;
-	if ((v = env2("XFER_METADATA_SERVER", "MC_METADATA_SERVER")))
-		cfg->metadata_server = v;
-	if ((v = env2("XFER_CLUSTER_ID", "MC_CLUSTER_ID")))
-		cfg->cluster_id = v;
-	if ((v = env2("XFER_METADATA_USER", "MC_REDIS_USERNAME")))
-		cfg->metadata_user = v;
-	if ((v = env2("XFER_METADATA_PASSWORD", "MC_REDIS_PASSWORD")))
-		cfg->metadata_password = v;
-	if ((v = env2("XFER_BIND_ADDRESS", "MC_TCP_BIND_ADDRESS")))
-		cfg->bind_addr = v;
-	n = cfg->rpc_port;
-	ret |= env_num("XFER_HANDSHAKE_PORT", "MC_HANDSHAKE_PORT", 0, 65535, 1, &n);
-	cfg->rpc_port = (uint16_t)n;
-	n = (unsigned)cfg->workers;
-	ret |= env_num("XFER_WORKERS", "MC_WORKERS_PER_CTX", 0, XFER_MAX_WORKERS,
-		       1, &n);
-	cfg->workers = (int)n;
-	n = cfg->slice_size;
-	ret |= env_num("XFER_SLICE_SIZE", "MC_SLICE_SIZE", 4096, 64u << 20, 1, &n);
-	cfg->slice_size = n;
-	n = (unsigned)cfg->tcp_conns;
-	ret |= env_num("XFER_TCP_CONNS", "MC_TCP_CONNS", 1, 64, 1, &n);
-	cfg->tcp_conns = (int)n;
-	n = cfg->transfer_timeout_ms;
-	if (env2("XFER_TRANSFER_TIMEOUT_MS", NULL))
-		ret |= env_num("XFER_TRANSFER_TIMEOUT_MS", NULL, 0, UINT_MAX, 1, &n);
+	if (text && k->type != XFER_KNOB_STR) {
+		if (parse_num(k, text, scale, &n))
+			return -EINVAL;
+		if (k->type == XFER_KNOB_BOOL)
+			snprintf(num, sizeof(num), "%s", n ? "true" : "false");
+		else
+			snprintf(num, sizeof(num), "%lld", n);
+		text = num;
+	}
+	if (text && !(copy = strdup(text)))
+		return -ENOMEM;
+	free(cfg->v[i].text);
+	cfg->v[i].text = copy;
+	if (k->type == XFER_KNOB_STR)
+		cfg->v[i].v.str = copy;
 	else
-		ret |= env_num("MC_TRANSFER_TIMEOUT", NULL, 0, UINT_MAX / 1000,
-			       1000, &n);
-	cfg->transfer_timeout_ms = (uint32_t)n;
-	n = cfg->handshake_max_len;
-	ret |= env_num("XFER_HANDSHAKE_MAX_LENGTH", "MC_HANDSHAKE_MAX_LENGTH", 64,
-		       128u << 20, 1, &n);
-	cfg->handshake_max_len = (uint32_t)n;
-	ret |= rdma_env(cfg);
-	return ret ? -EINVAL : 0;
+		cfg->v[i].v.num = n;
+	return 0;
+}
+
+static struct xfer_config *config_alloc(void)
+{
+	struct xfer_config *cfg;
+
+	pthread_once(&all_once, all_build);
+	cfg = all ? calloc(1, sizeof(*cfg) + nall * sizeof(cfg->v[0])) : NULL;
+	if (!cfg) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cfg->n = nall;
+	for (size_t i = 0; i < nall; i++)
+		cfg->v[i].k = all[i];
+	return cfg;
+}
+
+/* The variable that sets knob @p k, with its scale; NULL if unset. */
+static const char *env_of(const struct xfer_knob *k, const char **name,
+			  unsigned *scale)
+{
+	const char *v = getenv(k->env);
+
+	*name = k->env;
+	*scale = 1;
+	if ((!v || !*v) && k->alias) {
+		v = getenv(k->alias);
+		*name = k->alias;
+		*scale = k->alias_scale ? k->alias_scale : 1;
+	}
+	return v && *v ? v : NULL;
+}
+
+struct xfer_config *xfer_config_new(void)
+{
+	struct xfer_config *cfg = config_alloc();
+	int ret = 0;
+
+	for (size_t i = 0; cfg && i < cfg->n && !ret; i++) {
+		const struct xfer_knob *k = cfg->v[i].k;
+		const char *name, *v;
+		unsigned scale;
+
+		ret = set_val(cfg, i, k->def, 1);
+		v = env_of(k, &name, &scale);
+		if (!ret && v && (ret = set_val(cfg, i, v, scale)) == -EINVAL)
+			xfer_log(XFER_LOG_ERROR, "%s=%s: expected %lld..%lld", name,
+				 v, k->min / scale, k->max / scale);
+	}
+	if (cfg && ret) {
+		xfer_config_free(cfg);
+		errno = -ret;
+		return NULL;
+	}
+	return cfg;
+}
+
+void xfer_config_free(struct xfer_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < cfg->n; i++)
+		free(cfg->v[i].text);
+	free(cfg);
+}
+
+int xfer_config_set(struct xfer_config *cfg, const char *key,
+		    const char *value)
+{
+	unsigned scale;
+	long i = find(key, &scale);
+
+	if (i < 0)
+		return -ENOENT;
+	return set_val(cfg, (size_t)i, value ? value : cfg->v[i].k->def,
+		       value ? scale : 1);
+}
+
+const char *xfer_config_get(const struct xfer_config *cfg, const char *key)
+{
+	unsigned scale;
+	long i = find(key, &scale);
+
+	return i < 0 ? NULL : cfg->v[i].text;
+}
+
+struct xfer_config *xfer_config_dup(const struct xfer_config *cfg)
+{
+	struct xfer_config *copy = config_alloc();
+
+	for (size_t i = 0; copy && i < copy->n; i++)
+		if (set_val(copy, i, cfg->v[i].text, 1)) {
+			xfer_config_free(copy);
+			errno = ENOMEM;
+			return NULL;
+		}
+	return copy;
+}
+
+union xfer_knob_val xfer_config_val(const struct xfer_config *cfg,
+				    const char *name)
+{
+	unsigned scale;
+
+	return cfg->v[find(name, &scale)].v;
+}
+
+void xfer_config_vals(const struct xfer_config *cfg,
+		      const struct xfer_knob *knobs, union xfer_knob_val *out)
+{
+	for (size_t j = 0; knobs && knobs[j].name; j++)
+		for (size_t i = 0; i < cfg->n; i++)
+			if (cfg->v[i].k == &knobs[j])
+				out[j] = cfg->v[i].v;
 }

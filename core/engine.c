@@ -1,38 +1,21 @@
 /* Engine lifecycle, local memory registration and the own descriptor. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <event2/event.h>
 #include <xfer/event.h>
 
-#include "engine_internal.h"
-#include "handshake_internal.h"
-#include "net_internal.h"
-#include "store.h"
-#include "transport.h"
-
-int xfer_engine_error(struct xfer_engine *e, int err, const char *fmt, ...)
-{
-	char msg[sizeof(e->last_error)];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	pthread_mutex_lock(&e->err_lock);
-	memcpy(e->last_error, msg, sizeof(msg));
-	pthread_mutex_unlock(&e->err_lock);
-	xfer_log(XFER_LOG_INFO, "%s", msg);
-	return err;
-}
+#include "core/desc_internal.h"
+#include "core/engine_internal.h"
+#include "core/handshake_internal.h"
+#include "core/json_internal.h"
+#include "core/net_internal.h"
 
 const char *xfer_engine_last_error(const struct xfer_engine *e)
 {
-	return e->last_error;
+	return e->err.msg;
 }
 
 const char *xfer_engine_name(const struct xfer_engine *e)
@@ -42,7 +25,7 @@ const char *xfer_engine_name(const struct xfer_engine *e)
 
 uint16_t xfer_engine_rpc_port(const struct xfer_engine *e)
 {
-	return e->cfg.rpc_port;
+	return e->rpc_port;
 }
 
 double xfer_engine_cpu_seconds(const struct xfer_engine *e)
@@ -54,11 +37,23 @@ double xfer_engine_cpu_seconds(const struct xfer_engine *e)
 	return s;
 }
 
-struct xfer_reactor *xfer_engine_worker(struct xfer_engine *e)
+static struct xfer_reactor *next_worker(void *arg)
 {
+	struct xfer_engine *e = arg;
+
 	if (e->nworkers == 0)
 		return &e->control;
 	return &e->workers[atomic_fetch_add(&e->next_worker, 1) % e->nworkers];
+}
+
+/* ---- the own descriptor ---- */
+
+static void describe_buffer(const struct xfer_buffer *b,
+			    struct xfer_desc_buf *db, void *arg)
+{
+	struct xfer_transport *t = arg;
+
+	t->ops->describe_buffer(t, b, db);
 }
 
 /* Encode the own descriptor, with the remotely accessible buffers or
@@ -66,31 +61,27 @@ struct xfer_reactor *xfer_engine_worker(struct xfer_engine *e)
 static int encode_descriptor(struct xfer_engine *e, bool with_buffers,
 			     char **json, size_t *len)
 {
-	const struct xfer_transport_ops *ops = xfer_transports[e->main_tp];
-	struct xfer_transport *t = e->tps[e->main_tp];
+	struct xfer_transport *t = e->main;
 	struct xfer_desc d = {
 		.name = e->name,
-		.protocol = (char *)ops->name,
+		.protocol = (char *)t->ops->name,
+		.codec = t->ops->codec,
 	};
 	int ret = 0;
 
 	if (with_buffers)
-		ret = xfer_buffers_describe(&e->buffers, &d,
-					    ops->describe_buffer, t);
-	ops->describe(t, &d); /* devices and matrix stay the transport's */
+		ret = xfer_buffers_describe(&e->buffers, &d, describe_buffer, t);
+	t->ops->describe(t, &d); /* its fields stay the transport's */
 	if (!ret)
 		ret = xfer_desc_encode(&d, json, len);
-	for (size_t i = 0; i < d.nbufs; i++) {
+	for (size_t i = 0; i < d.nbufs; i++)
 		free(d.bufs[i].name);
-		free(d.bufs[i].lkey);
-		free(d.bufs[i].rkey);
-	}
 	free(d.bufs);
 	return ret;
 }
 
 /* Re-encode the own descriptor after the buffers changed. */
-static int publish_descriptor(struct xfer_engine *e)
+static int update_descriptor(struct xfer_engine *e)
 {
 	char *json;
 	size_t len;
@@ -106,17 +97,15 @@ static int publish_descriptor(struct xfer_engine *e)
 	return 0;
 }
 
-char *xfer_engine_descriptor_empty(struct xfer_engine *e, size_t *len)
+/* A malloc'd copy of the own descriptor: the current one, or one with no
+ * buffers (published on shutdown). */
+static char *own_descriptor(bool with_buffers, size_t *len, void *arg)
 {
-	char *json;
-
-	return encode_descriptor(e, false, &json, len) ? NULL : json;
-}
-
-char *xfer_engine_descriptor(struct xfer_engine *e, size_t *len)
-{
+	struct xfer_engine *e = arg;
 	char *copy;
 
+	if (!with_buffers)
+		return encode_descriptor(e, false, &copy, len) ? NULL : copy;
 	pthread_mutex_lock(&e->desc_lock);
 	copy = malloc(e->desc_len + 1);
 	if (copy) {
@@ -127,6 +116,13 @@ char *xfer_engine_descriptor(struct xfer_engine *e, size_t *len)
 	return copy;
 }
 
+static char *hs_descriptor(size_t *len, void *arg)
+{
+	return own_descriptor(true, len, arg);
+}
+
+/* ---- local memory ---- */
+
 static bool valid_location(const char *loc)
 {
 	size_t n;
@@ -134,15 +130,23 @@ static bool valid_location(const char *loc)
 	if (!loc)
 		return false;
 	n = strlen(loc);
-	return n > 0 && n < XFER_DESC_MAX_STR;
+	return n > 0 && n < XFER_JSON_MAX_STR;
 }
 
-/* Undo the registrations of @p b with transports [0, n). */
+/* Undo the registrations of @p b with the first @p n transports. */
 static void unreg_buffer(struct xfer_engine *e, struct xfer_buffer *b, int n)
 {
 	while (n-- > 0)
-		if (e->tps[n] && xfer_transports[n]->unreg)
-			xfer_transports[n]->unreg(e->tps[n], b);
+		e->tps[n]->ops->unreg(e->tps[n], b);
+}
+
+static int ntransports(const struct xfer_engine *e)
+{
+	int n = 0;
+
+	while (e->tps[n])
+		n++;
+	return n;
 }
 
 int xfer_register(struct xfer_engine *e, void *addr, size_t len,
@@ -153,36 +157,34 @@ int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 	int ret = 0, i;
 
 	if (!addr || len == 0 || a + len < a || !valid_location(location))
-		return xfer_engine_error(e, -EINVAL,
-					 "register %p+%zu: bad range or location",
-					 addr, len);
+		return xfer_error_set(&e->err, -EINVAL, "register %p+%zu: bad "
+				      "range or location", addr, len);
 	b = xfer_buffer_new(a, len, location, remote_access);
 	if (!b)
 		return -ENOMEM;
-	for (i = 0; i < XFER_NTRANSPORTS && !ret; i++)
-		if (e->tps[i] && xfer_transports[i]->reg)
-			ret = xfer_transports[i]->reg(e->tps[i], b);
+	for (i = 0; e->tps[i] && !ret; i++)
+		ret = e->tps[i]->ops->reg(e->tps[i], b);
 	if (ret) {
 		unreg_buffer(e, b, i - 1);
 		xfer_buffer_free(b);
-		return xfer_engine_error(e, ret, "register %p+%zu: %s", addr,
-					 len, strerror(-ret));
+		return xfer_error_set(&e->err, ret, "register %p+%zu: %s", addr,
+				      len, strerror(-ret));
 	}
 	ret = xfer_buffers_insert(&e->buffers, b);
 	if (ret) {
-		unreg_buffer(e, b, XFER_NTRANSPORTS);
+		unreg_buffer(e, b, ntransports(e));
 		xfer_buffer_free(b);
 		if (ret == -EEXIST)
-			return xfer_engine_error(e, ret, "register %p+%zu: "
-						 "overlaps a registered buffer",
-						 addr, len);
+			return xfer_error_set(&e->err, ret, "register %p+%zu: "
+					      "overlaps a registered buffer",
+					      addr, len);
 		return ret;
 	}
-	ret = publish_descriptor(e);
+	ret = update_descriptor(e);
 	if (!ret)
-		xfer_meta_publish_ram(e);
+		xfer_meta_publish_ram(&e->meta);
 	else if (!xfer_buffers_remove(&e->buffers, a, &b)) {
-		unreg_buffer(e, b, XFER_NTRANSPORTS);
+		unreg_buffer(e, b, ntransports(e));
 		xfer_buffer_free(b);
 	}
 	return ret;
@@ -194,108 +196,128 @@ int xfer_unregister(struct xfer_engine *e, void *addr)
 	int ret = xfer_buffers_remove(&e->buffers, (uintptr_t)addr, &b);
 
 	if (ret)
-		return xfer_engine_error(e, ret, "unregister %p: %s", addr,
-					 ret == -EBUSY ? "in use by a transfer"
-						       : "not a registered buffer");
-	ret = publish_descriptor(e);
+		return xfer_error_set(&e->err, ret, "unregister %p: %s", addr,
+				      ret == -EBUSY ? "in use by a transfer"
+						    : "not a registered buffer");
+	ret = update_descriptor(e);
 	if (!ret)
-		xfer_meta_publish_ram(e);
-	unreg_buffer(e, b, XFER_NTRANSPORTS);
+		xfer_meta_publish_ram(&e->meta);
+	unreg_buffer(e, b, ntransports(e));
 	xfer_buffer_free(b);
 	return ret;
 }
 
-int xfer_engine_connection(struct xfer_engine *e,
-			   const struct xfer_hs_conn *req,
-			   struct xfer_hs_conn *reply)
+/* ---- what transports answer for the engine ---- */
+
+/* A Connection request goes to the first transport that takes them. */
+static int hs_connection(const struct xfer_hs_conn *req,
+			 struct xfer_hs_conn *reply, void *arg)
 {
-	for (int i = 0; i < XFER_NTRANSPORTS; i++)
-		if (e->tps[i] && xfer_transports[i]->connection)
-			return xfer_transports[i]->connection(e->tps[i], req,
-							      reply);
-	return 0; /* no RDMA here: every field empty */
+	struct xfer_engine *e = arg;
+	int ret = -EOPNOTSUPP;
+
+	for (int i = 0; e->tps[i] && ret == -EOPNOTSUPP; i++)
+		ret = e->tps[i]->ops->connection(e->tps[i], req, reply);
+	return ret;
 }
 
 int xfer_engine_device_stats(struct xfer_engine *e, size_t index,
 			     const char **name, uint64_t *bytes)
 {
-	for (int i = 0; i < XFER_NTRANSPORTS; i++)
-		if (e->tps[i] && xfer_transports[i]->device_stats)
-			return xfer_transports[i]->device_stats(e->tps[i], index,
-								name, bytes);
-	return -ENOENT;
+	int ret = -ENOENT;
+
+	for (int i = 0; e->tps[i] && ret == -ENOENT; i++)
+		ret = e->tps[i]->ops->device_stats(e->tps[i], index, name,
+						   bytes);
+	return ret;
 }
+
+/* ---- start and stop ---- */
 
 /* Start the transports every engine runs and the configured one. */
-static int start_transports(struct xfer_engine *e)
+static int start_transports(struct xfer_engine *e, const char *protocol)
 {
-	int ret;
+	const struct xfer_transport_ops *const *tp = xfer_transports();
+	union xfer_knob_val *knobs;
+	size_t nknobs = 0;
+	int n = 0, ret;
 
-	for (int i = 0; xfer_transports[i]; i++) {
-		const struct xfer_transport_ops *ops = xfer_transports[i];
+	for (size_t i = 0; tp[i]; i++)
+		nknobs += xfer_knobs_count(tp[i]->knobs);
+	knobs = e->tp_knobs = calloc(nknobs ? nknobs : 1, sizeof(*knobs));
+	if (!knobs)
+		return -ENOMEM;
+	for (size_t i = 0; tp[i]; i++) {
+		const struct xfer_transport_ops *ops = tp[i];
+		struct xfer_transport_env *env = &e->tp_env[n];
+		struct xfer_transport *t;
 
-		if (!strcmp(ops->name, e->cfg.protocol))
-			e->main_tp = i;
-		if (!ops->init || (!ops->always &&
-				   strcmp(ops->name, e->cfg.protocol)))
+		if (!(ops->flags & XFER_TP_ALWAYS) && strcmp(ops->name, protocol))
 			continue;
-		ret = ops->init(e, &e->tps[i]);
+		*env = (struct xfer_transport_env){
+			.name = e->name,
+			.bind_addr = xfer_config_val(e->cfg, "bind_addr").str,
+			.transfer_timeout_ms = (uint32_t)xfer_config_val(
+				e->cfg, "transfer_timeout_ms").num,
+			.handshake_max_len = (uint32_t)xfer_config_val(
+				e->cfg, "handshake_max_len").num,
+			.control = &e->control,
+			.nworkers = e->nworkers,
+			.worker = next_worker,
+			.buffers = &e->buffers,
+			.err = &e->err,
+			.knobs = knobs,
+			.arg = e,
+		};
+		xfer_config_vals(e->cfg, ops->knobs, knobs);
+		knobs += xfer_knobs_count(ops->knobs);
+		ret = ops->init(env, &t);
 		if (ret)
 			return ret;
+		t->ops = ops;
+		t->env = env;
+		e->tps[n++] = t;
+		if (ops->flags & XFER_TP_LOCAL)
+			e->local = t;
+		else if (!strcmp(ops->name, protocol))
+			e->main = t;
 	}
 	return 0;
 }
 
-/* Close the transports, after every buffer has left them. */
+/* Close the transports, after every segment and buffer has left them. */
 static void stop_transports(struct xfer_engine *e)
 {
-	for (size_t i = 0; i < e->buffers.n; i++)
-		unreg_buffer(e, e->buffers.v[i], XFER_NTRANSPORTS);
-	for (int i = XFER_NTRANSPORTS - 1; i >= 0; i--) {
-		if (e->tps[i])
-			xfer_transports[i]->fini(e->tps[i]);
-		e->tps[i] = NULL;
-	}
-}
+	int n = ntransports(e);
 
-static int check_config(const struct xfer_config *c)
-{
-	if (c->workers < 0 || c->workers > XFER_MAX_WORKERS ||
-	    c->slice_size < 4096 || c->slice_size > (64u << 20) ||
-	    c->tcp_conns < 1 || c->tcp_conns > 64 ||
-	    c->handshake_max_len < 64 || c->handshake_max_len > (128u << 20) ||
-	    !c->bind_addr || !c->metadata_server || !c->protocol ||
-	    (strcmp(c->protocol, "tcp") && strcmp(c->protocol, "rdma")) ||
-	    c->qps_per_ep < 1 || c->qps_per_ep > 64 ||
-	    c->max_ep_per_ctx < 1 || c->max_ep_per_ctx > 65536 ||
-	    c->retry_cnt < 0 || c->retry_cnt > 64 || c->gid_index < -1 ||
-	    (c->mtu && (c->mtu < 256 || c->mtu > 4096 ||
-			(c->mtu & (c->mtu - 1)))) ||
-	    c->max_wr < 1 || c->max_wr > 16384 ||
-	    c->max_cqe < 16 || c->max_cqe > (1 << 20) || c->ib_port < 1 ||
-	    c->ib_port > 255)
-		return -EINVAL;
-	return 0;
+	xfer_segments_release(&e->segs);
+	for (size_t i = 0; i < e->buffers.n; i++)
+		unreg_buffer(e, e->buffers.v[i], n);
+	while (n-- > 0) {
+		e->tps[n]->ops->fini(e->tps[n]);
+		e->tps[n] = NULL;
+	}
+	free(e->tp_knobs);
 }
 
 /*
  * The host peers reach this engine at: the host of a `host:port` name
- * (whose port is then the handshake port), in p2p mode a bare name, else a
- * specific bind address, else the machine's host name. With a central
- * store a bare name is only a segment name.
+ * (whose port is then the handshake port), with names that are addresses
+ * (p2p) a bare name, else a specific bind address, else the machine's
+ * host name. With a central store a bare name is only a segment name.
  */
-static int pick_host(struct xfer_engine *e, bool p2p, uint16_t *port)
+static int pick_host(struct xfer_engine *e, bool addr_names, uint16_t *port)
 {
-	const char *n = e->cfg.local_server_name, *b = e->cfg.bind_addr;
+	const char *n = xfer_config_val(e->cfg, "local_server_name").str;
+	const char *b = xfer_config_val(e->cfg, "bind_addr").str;
 	char host[256];
 
-	*port = e->cfg.rpc_port;
 	if (n && strchr(n, ':')) {
 		if (xfer_split_host_port(n, host, sizeof(host), port))
 			return -EINVAL;
-		if (e->cfg.rpc_port && e->cfg.rpc_port != *port)
+		if (e->rpc_port && e->rpc_port != *port)
 			return -EINVAL;
-	} else if (n && p2p) {
+	} else if (n && addr_names) {
 		snprintf(host, sizeof(host), "%s", n);
 	} else if (strcmp(b, "0.0.0.0") && strcmp(b, "::")) {
 		snprintf(host, sizeof(host), "%s", b);
@@ -306,100 +328,118 @@ static int pick_host(struct xfer_engine *e, bool p2p, uint16_t *port)
 	return e->host ? 0 : -ENOMEM;
 }
 
-/* Copy optional string @p src into *copy and point *field at it. */
-static int dup_opt(const char *src, char **copy, const char **field)
+/* Listen for handshakes on bind_addr:*port (0: any free port). */
+static int listen_handshake(struct xfer_engine *e, uint16_t *port)
 {
-	*field = NULL;
-	if (!src)
-		return 0;
-	*copy = strdup(src);
-	*field = *copy;
-	return *copy ? 0 : -ENOMEM;
+	const char *bind = xfer_config_val(e->cfg, "bind_addr").str;
+	struct xfer_hs_env env = {
+		.base = e->control.base,
+		.max_len = (uint32_t)xfer_config_val(e->cfg,
+						     "handshake_max_len").num,
+		.connection = hs_connection,
+		.descriptor = hs_descriptor,
+		.arg = e,
+	};
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int ret;
+
+	if (xfer_net_parse(bind, *port, &ss, &len))
+		return xfer_error_set(&e->err, -EINVAL,
+				      "bind address %s: not numeric", bind);
+	ret = xfer_handshake_listen(&env, (struct sockaddr *)&ss, len, port,
+				    &e->hs);
+	if (ret)
+		return xfer_error_set(&e->err, ret, "handshake listen %s:%u: %s",
+				      bind, *port, strerror(-ret));
+	return 0;
+}
+
+static void on_changed(const char *name, void *arg)
+{
+	struct xfer_engine *e = arg;
+
+	xfer_segments_refresh(&e->segs, name);
+}
+
+static int open_meta(struct xfer_engine *e)
+{
+	const struct xfer_config *c = e->cfg;
+	struct xfer_meta_env env = {
+		.control = &e->control,
+		.conn = xfer_config_val(c, "metadata_server").str,
+		.cluster_id = xfer_config_val(c, "cluster_id").str,
+		.user = xfer_config_val(c, "metadata_user").str,
+		.password = xfer_config_val(c, "metadata_password").str,
+		.handshake_max_len = (uint32_t)xfer_config_val(
+			c, "handshake_max_len").num,
+		.descriptor = own_descriptor,
+		.changed = on_changed,
+		.err = &e->err,
+		.arg = e,
+	};
+
+	return xfer_meta_open(&e->meta, &env);
 }
 
 /* Free what the engine holds once its reactors and transports are gone. */
 static void engine_release(struct xfer_engine *e)
 {
+	xfer_segments_fini(&e->segs);
 	xfer_buffers_fini(&e->buffers);
 	free(e->desc_json);
-	free(e->prefix);
 	free(e->name);
 	free(e->host);
-	free(e->cfg_bind);
-	free(e->cfg_meta);
-	free(e->cfg_name);
-	free(e->cfg_cluster);
-	free(e->cfg_user);
-	free(e->cfg_password);
-	free(e->cfg_protocol);
-	free(e->cfg_devices);
-	free(e->cfg_matrix);
-	pthread_mutex_destroy(&e->seg_lock);
+	xfer_config_free(e->cfg);
 	pthread_mutex_destroy(&e->desc_lock);
-	pthread_mutex_destroy(&e->err_lock);
+	xfer_error_fini(&e->err);
 	free(e);
+}
+
+/* Copy @p cfg (NULL: a new one) and read the core's knobs from it. */
+static int engine_config(struct xfer_engine *e, const struct xfer_config *cfg)
+{
+	const char *protocol;
+
+	e->cfg = cfg ? xfer_config_dup(cfg) : xfer_config_new();
+	if (!e->cfg)
+		return -errno;
+	protocol = xfer_config_val(e->cfg, "protocol").str;
+	if (!protocol || !xfer_transport_find(protocol)) {
+		xfer_log(XFER_LOG_ERROR, "protocol '%s': no such transport",
+			 protocol ? protocol : "");
+		return -EINVAL;
+	}
+	e->slice_size = (size_t)xfer_config_val(e->cfg, "slice_size").num;
+	e->rpc_port = (uint16_t)xfer_config_val(e->cfg, "rpc_port").num;
+	return 0;
 }
 
 static struct xfer_engine *engine_new(struct event_base *base,
 				      const struct xfer_config *cfg)
 {
-	const struct xfer_store_ops *store_ops;
-	struct xfer_config defaults;
-	struct xfer_engine *e;
+	struct xfer_engine *e = calloc(1, sizeof(*e));
+	int ret, i, workers;
 	uint16_t port;
 	char name[300];
-	int ret, i;
+	bool addr_names;
 
-	if (!cfg) {
-		xfer_config_init(&defaults);
-		cfg = &defaults;
-	}
-	if (check_config(cfg)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	store_ops = xfer_store_find(cfg->metadata_server);
-	if (!store_ops) {
-		xfer_log(XFER_LOG_ERROR, "metadata server '%s': unknown backend",
-			 cfg->metadata_server);
-		errno = EPROTONOSUPPORT;
-		return NULL;
-	}
-	e = calloc(1, sizeof(*e));
 	if (!e) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	e->cfg = *cfg;
 	xfer_buffers_init(&e->buffers);
-	pthread_mutex_init(&e->seg_lock, NULL);
+	xfer_segments_init(&e->segs);
 	pthread_mutex_init(&e->desc_lock, NULL);
-	pthread_mutex_init(&e->err_lock, NULL);
-	ret = -ENOMEM;
-	/* Own copies of the strings: the caller's need not outlive this. */
-	if (dup_opt(cfg->bind_addr, &e->cfg_bind, &e->cfg.bind_addr) ||
-	    dup_opt(cfg->protocol, &e->cfg_protocol, &e->cfg.protocol) ||
-	    dup_opt(cfg->device_names, &e->cfg_devices,
-		    &e->cfg.device_names) ||
-	    dup_opt(cfg->nic_priority_matrix, &e->cfg_matrix,
-		    &e->cfg.nic_priority_matrix) ||
-	    dup_opt(cfg->metadata_server, &e->cfg_meta,
-		    &e->cfg.metadata_server) ||
-	    dup_opt(cfg->local_server_name, &e->cfg_name,
-		    &e->cfg.local_server_name) ||
-	    dup_opt(cfg->cluster_id, &e->cfg_cluster, &e->cfg.cluster_id) ||
-	    dup_opt(cfg->metadata_user, &e->cfg_user, &e->cfg.metadata_user) ||
-	    dup_opt(cfg->metadata_password, &e->cfg_password,
-		    &e->cfg.metadata_password))
-		goto err_free;
-	ret = pick_host(e, store_ops == &xfer_p2p_ops, &port);
+	xfer_error_init(&e->err);
+	ret = engine_config(e, cfg);
 	if (ret)
 		goto err_free;
-
 	ret = xfer_reactor_init(&e->control, base, "xfer-control");
 	if (ret)
 		goto err_free;
-	for (i = 0; i < cfg->workers; i++, e->nworkers++) {
+	workers = (int)xfer_config_val(e->cfg, "workers").num;
+	for (i = 0; i < workers; i++, e->nworkers++) {
 		char wname[16];
 
 		snprintf(wname, sizeof(wname), "xfer-w%d", i & 0xff);
@@ -407,30 +447,43 @@ static struct xfer_engine *engine_new(struct event_base *base,
 		if (ret)
 			goto err_reactors;
 	}
-	ret = xfer_meta_open(e, store_ops);
+	ret = open_meta(e);
 	if (ret)
 		goto err_reactors;
-	ret = xfer_handshake_listen(e, e->cfg_bind, &port, &e->hs);
+	addr_names = e->meta.flags & XFER_STORE_ADDR_NAMES;
+	port = e->rpc_port;
+	ret = pick_host(e, addr_names, &port);
 	if (ret)
 		goto err_store;
-	e->cfg.rpc_port = port;
+	ret = listen_handshake(e, &port);
+	if (ret)
+		goto err_store;
+	e->rpc_port = port;
 	snprintf(name, sizeof(name), "%s:%u", e->host, port);
-	e->name = strdup(store_ops == &xfer_p2p_ops || !e->cfg_name ? name
-								     : e->cfg_name);
+	if (!addr_names && xfer_config_val(e->cfg, "local_server_name").str)
+		snprintf(name, sizeof(name), "%s",
+			 xfer_config_val(e->cfg, "local_server_name").str);
+	e->name = strdup(name);
 	ret = -ENOMEM;
 	if (!e->name)
 		goto err_handshake;
-	ret = start_transports(e);
+	ret = start_transports(e, xfer_config_val(e->cfg, "protocol").str);
 	if (ret)
-		goto err_tcp;
-	ret = publish_descriptor(e);
+		goto err_transports;
+	e->segs.meta = &e->meta;
+	e->segs.buffers = &e->buffers;
+	e->segs.tps = e->tps;
+	e->segs.codecs = xfer_transport_codecs();
+	e->segs.own_name = e->name;
+	e->segs.err = &e->err;
+	ret = update_descriptor(e);
 	if (ret)
-		goto err_tcp;
+		goto err_transports;
 	ret = xfer_reactor_start(&e->control);
 	for (i = 0; i < e->nworkers && !ret; i++)
 		ret = xfer_reactor_start(&e->workers[i]);
 	if (!ret)
-		ret = xfer_meta_start(e);
+		ret = xfer_meta_start(&e->meta, e->name, e->host, e->rpc_port);
 	if (ret)
 		goto err_stop;
 	xfer_log(XFER_LOG_INFO, "engine %s up: %d workers", e->name,
@@ -441,12 +494,12 @@ err_stop:
 	xfer_reactor_stop(&e->control);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_stop(&e->workers[i]);
-err_tcp:
+err_transports:
 	stop_transports(e);
 err_handshake:
 	xfer_handshake_close(e->hs);
 err_store:
-	e->store->ops->close(e->store);
+	xfer_meta_close(&e->meta);
 err_reactors:
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_destroy(&e->workers[i]);
@@ -479,18 +532,15 @@ void xfer_engine_free(struct xfer_engine *e)
 
 	if (!e)
 		return;
-	xfer_meta_stop(e);
+	xfer_meta_stop(&e->meta);
 	xfer_reactor_stop(&e->control);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_stop(&e->workers[i]);
 	xfer_handshake_close(e->hs);
 	stop_transports(e);
-	e->store->ops->close(e->store);
+	xfer_meta_close(&e->meta);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_destroy(&e->workers[i]);
 	xfer_reactor_destroy(&e->control);
-	for (size_t s = 0; s < e->nsegs; s++)
-		xfer_segment_destroy(e->segs[s]);
-	free(e->segs);
 	engine_release(e);
 }

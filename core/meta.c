@@ -12,8 +12,9 @@
 
 #include <event2/event.h>
 
-#include "engine_internal.h"
-#include "store.h"
+#include "core/desc_internal.h"
+#include "core/log_internal.h"
+#include "core/meta_internal.h"
 
 #define META_TIMEOUT_MS 15000 /* the slowest backend step is 10 s */
 
@@ -23,8 +24,8 @@ enum { PUBLISH_RPC = 1, PUBLISH_RAM = 2 };
  * done with it (the caller may give up first). */
 struct meta_call {
 	struct xfer_job job;
-	struct xfer_engine *e;
-	enum xfer_meta_op op;
+	struct xfer_meta *m;
+	enum xfer_store_op op;
 	char *key, *value;
 	size_t len;
 	pthread_mutex_t lock;
@@ -75,36 +76,39 @@ static void call_done(int err, const char *value, size_t len, void *arg)
 	call_put(c);
 }
 
-/* Issue one store operation on the reactor; a backend without put/del
- * (p2p) keeps nothing, so those succeed at once. */
-static void store_op(struct xfer_engine *e, enum xfer_meta_op op,
+/* Issue one store operation on the reactor (put and del only on a
+ * backend that keeps keys: callers check). */
+static void store_op(struct xfer_meta *m, enum xfer_store_op op,
 		     const char *key, const char *value, size_t len,
 		     xfer_store_cb cb, void *arg)
 {
-	const struct xfer_store_ops *ops = e->store->ops;
+	const struct xfer_store_ops *ops = m->store->ops;
 
-	if (op == XFER_META_GET)
-		ops->get(e->store, key, cb, arg);
-	else if (op == XFER_META_PUT && ops->put)
-		ops->put(e->store, key, value, len, cb, arg);
-	else if (op == XFER_META_DEL && ops->del)
-		ops->del(e->store, key, cb, arg);
+	if (op == XFER_STORE_GET)
+		ops->get(m->store, key, cb, arg);
+	else if (op == XFER_STORE_PUT)
+		ops->put(m->store, key, value, len, cb, arg);
 	else
-		cb(0, NULL, 0, arg);
+		ops->del(m->store, key, cb, arg);
 }
 
 static void call_run(struct xfer_job *j)
 {
 	struct meta_call *c = container_of(j, struct meta_call, job);
 
-	store_op(c->e, c->op, c->key, c->value, c->len, call_done, c);
+	store_op(c->m, c->op, c->key, c->value, c->len, call_done, c);
 }
 
-int xfer_meta_call(struct xfer_engine *e, enum xfer_meta_op op,
-		   const char *key, const char *value, size_t len, char **out,
-		   size_t *out_len)
+/*
+ * Run one store operation on the control reactor and wait for it, from an
+ * application thread (*out malloc'd and NUL-ended for a get).
+ * @return 0, the store's error, -ETIMEDOUT, or -EDEADLK when called on the
+ *         thread that dispatches the control reactor.
+ */
+static int call(struct xfer_meta *m, enum xfer_store_op op, const char *key,
+		const char *value, size_t len, char **out, size_t *out_len)
 {
-	struct xfer_reactor *r = &e->control;
+	struct xfer_reactor *r = m->env.control;
 	struct meta_call *c;
 	pthread_condattr_t ca;
 	struct timespec deadline;
@@ -122,7 +126,7 @@ int xfer_meta_call(struct xfer_engine *e, enum xfer_meta_op op,
 	}
 	if (value)
 		memcpy(c->value, value, len);
-	c->e = e;
+	c->m = m;
 	c->op = op;
 	c->len = len;
 	c->refs = 2;
@@ -163,27 +167,53 @@ int xfer_meta_call(struct xfer_engine *e, enum xfer_meta_op op,
 	return ret;
 }
 
-char *xfer_meta_key(struct xfer_engine *e, const char *kind, const char *name)
+/* prefix + kind + name, malloc'd; NULL on ENOMEM. */
+static char *key_of(struct xfer_meta *m, const char *kind, const char *name)
 {
-	size_t n = strlen(e->prefix) + strlen(kind) + strlen(name) + 1;
+	size_t n = strlen(m->prefix) + strlen(kind) + strlen(name) + 1;
 	char *key = malloc(n);
 
 	if (key)
-		snprintf(key, n, "%s%s%s", e->prefix, kind, name);
+		snprintf(key, n, "%s%s%s", m->prefix, kind, name);
 	return key;
+}
+
+int xfer_meta_get_sync(struct xfer_meta *m, const char *kind,
+		       const char *name, char **out, size_t *out_len)
+{
+	char *key = key_of(m, kind, name);
+	int ret;
+
+	if (!key)
+		return -ENOMEM;
+	ret = call(m, XFER_STORE_GET, key, NULL, 0, out, out_len);
+	free(key);
+	return ret;
+}
+
+int xfer_meta_get(struct xfer_meta *m, const char *kind, const char *name,
+		  xfer_store_cb cb, void *arg)
+{
+	char *key = key_of(m, kind, name);
+
+	if (!key)
+		return -ENOMEM;
+	m->store->ops->get(m->store, key, cb, arg);
+	free(key);
+	return 0;
 }
 
 /* ---- publication of the engine's own keys ---- */
 
 static void publish_done(int err, const char *value, size_t len, void *arg)
 {
-	struct xfer_engine *e = arg;
+	struct xfer_meta *m = arg;
 
 	(void)value;
 	(void)len;
 	if (err)
-		xfer_engine_error(e, err, "metadata %s: publish: %s",
-				  e->cfg.metadata_server, strerror(-err));
+		xfer_error_set(m->env.err, err, "metadata %s: publish: %s",
+			       m->env.conn, strerror(-err));
 }
 
 static const char *const own_kind[] = {
@@ -193,42 +223,40 @@ static const char *const own_kind[] = {
 
 /* The value of own key @p what (PUBLISH_RPC or PUBLISH_RAM), malloc'd;
  * NULL on ENOMEM. */
-static char *own_value(struct xfer_engine *e, unsigned what, size_t *len)
+static char *own_value(struct xfer_meta *m, unsigned what, size_t *len)
 {
 	char *json;
 
 	if (what == PUBLISH_RAM)
-		return xfer_engine_descriptor(e, len);
-	return xfer_rpc_meta_encode(e->host, e->cfg.rpc_port, &json, len) ?
-	       NULL : json;
+		return m->env.descriptor(true, len, m->env.arg);
+	return xfer_rpc_meta_encode(m->host, m->port, &json, len) ? NULL : json;
 }
 
 /* Put own key @p what: from the reactor, answered to publish_done(). */
-static void put_own(struct xfer_engine *e, unsigned what)
+static void put_own(struct xfer_meta *m, unsigned what)
 {
-	char *key = xfer_meta_key(e, own_kind[what], e->name), *json;
+	char *key = key_of(m, own_kind[what], m->name), *json;
 	size_t len;
 
-	json = own_value(e, what, &len);
+	json = own_value(m, what, &len);
 	if (key && json)
-		store_op(e, XFER_META_PUT, key, json, len, publish_done, e);
+		store_op(m, XFER_STORE_PUT, key, json, len, publish_done, m);
 	else
-		publish_done(-ENOMEM, NULL, 0, e);
+		publish_done(-ENOMEM, NULL, 0, m);
 	free(key);
 	free(json);
 }
 
 /* Put own key @p what from an application thread and wait for it. */
-static int put_own_sync(struct xfer_engine *e, unsigned what)
+static int put_own_sync(struct xfer_meta *m, unsigned what)
 {
-	char *key = xfer_meta_key(e, own_kind[what], e->name), *json;
+	char *key = key_of(m, own_kind[what], m->name), *json;
 	size_t len;
 	int ret = -ENOMEM;
 
-	json = own_value(e, what, &len);
+	json = own_value(m, what, &len);
 	if (key && json)
-		ret = xfer_meta_call(e, XFER_META_PUT, key, json, len, NULL,
-				     NULL);
+		ret = call(m, XFER_STORE_PUT, key, json, len, NULL, NULL);
 	free(key);
 	free(json);
 	return ret;
@@ -237,73 +265,76 @@ static int put_own_sync(struct xfer_engine *e, unsigned what)
 /* Coalesced: however many registers happened since, the latest state. */
 static void publish_run(struct xfer_job *j)
 {
-	struct xfer_engine *e = container_of(j, struct xfer_engine,
-					     publish_job);
-	unsigned what = atomic_exchange(&e->publish_flags, 0);
+	struct xfer_meta *m = container_of(j, struct xfer_meta, publish_job);
+	unsigned what = atomic_exchange(&m->publish_flags, 0);
 
 	if (what & PUBLISH_RPC)
-		put_own(e, PUBLISH_RPC);
+		put_own(m, PUBLISH_RPC);
 	if (what & PUBLISH_RAM)
-		put_own(e, PUBLISH_RAM);
+		put_own(m, PUBLISH_RAM);
 }
 
-static void publish(struct xfer_engine *e, unsigned what)
+static void publish(struct xfer_meta *m, unsigned what)
 {
-	if (!e->store->ops->put)
+	if (!(m->flags & XFER_STORE_KEEPS))
 		return;
-	if (atomic_fetch_or(&e->publish_flags, what) == 0) {
-		e->publish_job.fn = publish_run;
-		xfer_reactor_post(&e->control, &e->publish_job);
+	if (atomic_fetch_or(&m->publish_flags, what) == 0) {
+		m->publish_job.fn = publish_run;
+		xfer_reactor_post(m->env.control, &m->publish_job);
 	}
 }
 
-void xfer_meta_publish_ram(struct xfer_engine *e)
+void xfer_meta_publish_ram(struct xfer_meta *m)
 {
 	int ret;
 
-	if (!e->store->ops->put)
+	if (!(m->flags & XFER_STORE_KEEPS))
 		return;
 	/* Synchronous, so a peer that opens us after register() returns
 	 * sees the buffer; on the reactor's own thread it cannot wait. */
-	ret = put_own_sync(e, PUBLISH_RAM);
+	ret = put_own_sync(m, PUBLISH_RAM);
 	if (ret == -EDEADLK)
-		publish(e, PUBLISH_RAM);
+		publish(m, PUBLISH_RAM);
 	else if (ret) /* the reconnect will republish */
-		publish_done(ret, NULL, 0, e);
+		publish_done(ret, NULL, 0, m);
 }
 
 /* The first publication is synchronous, so a server that is down makes
  * the engine fail at once with a clear error. */
-int xfer_meta_start(struct xfer_engine *e)
+int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
+		    uint16_t port)
 {
 	int ret;
 
-	if (!e->store->ops->put)
+	m->name = name;
+	m->host = host;
+	m->port = port;
+	if (!(m->flags & XFER_STORE_KEEPS))
 		return 0;
-	ret = put_own_sync(e, PUBLISH_RPC);
+	ret = put_own_sync(m, PUBLISH_RPC);
 	if (!ret)
-		ret = put_own_sync(e, PUBLISH_RAM);
+		ret = put_own_sync(m, PUBLISH_RAM);
 	if (ret)
-		xfer_log(XFER_LOG_ERROR, "metadata server %s: %s",
-			 e->cfg.metadata_server, strerror(-ret));
+		xfer_log(XFER_LOG_ERROR, "metadata server %s: %s", m->env.conn,
+			 strerror(-ret));
 	return ret;
 }
 
 /* On free: ram without buffers, then both keys deleted (PROTOCOL.md §2). */
-void xfer_meta_stop(struct xfer_engine *e)
+void xfer_meta_stop(struct xfer_meta *m)
 {
 	char *rpc, *ram, *json;
 	size_t len;
 
-	if (!e->store->ops->put)
+	if (!(m->flags & XFER_STORE_KEEPS))
 		return;
-	rpc = xfer_meta_key(e, "rpc_meta/", e->name);
-	ram = xfer_meta_key(e, "ram/", e->name);
-	json = xfer_engine_descriptor_empty(e, &len);
+	rpc = key_of(m, own_kind[PUBLISH_RPC], m->name);
+	ram = key_of(m, own_kind[PUBLISH_RAM], m->name);
+	json = m->env.descriptor(false, &len, m->env.arg);
 	if (rpc && ram && json) {
-		xfer_meta_call(e, XFER_META_PUT, ram, json, len, NULL, NULL);
-		xfer_meta_call(e, XFER_META_DEL, rpc, NULL, 0, NULL, NULL);
-		xfer_meta_call(e, XFER_META_DEL, ram, NULL, 0, NULL, NULL);
+		call(m, XFER_STORE_PUT, ram, json, len, NULL, NULL);
+		call(m, XFER_STORE_DEL, rpc, NULL, 0, NULL, NULL);
+		call(m, XFER_STORE_DEL, ram, NULL, 0, NULL, NULL);
 	}
 	free(json);
 	free(rpc);
@@ -314,15 +345,14 @@ void xfer_meta_stop(struct xfer_engine *e)
 
 static void on_changed(const char *key, void *arg)
 {
-	struct xfer_engine *e = arg;
-	size_t plen = strlen(e->prefix), n = strlen("ram/");
+	struct xfer_meta *m = arg;
+	const char *ram = own_kind[PUBLISH_RAM];
+	size_t plen = strlen(m->prefix), n = strlen(ram);
 
-	if (!key) {
-		xfer_segment_refresh(e, NULL);
-		return;
-	}
-	if (!strncmp(key, e->prefix, plen) && !strncmp(key + plen, "ram/", n))
-		xfer_segment_refresh(e, key + plen + n);
+	if (!key)
+		m->env.changed(NULL, m->env.arg);
+	else if (!strncmp(key, m->prefix, plen) && !strncmp(key + plen, ram, n))
+		m->env.changed(key + plen + n, m->env.arg);
 }
 
 static void on_reconnected(void *arg)
@@ -330,24 +360,45 @@ static void on_reconnected(void *arg)
 	publish(arg, PUBLISH_RPC | PUBLISH_RAM);
 }
 
-int xfer_meta_open(struct xfer_engine *e, const struct xfer_store_ops *ops)
+int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)
 {
-	const char *cid = e->cfg.cluster_id;
-	struct xfer_store_env env = {
-		.base = e->control.base,
+	const struct xfer_store_ops *ops = xfer_store_find(env->conn);
+	const char *cid = env->cluster_id;
+	struct xfer_store_env senv = {
+		.base = env->control->base,
 		.changed = on_changed,
 		.reconnected = on_reconnected,
-		.arg = e,
-		.user = e->cfg.metadata_user,
-		.password = e->cfg.metadata_password,
-		.handshake_max_len = e->cfg.handshake_max_len,
+		.arg = m,
+		.user = env->user,
+		.password = env->password,
+		.handshake_max_len = env->handshake_max_len,
 	};
 	size_t n = strlen("mooncake/") + (cid ? strlen(cid) + 1 : 0) + 1;
+	int ret;
 
-	e->prefix = malloc(n);
-	if (!e->prefix)
+	memset(m, 0, sizeof(*m));
+	m->env = *env;
+	if (!ops) {
+		xfer_log(XFER_LOG_ERROR, "metadata server '%s': unknown backend",
+			 env->conn);
+		return -EPROTONOSUPPORT;
+	}
+	m->flags = ops->flags;
+	m->prefix = malloc(n);
+	if (!m->prefix)
 		return -ENOMEM;
-	snprintf(e->prefix, n, "mooncake/%s%s", cid ? cid : "", cid ? "/" : "");
-	env.prefix = e->prefix;
-	return ops->open(e->cfg.metadata_server, &env, &e->store);
+	snprintf(m->prefix, n, "mooncake/%s%s", cid ? cid : "", cid ? "/" : "");
+	senv.prefix = m->prefix;
+	ret = ops->open(env->conn, &senv, &m->store);
+	if (ret) {
+		free(m->prefix);
+		m->prefix = NULL;
+	}
+	return ret;
+}
+
+void xfer_meta_close(struct xfer_meta *m)
+{
+	m->store->ops->close(m->store);
+	free(m->prefix);
 }

@@ -1,5 +1,5 @@
 /* Cutting requests into slices, and counting them back into tasks. */
-#include "engine_internal.h"
+#include "core/slice_internal.h"
 
 /* A tail shorter than a quarter slice rides with the last full slice
  * rather than costing a work request (or a header) of its own. */

@@ -46,12 +46,15 @@ static void on_batch(struct xfer_batch *b, enum xfer_status outcome, void *arg)
 
 static struct xfer_engine *engine(void)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg = xfer_config_new();
+	struct xfer_engine *e = NULL;
 
-	xfer_config_init(&cfg);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.rpc_port = 0; /* let the kernel pick: two engines, one host */
-	return xfer_engine_new(&cfg);
+	/* rpc_port 0: let the kernel pick: two engines, one host */
+	if (cfg && !xfer_config_set(cfg, "bind_addr", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "rpc_port", "0"))
+		e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	return e;
 }
 
 int main(void)

@@ -75,20 +75,24 @@ int main(void)
 			 .dst = local, .failed = "loop ended early" };
 	struct timeval now = { 0, 0 }, limit = { 10, 0 };
 	struct xfer_engine *target;
-	struct xfer_config cfg;
+	struct xfer_config *cfg = xfer_config_new();
 	struct event *start, *timeout;
 	uint64_t addr, len;
 	int64_t seg;
 
 	for (size_t i = 0; i < LEN; i++)
 		remote[i] = (uint8_t)(i * 13 + 5);
-	xfer_config_init(&cfg);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.rpc_port = 0;
-	target = xfer_engine_new(&cfg);
-	cfg.workers = 0; /* everything on our base, no engine thread */
+	if (!cfg || xfer_config_set(cfg, "bind_addr", "127.0.0.1") ||
+	    xfer_config_set(cfg, "rpc_port", "0")) {
+		fprintf(stderr, "libevent_plugin: config: %s\n", strerror(errno));
+		return 1;
+	}
+	target = xfer_engine_new(cfg);
+	/* everything on our base, no engine thread */
+	xfer_config_set(cfg, "workers", "0");
 	a.base = event_base_new();
-	a.init = a.base ? xfer_engine_new_on_base(a.base, &cfg) : NULL;
+	a.init = a.base ? xfer_engine_new_on_base(a.base, cfg) : NULL;
+	xfer_config_free(cfg);
 	if (!target || !a.init) {
 		fprintf(stderr, "libevent_plugin: engine: %s\n", strerror(errno));
 		return 1;

@@ -30,8 +30,8 @@
 #include <event2/http.h>
 #include <yajl/yajl_tree.h>
 
-#include "engine_internal.h"
-#include "store.h"
+#include "core/log_internal.h"
+#include "metadata/store.h"
 
 #define ETCD_SCHEME "etcd://"
 #define ETCD_TTL_S 10             /* lease TTL asked for */
@@ -1075,6 +1075,7 @@ static void etcd_close(struct xfer_store *s)
 
 const struct xfer_store_ops xfer_etcd_ops = {
 	.name = "etcd",
+	.flags = XFER_STORE_KEEPS,
 	.accepts = etcd_accepts,
 	.open = etcd_open,
 	.get = etcd_get,

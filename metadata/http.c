@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,9 @@
 #include <event2/keyvalq_struct.h>
 #include <yajl/yajl_tree.h>
 
-#include "engine_internal.h"
-#include "net_internal.h"
-#include "store.h"
+#include "core/log_internal.h"
+#include "core/net_internal.h"
+#include "metadata/store.h"
 
 #define CMD_TIMEOUT_S 5
 #define POLL_MS 30000                  /* one long poll */
@@ -36,7 +37,7 @@ struct http_op {
 	struct http_op *prev, *next;
 	struct evhttp_request *req;
 	struct event *timer;
-	enum xfer_meta_op op;
+	enum xfer_store_op op;
 	xfer_store_cb cb;
 	void *arg;
 };
@@ -97,9 +98,9 @@ static void op_done(struct evhttp_request *req, void *arg)
 	o->req = NULL; /* evhttp frees it after this callback */
 	if (code != HTTP_OK)
 		err = http_errno(req);
-	if (err == -ENOENT && o->op == XFER_META_DEL)
+	if (err == -ENOENT && o->op == XFER_STORE_DEL)
 		err = 0;
-	if (err || o->op != XFER_META_GET) {
+	if (err || o->op != XFER_STORE_GET) {
 		o->cb(err, NULL, 0, o->arg);
 	} else {
 		body = evhttp_request_get_input_buffer(req);
@@ -136,14 +137,14 @@ static char *make_uri(struct http_store *h, const char *suffix,
 	return uri;
 }
 
-static void start(struct http_store *h, enum xfer_meta_op op, const char *key,
+static void start(struct http_store *h, enum xfer_store_op op, const char *key,
 		  const char *value, size_t len, xfer_store_cb cb, void *arg)
 {
 	static const struct timeval now = { 0, 0 };
 	static const enum evhttp_cmd_type cmds[] = {
-		[XFER_META_GET] = EVHTTP_REQ_GET,
-		[XFER_META_PUT] = EVHTTP_REQ_PUT,
-		[XFER_META_DEL] = EVHTTP_REQ_DELETE,
+		[XFER_STORE_GET] = EVHTTP_REQ_GET,
+		[XFER_STORE_PUT] = EVHTTP_REQ_PUT,
+		[XFER_STORE_DEL] = EVHTTP_REQ_DELETE,
 	};
 	struct http_op *o = calloc(1, sizeof(*o));
 	char *uri = NULL;
@@ -188,21 +189,21 @@ fail:
 static void http_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		     void *arg)
 {
-	start(container_of(s, struct http_store, store), XFER_META_GET, key,
+	start(container_of(s, struct http_store, store), XFER_STORE_GET, key,
 	      NULL, 0, cb, arg);
 }
 
 static void http_put(struct xfer_store *s, const char *key, const char *value,
 		     size_t len, xfer_store_cb cb, void *arg)
 {
-	start(container_of(s, struct http_store, store), XFER_META_PUT, key,
+	start(container_of(s, struct http_store, store), XFER_STORE_PUT, key,
 	      value, len, cb, arg);
 }
 
 static void http_del(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		     void *arg)
 {
-	start(container_of(s, struct http_store, store), XFER_META_DEL, key,
+	start(container_of(s, struct http_store, store), XFER_STORE_DEL, key,
 	      NULL, 0, cb, arg);
 }
 
@@ -453,6 +454,7 @@ err_close:
 
 const struct xfer_store_ops xfer_http_ops = {
 	.name = "http",
+	.flags = XFER_STORE_KEEPS,
 	.accepts = http_accepts,
 	.open = http_open,
 	.get = http_get,

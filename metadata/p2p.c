@@ -12,11 +12,10 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
-#include "desc_internal.h"
-#include "handshake_internal.h"
-#include "net_internal.h"
-#include "reactor_internal.h"
-#include "store.h"
+#include "core/desc_internal.h"
+#include "core/handshake_internal.h"
+#include "core/net_internal.h"
+#include "metadata/store.h"
 
 #define RPC_META "rpc_meta/"
 #define RAM "ram/"
@@ -26,7 +25,7 @@
 struct p2p_get {
 	struct p2p *p;
 	struct p2p_get *prev, *next;
-	struct hs_req *req;
+	struct xfer_hs_req *req;
 	struct event *timer;
 	xfer_store_cb cb;
 	void *arg;
@@ -200,6 +199,7 @@ static void p2p_close(struct xfer_store *s)
 
 const struct xfer_store_ops xfer_p2p_ops = {
 	.name = "p2p",
+	.flags = XFER_STORE_ADDR_NAMES,
 	.accepts = p2p_accepts,
 	.open = p2p_open,
 	.get = p2p_get,

@@ -26,8 +26,8 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include "engine_internal.h"
-#include "store.h"
+#include "core/log_internal.h"
+#include "metadata/store.h"
 
 #define DEFAULT_PORT 6379
 #define BACKOFF_MIN_MS 100
@@ -886,6 +886,7 @@ static void redis_close(struct xfer_store *st)
 
 const struct xfer_store_ops xfer_redis_ops = {
 	.name = "redis",
+	.flags = XFER_STORE_KEEPS,
 	.accepts = redis_accepts,
 	.open = redis_open,
 	.get = redis_get,

@@ -1,7 +1,7 @@
 /* The one table of metadata backends. */
 #include <stddef.h>
 
-#include "store.h"
+#include "metadata/store.h"
 
 static const struct xfer_store_ops *const backends[] = {
 	&xfer_p2p_ops,

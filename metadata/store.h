@@ -11,8 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/container_internal.h"
+
 struct event_base;
 struct xfer_store;
+
+enum xfer_store_op { XFER_STORE_GET, XFER_STORE_PUT, XFER_STORE_DEL };
 
 /**
  * Result of get, put or del. @p err is 0, -ENOENT (get: absent), or a
@@ -41,8 +45,18 @@ struct xfer_store_env {
 	uint32_t handshake_max_len; /* p2p: largest reply frame */
 };
 
+/* What a backend is (xfer_store_ops.flags). */
+enum {
+	/** It keeps keys: the engine publishes its own and deletes them. */
+	XFER_STORE_KEEPS = 1 << 0,
+	/** Segment names are their owners' `host:port` handshake addresses,
+	 *  and a descriptor is asked of its owner (peer-to-peer). */
+	XFER_STORE_ADDR_NAMES = 1 << 1,
+};
+
 struct xfer_store_ops {
 	const char *name;
+	unsigned flags;
 	/** Does this backend serve connection string @p conn? */
 	int (*accepts)(const char *conn);
 	/**
@@ -58,10 +72,11 @@ struct xfer_store_ops {
 	 *  call), on the reactor. Key and value are copied as needed. */
 	void (*get)(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		    void *arg);
-	/** Start a put, as get. NULL where the backend keeps nothing (p2p). */
+	/** Start a put, as get. Only with XFER_STORE_KEEPS. */
 	void (*put)(struct xfer_store *s, const char *key, const char *value,
 		    size_t len, xfer_store_cb cb, void *arg);
-	/** Start a delete, as get; deleting an absent key succeeds. */
+	/** Start a delete, as get; deleting an absent key succeeds. Only
+	 *  with XFER_STORE_KEEPS. */
 	void (*del)(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		    void *arg);
 	/** Stop: pending callbacks are never called. Reactor stopped or on

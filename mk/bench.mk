@@ -1,8 +1,10 @@
-# xfer-bench, linked against the static library.
-BENCH := $(BUILD)/xfer-bench
+# xfer-bench, linked against the static library: every bench/*.c.
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(BUILD)/%.o)
+BENCH      := $(BUILD)/xfer-bench
 
 all: $(BENCH)
 
-$(BENCH): $(BUILD)/bench/xfer_bench.o $(LIB_A)
+$(BENCH): $(BENCH_OBJS) $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lm

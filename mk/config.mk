@@ -4,12 +4,12 @@ CC      ?= cc
 WERROR  ?= 1
 PKGS    := libevent libevent_pthreads yajl hiredis libibverbs numa
 
-VERSION_MAJOR := 0
-VERSION       := 0.1.0
+VERSION_MAJOR := 1
+VERSION       := 1.0.0
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -pthread -MMD -MP \
-           -I. -Iinclude -Icore -Ireactor -Itransports -Itransports/rdma -Imetadata \
+           -fvisibility=hidden -I. -Iinclude \
            $(shell pkg-config --cflags $(PKGS))
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror

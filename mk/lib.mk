@@ -1,5 +1,6 @@
 # libxfer: static and shared (versioned soname).
-LIB_SRCS := $(wildcard core/*.c reactor/*.c transports/*.c transports/rdma/*.c metadata/*.c)
+LIB_SRCS := $(wildcard core/*.c reactor/*.c transports/*.c transports/*/*.c \
+                      metadata/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB_A    := $(BUILD)/libxfer.a
 LIB_SO   := $(BUILD)/libxfer.so.$(VERSION)

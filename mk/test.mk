@@ -15,13 +15,13 @@ $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/helpers.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
 
-# test/th_NAME.c holds what the programs test/it_NAME.c and
-# test/it_NAME_*.c share; they link it too.
+# test/th_NAME.c holds what the programs test/{it,unit}_NAME.c and
+# test/{it,unit}_NAME_*.c share; they link it too.
 TH_NAMES  := $(patsubst test/th_%.c,%,$(wildcard test/th_*.c))
-$(foreach n,$(TH_NAMES),$(eval $(filter $(BUILD)/test/it_$(n) \
-	$(BUILD)/test/it_$(n)_%,$(IT_BINS)): $(BUILD)/test/th_$(n).o))
+$(foreach n,$(TH_NAMES),$(foreach k,it unit,$(eval $(filter \
+	$(BUILD)/test/$(k)_$(n) $(BUILD)/test/$(k)_$(n)_%,$(IT_BINS) \
+	$(UNIT_BINS)): $(BUILD)/test/th_$(n).o)))
 
-$(BUILD)/test/rdma/%.o: CFLAGS += -Itest
 $(BUILD)/test/rdma/%: $(BUILD)/test/rdma/%.o $(BUILD)/test/rdma/rt.o \
 		      $(BUILD)/test/helpers.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")

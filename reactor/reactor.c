@@ -10,7 +10,7 @@
 
 #include <event2/event.h>
 
-#include "reactor_internal.h"
+#include "reactor/reactor_internal.h"
 
 static struct xfer_job *take_all(struct xfer_reactor *r)
 {

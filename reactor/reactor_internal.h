@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "core/container_internal.h"
+
 struct event;
 struct event_base;
 
@@ -23,10 +25,6 @@ struct xfer_job {
 	struct xfer_job *next;
 };
 
-#ifndef container_of
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-#endif
 
 struct xfer_reactor {
 	struct event_base *base;

@@ -18,20 +18,45 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc_internal.h"
-#include "helpers.h"
+#include "core/desc_internal.h"
+#include "test/helpers.h"
+#include "transports/transport.h"
+
+struct xfer_config *th_config(void)
+{
+	struct xfer_config *cfg = xfer_config_new();
+
+	assert_non_null(cfg);
+	return cfg;
+}
+
+void th_set(struct xfer_config *cfg, const char *key, const char *value)
+{
+	int ret = xfer_config_set(cfg, key, value);
+
+	if (ret)
+		fail_msg("config %s=%s: %d", key, value ? value : "NULL", ret);
+}
+
+void th_set_num(struct xfer_config *cfg, const char *key, long long value)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%lld", value);
+	th_set(cfg, key, num);
+}
 
 struct xfer_engine *th_engine(int workers)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg = th_config();
 	struct xfer_engine *e;
 
-	assert_int_equal(xfer_config_init(&cfg), 0);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.local_server_name = "127.0.0.1";
-	cfg.rpc_port = 0;
-	cfg.workers = workers;
-	e = xfer_engine_new(&cfg);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "rpc_port", "0");
+	th_set_num(cfg, "workers", workers);
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
 	assert_non_null(e);
 	return e;
 }
@@ -397,7 +422,8 @@ struct xfer_desc *th_fetch_desc(uint16_t port)
 	char err[256] = "";
 	size_t len;
 	char *json = th_hs_call(port, 1, "{}\n", &len);
-	int ret = xfer_desc_decode(json, len, &d, err, sizeof(err));
+	int ret = xfer_desc_decode(json, len, xfer_transport_codecs(), &d, err,
+				   sizeof(err));
 
 	if (ret != 0)
 		fail_msg("descriptor does not decode (%d: %s): %s", ret, err,

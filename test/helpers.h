@@ -9,9 +9,22 @@
 #include <event2/event.h>
 #include <xfer/xfer.h>
 
-#include "store.h"
+#include "metadata/store.h"
+#include "transports/tcp/tcp_internal.h"
 
 struct xfer_desc;
+
+/** The TCP fields of a decoded descriptor of protocol "tcp". */
+#define th_tcp(d) ((const struct xfer_tcp_desc *)(d)->tp)
+
+/** xfer_config_new(); fails the test (cmocka) if it cannot be made. */
+struct xfer_config *th_config(void);
+
+/** xfer_config_set(); fails the test if it refuses. */
+void th_set(struct xfer_config *cfg, const char *key, const char *value);
+
+/** th_set() of a number. */
+void th_set_num(struct xfer_config *cfg, const char *key, long long value);
 
 /** A p2p engine bound to 127.0.0.1 on free ports with @p workers workers;
  *  fails the test (cmocka) if it cannot be made. */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "helpers.h"
+#include "test/helpers.h"
 
 #define IB_LEN (1u << 20)
 #define TB_LEN (1u << 20)

@@ -25,8 +25,8 @@
 
 #include <event2/event.h>
 
-#include "helpers.h"
-#include "store.h"
+#include "test/helpers.h"
+#include "metadata/store.h"
 
 #define BUF (1 << 20)
 
@@ -176,15 +176,15 @@ static int teardown(void **state)
 static struct xfer_engine *engine_in(struct fixture *f, const char *name,
 				     const char *cluster)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg = th_config();
 	struct xfer_engine *e;
 
-	xfer_config_init(&cfg);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.metadata_server = f->url;
-	cfg.local_server_name = name;
-	cfg.cluster_id = cluster;
-	e = xfer_engine_new(&cfg);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "metadata_server", f->url);
+	th_set(cfg, "local_server_name", name);
+	th_set(cfg, "cluster_id", cluster);
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
 	assert_non_null(e);
 	assert_string_equal(xfer_engine_name(e), name);
 	return e;
@@ -490,17 +490,17 @@ static void test_bad_value(void **state)
 static void test_server_down(void **state)
 {
 	struct fixture *f = *state;
-	struct xfer_config cfg;
+	struct xfer_config *cfg = th_config();
 	int64_t t0;
 
 	server_stop(f);
-	xfer_config_init(&cfg);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.metadata_server = f->url;
-	cfg.local_server_name = "down-a";
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "metadata_server", f->url);
+	th_set(cfg, "local_server_name", "down-a");
 	t0 = th_now_ms();
-	assert_null(xfer_engine_new(&cfg));
+	assert_null(xfer_engine_new(cfg));
 	assert_int_equal(errno, ECONNREFUSED);
+	xfer_config_free(cfg);
 	assert_true(th_now_ms() - t0 < 6000);
 	server_start(f);
 }

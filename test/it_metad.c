@@ -24,8 +24,8 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
-#include "helpers.h"
-#include "th_metad.h"
+#include "test/helpers.h"
+#include "test/th_metad.h"
 
 #define KEY_MAX 4096        /* xfer-metad's longest key, bytes */
 

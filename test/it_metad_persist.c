@@ -21,8 +21,8 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
-#include "helpers.h"
-#include "th_metad.h"
+#include "test/helpers.h"
+#include "test/th_metad.h"
 
 static struct server P = { .pid = -1 };  /* with a persist file */
 

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "test/helpers.h"
 
 #define MEM_LEN (1u << 20)
 #define TIMEOUT_MS 1500 /* the initiator's transfer timeout */
@@ -344,7 +344,7 @@ static uint8_t *LB;           /* its buffer */
 
 static int setup(void **state)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg;
 
 	(void)state;
 	memset(&F, 0, sizeof(F));
@@ -359,13 +359,14 @@ static int setup(void **state)
 	good_reply(2);
 	assert_int_equal(pthread_create(&F.th, NULL, fake_main, NULL), 0);
 
-	assert_int_equal(xfer_config_init(&cfg), 0);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.local_server_name = "127.0.0.1";
-	cfg.workers = 1;
-	cfg.tcp_conns = 1;
-	cfg.transfer_timeout_ms = TIMEOUT_MS;
-	E = xfer_engine_new(&cfg);
+	cfg = th_config();
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "workers", "1");
+	th_set(cfg, "tcp_conns", "1");
+	th_set_num(cfg, "transfer_timeout_ms", TIMEOUT_MS);
+	E = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
 	assert_non_null(E);
 	LB = th_alloc(MEM_LEN);
 	assert_int_equal(xfer_register(E, LB, MEM_LEN, "cpu:0", true), 0);

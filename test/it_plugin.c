@@ -19,7 +19,7 @@
 #include <event2/event.h>
 #include <xfer/event.h>
 
-#include "helpers.h"
+#include "test/helpers.h"
 
 #define BUF_LEN (4u << 20)
 #define TIMEOUT_S 10
@@ -67,15 +67,15 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 static struct xfer_engine *plugin_engine(struct event_base *base, int workers)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg = th_config();
 	struct xfer_engine *e;
 
-	assert_int_equal(xfer_config_init(&cfg), 0);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.local_server_name = "127.0.0.1";
-	cfg.rpc_port = 0;
-	cfg.workers = workers;
-	e = xfer_engine_new_on_base(base, &cfg);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "rpc_port", "0");
+	th_set_num(cfg, "workers", workers);
+	e = xfer_engine_new_on_base(base, cfg);
+	xfer_config_free(cfg);
 	if (!e)
 		fail_msg("xfer_engine_new_on_base: errno %d", errno);
 	return e;

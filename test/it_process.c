@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "test/helpers.h"
 
 #define GAP 4099u
 #define FILL 0xC3
@@ -54,7 +54,7 @@ child_main(size_t size, int namefd, int gofd)
 {
 	size_t total = total_len(size);
 	size_t r = GAP, w = 2 * GAP + size;
-	struct xfer_config cfg;
+	struct xfer_config *cfg = xfer_config_new();
 	struct xfer_engine *e;
 	struct pollfd pfd = { .fd = gofd, .events = POLLIN };
 	const char *name;
@@ -62,13 +62,13 @@ child_main(size_t size, int namefd, int gofd)
 	char go;
 	int rc = CHILD_OK;
 
-	if (xfer_config_init(&cfg) != 0)
+	if (!cfg || xfer_config_set(cfg, "bind_addr", "127.0.0.1") ||
+	    xfer_config_set(cfg, "local_server_name", "127.0.0.1") ||
+	    xfer_config_set(cfg, "rpc_port", "0") ||
+	    xfer_config_set(cfg, "workers", "1"))
 		_exit(CHILD_NO_ENGINE);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.local_server_name = "127.0.0.1";
-	cfg.rpc_port = 0;
-	cfg.workers = 1;
-	e = xfer_engine_new(&cfg);
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
 	if (!e)
 		_exit(CHILD_NO_ENGINE);
 	if (posix_memalign((void **)&buf, 4096, total) != 0)

@@ -16,9 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "desc_internal.h"
-#include "helpers.h"
-#include "th_robust.h"
+#include "core/desc_internal.h"
+#include "core/handshake_internal.h"
+#include "test/helpers.h"
+#include "test/th_robust.h"
 
 /* ---- (a) the handshake port ---- */
 
@@ -152,7 +153,7 @@ static void test_hs_metadata(void **state)
 	(void)state;
 	d = th_fetch_desc(F.rpc_port); /* checks type byte 1 and the close */
 	assert_string_equal(d->name, xfer_engine_name(F.t));
-	assert_int_equal(d->tcp_data_port, F.data_port);
+	assert_int_equal(th_tcp(d)->data_port, F.data_port);
 	assert_int_equal(d->nbufs, 1);
 	assert_int_equal(d->bufs[0].addr, (uintptr_t)F.tb);
 	assert_int_equal(d->bufs[0].length, TB_REG);
@@ -169,8 +170,9 @@ static void test_hs_metadata(void **state)
 		size_t len;
 		char *json = th_hs_call(F.rpc_port, 1, req, &len);
 
-		assert_int_equal(xfer_desc_decode(json, len, &d2, err,
-						  sizeof(err)), 0);
+		assert_int_equal(xfer_desc_decode(json, len,
+						  xfer_transport_codecs(), &d2,
+						  err, sizeof(err)), 0);
 		assert_string_equal(d2->name, xfer_engine_name(F.t));
 		xfer_desc_free(d2);
 		free(json);

@@ -18,8 +18,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "helpers.h"
-#include "th_robust.h"
+#include "test/helpers.h"
+#include "test/th_robust.h"
 
 #define OP_V2 0x80
 #define OP_WRITE 1

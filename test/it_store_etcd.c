@@ -33,8 +33,8 @@
 #include <event2/event.h>
 #include <yajl/yajl_tree.h>
 
-#include "helpers.h"
-#include "store.h"
+#include "test/helpers.h"
+#include "metadata/store.h"
 
 extern const struct xfer_store_ops xfer_etcd_ops;
 

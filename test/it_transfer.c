@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "helpers.h"
+#include "test/helpers.h"
 
 /* Each engine registers one buffer this big: 16 MiB plus room for offsets. */
 #define BUF_LEN ((16u << 20) + (256u << 10))

@@ -26,8 +26,8 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
-#include "helpers.h"
-#include "th_metad.h"
+#include "test/helpers.h"
+#include "test/th_metad.h"
 
 char tmp_dir[] = "/tmp/it_metad.XXXXXX";
 

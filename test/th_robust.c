@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc_internal.h"
-#include "helpers.h"
-#include "th_robust.h"
+#include "core/desc_internal.h"
+#include "test/helpers.h"
+#include "test/th_robust.h"
 
 struct robust_target F;
 
@@ -35,13 +35,13 @@ int robust_setup(void **state)
 	d = th_fetch_desc(F.rpc_port);
 	assert_string_equal(d->name, xfer_engine_name(F.t));
 	assert_string_equal(d->protocol, "tcp");
-	assert_int_equal(d->tcp_proto_version, 2);
+	assert_int_equal(th_tcp(d)->version, 2);
 	assert_int_equal(d->nbufs, 1);
 	assert_int_equal(d->bufs[0].addr, (uintptr_t)F.tb);
 	assert_int_equal(d->bufs[0].length, TB_REG);
 	assert_string_equal(d->bufs[0].name, "cpu:0");
-	assert_true(d->tcp_data_port != 0);
-	F.data_port = d->tcp_data_port;
+	assert_true(th_tcp(d)->data_port != 0);
+	F.data_port = th_tcp(d)->data_port;
 	xfer_desc_free(d);
 	return 0;
 }

@@ -16,8 +16,8 @@
 #include <event2/event.h>
 #include <xfer/event.h>
 
-#include "engine_internal.h"
-#include "transport.h"
+#include "core/engine_internal.h"
+#include "test/helpers.h"
 
 #define MAX_SLICES 64
 #define SLICE 4096
@@ -40,6 +40,7 @@ static const struct xfer_transport_ops record_ops = {
 	.name = "record",
 	.submit = record_submit,
 };
+static struct xfer_transport record = { .ops = &record_ops };
 
 struct fixture {
 	struct event_base *base;
@@ -64,23 +65,23 @@ static void on_done(struct xfer_batch *b, enum xfer_status outcome, void *arg)
 
 static int setup(void **state)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg = th_config();
 	struct xfer_segment *seg;
 
 	(void)state;
-	xfer_config_init(&cfg);
-	cfg.bind_addr = "127.0.0.1";
-	cfg.workers = 0;
-	cfg.slice_size = SLICE;
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "workers", "0");
+	th_set_num(cfg, "slice_size", SLICE);
 	F.base = event_base_new();
-	F.e = xfer_engine_new_on_base(F.base, &cfg);
+	F.e = xfer_engine_new_on_base(F.base, cfg);
+	xfer_config_free(cfg);
 	assert_non_null(F.e);
 	F.mem = calloc(1, 128 << 10);
 	assert_int_equal(xfer_register(F.e, F.mem, 128 << 10, "cpu:0", true), 0);
 	F.seg = xfer_segment_open(F.e, xfer_engine_name(F.e));
 	assert_true(F.seg >= 0);
-	seg = xfer_engine_segment_acquire(F.e, F.seg);
-	seg->ops = &record_ops;
+	seg = xfer_segment_acquire(&F.e->segs, F.seg);
+	seg->tp = &record;
 	atomic_fetch_sub(&seg->users, 1);
 	return 0;
 }

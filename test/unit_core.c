@@ -8,7 +8,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "engine_internal.h"
+#include "core/buffers_internal.h"
+#include "core/slice_internal.h"
 
 static void test_slice_count(void **state)
 {

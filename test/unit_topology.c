@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "helpers.h"
-#include "topology.h"
+#include "test/helpers.h"
+#include "transports/rdma/topology_internal.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -74,7 +74,7 @@ static int teardown_tree(void **state)
 	return th_rm_tree(root);
 }
 
-static const struct xfer_prio *prio_row(const struct rdma_topo *t,
+static const struct xfer_rdma_prio *prio_row(const struct rdma_topo *t,
 					const char *location)
 {
 	for (size_t i = 0; i < t->nprio; i++)
@@ -95,7 +95,7 @@ static void build_ok(const char *names, const char *matrix,
 		     struct rdma_topo *t)
 {
 	char err[256] = "";
-	int ret = rdma_topo_build(root, names, matrix, t, err, sizeof(err));
+	int ret = xfer_rdma_topo_build(root, names, matrix, t, err, sizeof(err));
 
 	if (ret)
 		fail_msg("rdma_topo_build: %d %s", ret, err);
@@ -115,7 +115,7 @@ static void test_discover(void **state)
 		assert_string_equal(t.devs[i].name, want[i]);
 		assert_int_equal(t.devs[i].numa_node, node[i]);
 	}
-	rdma_topo_free(&t);
+	xfer_rdma_topo_free(&t);
 }
 
 static void test_filter(void **state)
@@ -129,9 +129,9 @@ static void test_filter(void **state)
 	assert_string_equal(t.devs[0].name, "mlx5_1");
 	assert_string_equal(t.devs[1].name, "rxe0");
 	assert_int_equal(t.matrix.any.n, 2);
-	rdma_topo_free(&t);
+	xfer_rdma_topo_free(&t);
 
-	assert_int_equal(rdma_topo_build(root, "mlx5_0,mlx5_9", NULL, &t, err,
+	assert_int_equal(xfer_rdma_topo_build(root, "mlx5_0,mlx5_9", NULL, &t, err,
 					 sizeof(err)), -ENODEV);
 	assert_non_null(strstr(err, "mlx5_9"));
 	assert_int_equal(t.ndevs, 0);
@@ -145,14 +145,14 @@ static void test_no_sysfs(void **state)
 
 	(void)state;
 	snprintf(empty, sizeof(empty), "%s/class/net", root);
-	assert_int_equal(rdma_topo_build(empty, NULL, NULL, &t, err,
+	assert_int_equal(xfer_rdma_topo_build(empty, NULL, NULL, &t, err,
 					 sizeof(err)), -ENODEV);
 	assert_true(err[0]);
 }
 
 static void test_default_matrix(void **state)
 {
-	const struct xfer_prio *p;
+	const struct xfer_rdma_prio *p;
 	const struct rdma_row *r;
 	struct rdma_topo t;
 
@@ -170,18 +170,18 @@ static void test_default_matrix(void **state)
 	assert_int_equal(p->npref, 4);
 	assert_int_equal(p->nother, 0);
 
-	r = rdma_matrix_find(&t.matrix, "cpu:0");
+	r = xfer_rdma_matrix_find(&t.matrix, "cpu:0");
 	assert_string_equal(r->location, "cpu:0");
 	assert_int_equal(r->npref, 2);
 	assert_int_equal(r->n, 4);
 	assert_int_equal(r->idx[0], 0); /* mlx5_0 */
 	assert_int_equal(r->idx[1], 3); /* rxe1 */
-	r = rdma_matrix_find(&t.matrix, "cpu:1");
+	r = xfer_rdma_matrix_find(&t.matrix, "cpu:1");
 	assert_int_equal(r->npref, 3); /* mlx5_1, rxe0, rxe1 */
-	r = rdma_matrix_find(&t.matrix, "cuda:3");
+	r = xfer_rdma_matrix_find(&t.matrix, "cuda:3");
 	assert_string_equal(r->location, "*");
 	assert_int_equal(r->npref, 4);
-	rdma_topo_free(&t);
+	xfer_rdma_topo_free(&t);
 }
 
 static void test_user_matrix(void **state)
@@ -201,9 +201,9 @@ static void test_user_matrix(void **state)
 	assert_int_equal(t.matrix.rows[0].idx[0], 1);
 	assert_int_equal(t.matrix.rows[0].idx[1], 0);
 	/* No "*" row: an unknown location gets every device. */
-	assert_ptr_equal(rdma_matrix_find(&t.matrix, "cuda:0"),
+	assert_ptr_equal(xfer_rdma_matrix_find(&t.matrix, "cuda:0"),
 			 &t.matrix.any);
-	rdma_topo_free(&t);
+	xfer_rdma_topo_free(&t);
 
 	/* rxe1 has no node in sysfs: the row that prefers it gives one. */
 	build_ok(NULL, "{\"*\":[[\"mlx5_0\"],[]],"
@@ -211,15 +211,15 @@ static void test_user_matrix(void **state)
 	assert_int_equal(t.ndevs, 2);
 	assert_string_equal(t.devs[1].name, "rxe1");
 	assert_int_equal(t.devs[1].numa_node, 1);
-	assert_string_equal(rdma_matrix_find(&t.matrix, "cpu:0")->location,
+	assert_string_equal(xfer_rdma_matrix_find(&t.matrix, "cpu:0")->location,
 			    "*");
-	rdma_topo_free(&t);
+	xfer_rdma_topo_free(&t);
 
 	/* With a filter, the filter picks the devices. */
 	build_ok("rxe0,mlx5_1", "{\"cpu:0\":[[\"mlx5_1\"],[]]}", &t);
 	assert_int_equal(t.ndevs, 2);
 	assert_int_equal(t.matrix.rows[0].n, 1);
-	rdma_topo_free(&t);
+	xfer_rdma_topo_free(&t);
 }
 
 /* Names rxe0, outside a filter of mlx5_0. */
@@ -231,14 +231,14 @@ static void test_user_matrix_bad(void **state)
 	struct rdma_topo t;
 
 	(void)state;
-	assert_int_equal(rdma_topo_build(root, NULL,
+	assert_int_equal(xfer_rdma_topo_build(root, NULL,
 					 "{\"cpu:0\":[[\"mlx5_7\"],[]]}", &t,
 					 err, sizeof(err)), -EPROTO);
 	assert_non_null(strstr(err, "mlx5_7"));
-	assert_int_equal(rdma_topo_build(root, "mlx5_0", USES_RXE0, &t, err,
+	assert_int_equal(xfer_rdma_topo_build(root, "mlx5_0", USES_RXE0, &t, err,
 					 sizeof(err)), -EPROTO);
 	assert_non_null(strstr(err, "rxe0"));
-	assert_int_equal(rdma_topo_build(root, NULL, "{\"cpu:0\":", &t, err,
+	assert_int_equal(xfer_rdma_topo_build(root, NULL, "{\"cpu:0\":", &t, err,
 					 sizeof(err)), -EPROTO);
 	assert_null(t.devs);
 }
@@ -247,7 +247,7 @@ static void test_matrix_build(void **state)
 {
 	char *pref0[] = { "a", "x", "b", "a" }, *other0[] = { "b", "c", "y" };
 	char *pref1[] = { "zz" };
-	const struct xfer_prio rows[] = {
+	const struct xfer_rdma_prio rows[] = {
 		{ "cpu:0", 4, 3, pref0, other0 },
 		{ "cpu:1", 1, 0, pref1, NULL },
 	};
@@ -256,8 +256,8 @@ static void test_matrix_build(void **state)
 	const struct rdma_row *r;
 
 	(void)state;
-	assert_int_equal(rdma_matrix_build(rows, 2, names, 3, &m), 0);
-	r = rdma_matrix_find(&m, "cpu:0");
+	assert_int_equal(xfer_rdma_matrix_build(rows, 2, names, 3, &m), 0);
+	r = xfer_rdma_matrix_find(&m, "cpu:0");
 	assert_int_equal(r->npref, 2);
 	assert_int_equal(r->n, 3);
 	assert_int_equal(r->idx[0], 0);
@@ -265,14 +265,14 @@ static void test_matrix_build(void **state)
 	assert_int_equal(r->idx[2], 2);
 	/* A row left with no device falls back to any. */
 	assert_int_equal(m.rows[1].n, 0);
-	assert_ptr_equal(rdma_matrix_find(&m, "cpu:1"), &m.any);
+	assert_ptr_equal(xfer_rdma_matrix_find(&m, "cpu:1"), &m.any);
 	assert_string_equal(m.any.location, "*");
 	assert_int_equal(m.any.npref, 3);
 	assert_int_equal(m.any.n, 3);
 	for (size_t i = 0; i < 3; i++)
 		assert_int_equal(m.any.idx[i], i);
-	rdma_matrix_free(&m);
-	rdma_matrix_free(&m); /* zeroed: safe again */
+	xfer_rdma_matrix_free(&m);
+	xfer_rdma_matrix_free(&m); /* zeroed: safe again */
 }
 
 static void test_free_zeroed(void **state)
@@ -281,8 +281,8 @@ static void test_free_zeroed(void **state)
 	struct rdma_matrix m = { 0 };
 
 	(void)state;
-	rdma_topo_free(&t);
-	rdma_matrix_free(&m);
+	xfer_rdma_topo_free(&t);
+	xfer_rdma_matrix_free(&m);
 }
 
 int main(void)

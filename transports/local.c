@@ -1,8 +1,7 @@
 /* Local copy: a request whose target is this engine's own segment. */
 #include <string.h>
 
-#include "engine_internal.h"
-#include "transport.h"
+#include "transports/transport.h"
 
 static void local_submit(struct xfer_transport *t, struct xfer_segment *seg,
 			 struct xfer_slice *s, size_t n)
@@ -22,6 +21,6 @@ static void local_submit(struct xfer_transport *t, struct xfer_segment *seg,
 
 const struct xfer_transport_ops xfer_local_ops = {
 	.name = "local",
-	.always = true,
+	.flags = XFER_TP_ALWAYS | XFER_TP_LOCAL,
 	.submit = local_submit,
 };

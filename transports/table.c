@@ -1,9 +1,158 @@
-/* The one table that names every transport. */
-#include "transport.h"
+/*
+ * The one table that names every transport, and the defaults of the slots
+ * a transport leaves empty (transport.h says each one), installed once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
-const struct xfer_transport_ops *const xfer_transports[XFER_NTRANSPORTS + 1] = {
+#include "transports/transport.h"
+
+extern const struct xfer_transport_ops xfer_local_ops;
+extern const struct xfer_transport_ops xfer_tcp_ops;
+extern const struct xfer_transport_ops xfer_rdma_ops;
+
+static const struct xfer_transport_ops *const list[] = {
 	&xfer_local_ops,
 	&xfer_tcp_ops,
 	&xfer_rdma_ops,
-	NULL,
 };
+#define NTP (sizeof(list) / sizeof(list[0]))
+
+static int def_init(const struct xfer_transport_env *env,
+		    struct xfer_transport **out)
+{
+	(void)env;
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+static void def_fini(struct xfer_transport *t)
+{
+	free(t);
+}
+
+static void def_describe(struct xfer_transport *t, struct xfer_desc *d)
+{
+	(void)t;
+	(void)d;
+}
+
+static void def_describe_buffer(struct xfer_transport *t,
+				const struct xfer_buffer *b,
+				struct xfer_desc_buf *db)
+{
+	(void)t;
+	(void)b;
+	(void)db;
+}
+
+static int def_reg(struct xfer_transport *t, struct xfer_buffer *b)
+{
+	(void)t;
+	(void)b;
+	return 0;
+}
+
+static void def_unreg(struct xfer_transport *t, struct xfer_buffer *b)
+{
+	(void)t;
+	(void)b;
+}
+
+static int def_open(struct xfer_transport *t, struct xfer_segment *seg)
+{
+	(void)t;
+	(void)seg;
+	return 0;
+}
+
+static void def_release(struct xfer_transport *t, void *priv)
+{
+	(void)t;
+	(void)priv;
+}
+
+static void def_submit(struct xfer_transport *t, struct xfer_segment *seg,
+		       struct xfer_slice *s, size_t n)
+{
+	(void)t;
+	(void)seg;
+	for (size_t i = 0; i < n; i++)
+		xfer_slice_done(&s[i], XFER_FAILED);
+}
+
+static int def_connection(struct xfer_transport *t,
+			  const struct xfer_hs_conn *req,
+			  struct xfer_hs_conn *reply)
+{
+	(void)t;
+	(void)req;
+	(void)reply;
+	return -EOPNOTSUPP;
+}
+
+static int def_device_stats(struct xfer_transport *t, size_t i,
+			    const char **name, uint64_t *bytes)
+{
+	(void)t;
+	(void)i;
+	(void)name;
+	(void)bytes;
+	return -ENOENT;
+}
+
+static struct xfer_transport_ops filled[NTP];
+static const struct xfer_transport_ops *table[NTP + 1];
+static const struct xfer_desc_codec *codecs[NTP + 1];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#define FILL(op) do { if (!f->op) f->op = def_##op; } while (0)
+
+static void fill(void)
+{
+	size_t nc = 0;
+
+	for (size_t i = 0; i < NTP; i++) {
+		struct xfer_transport_ops *f = &filled[i];
+
+		*f = *list[i];
+		FILL(init);
+		FILL(fini);
+		FILL(describe);
+		FILL(describe_buffer);
+		FILL(reg);
+		FILL(unreg);
+		FILL(open);
+		FILL(release);
+		FILL(submit);
+		FILL(connection);
+		FILL(device_stats);
+		table[i] = f;
+		if (f->codec)
+			codecs[nc++] = f->codec;
+	}
+}
+
+const struct xfer_transport_ops *const *xfer_transports(void)
+{
+	pthread_once(&once, fill);
+	return table;
+}
+
+const struct xfer_transport_ops *xfer_transport_find(const char *name)
+{
+	const struct xfer_transport_ops *const *t = xfer_transports();
+
+	for (; *t; t++)
+		if (!((*t)->flags & XFER_TP_LOCAL) && !strcmp((*t)->name, name))
+			return *t;
+	return NULL;
+}
+
+const struct xfer_desc_codec *const *xfer_transport_codecs(void)
+{
+	pthread_once(&once, fill);
+	return codecs;
+}

@@ -1,8 +1,14 @@
 /*
- * The transport ops table. The core cuts requests into slices and hands
- * each transport the slices of one task; the transport moves them on its
- * reactors and reports every slice once through xfer_slice_done().
- * Optional slots may be NULL; the core checks them in one place each.
+ * The transport contract. A transport is a table of operations (libevent's
+ * eventop, rdma-core's verbs_context_ops are the models) listed once in
+ * transports/table.c; an instance embeds struct xfer_transport first and
+ * gets back to its own struct with container_of. The core cuts requests
+ * into slices and hands a transport the slices of one task; the transport
+ * moves them on its reactors and reports every slice once through
+ * xfer_slice_done().
+ *
+ * Slots a transport leaves NULL get the defaults of table.c, installed
+ * once, so callers never test for NULL: each slot says its default.
  */
 #ifndef XFER_TRANSPORT_H
 #define XFER_TRANSPORT_H
@@ -11,65 +17,106 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct xfer_buffer;
-struct xfer_desc;
-struct xfer_desc_buf;
-struct xfer_engine;
+#include "core/buffers_internal.h"
+#include "core/config_internal.h"
+#include "core/desc_internal.h"
+#include "core/log_internal.h"
+#include "core/segment_internal.h"
+#include "core/slice_internal.h"
+#include "reactor/reactor_internal.h"
+
 struct xfer_hs_conn;
-struct xfer_segment;
-struct xfer_slice;
-struct xfer_transport;
+
+enum {
+	/** Started by every engine: it reaches any peer of its protocol.
+	 *  Otherwise only when it is the configured protocol. */
+	XFER_TP_ALWAYS = 1 << 0,
+	/** Serves the engine's own segment; no descriptor names it. */
+	XFER_TP_LOCAL = 1 << 1,
+};
+
+/** What the engine lends a transport; valid until fini(). */
+struct xfer_transport_env {
+	const char *name;               /* the engine's segment name */
+	const char *bind_addr;          /* numeric address to listen on */
+	uint32_t transfer_timeout_ms;   /* 0: never */
+	uint32_t handshake_max_len;     /* largest handshake frame, bytes */
+	struct xfer_reactor *control;
+	int nworkers;                   /* 0: everything on control */
+	/** A worker reactor, round robin (control with no workers). */
+	struct xfer_reactor *(*worker)(void *arg);
+	struct xfer_buffers *buffers;   /* the local segment's */
+	struct xfer_error *err;         /* the engine's last error */
+	/** The values of the transport's knobs, in the order of ops->knobs. */
+	const union xfer_knob_val *knobs;
+	void *arg;
+};
+
+struct xfer_transport {
+	const struct xfer_transport_ops *ops;   /* with defaults filled */
+	const struct xfer_transport_env *env;
+};
 
 struct xfer_transport_ops {
 	const char *name; /* matches the descriptor's "protocol" */
-	/** Started by every engine (it reaches any peer of its protocol);
-	 *  otherwise only when it is the configured protocol. */
-	bool always;
-	/** Create the transport's listeners and state; *out on success. */
-	int (*init)(struct xfer_engine *e, struct xfer_transport **out);
-	/** Fill this transport's fields of the engine's own descriptor
-	 *  (buffers are filled already). */
+	unsigned flags;   /* XFER_TP_* */
+	/** Its configuration keys, ended by one with a NULL name; NULL for
+	 *  none. Their values reach init() in env->knobs. */
+	const struct xfer_knob *knobs;
+	/** Its fields of the segment descriptor; NULL for none. */
+	const struct xfer_desc_codec *codec;
+	/** Create the transport's listeners and state; *out on success, with
+	 *  ops and env set by the caller. Default: a bare instance. */
+	int (*init)(const struct xfer_transport_env *env,
+		    struct xfer_transport **out);
+	/** Close everything; the reactors are stopped. Slices still queued
+	 *  end CANCELED (never sent) or FAILED (in flight). Default: free. */
+	void (*fini)(struct xfer_transport *t);
+	/** Point d->tp at this transport's fields of the own descriptor;
+	 *  they stay the transport's. Default: none. */
 	void (*describe)(struct xfer_transport *t, struct xfer_desc *d);
-	/** Optional: fill @p db's fields for local buffer @p b (keys). */
+	/** Point db->tp at local buffer @p b's fields (keys); they stay the
+	 *  transport's while @p b is registered. Default: none. */
 	void (*describe_buffer)(struct xfer_transport *t,
 				const struct xfer_buffer *b,
 				struct xfer_desc_buf *db);
-	/** Optional: make @p b reachable (memory registration), setting
-	 *  b->tp_mem. @return 0 or a negative errno. */
+	/** Make @p b reachable (memory registration), setting b->tp_mem.
+	 *  @return 0 or a negative errno. Default: 0, nothing to do. */
 	int (*reg)(struct xfer_transport *t, struct xfer_buffer *b);
-	/** Optional: undo reg(); no transfer uses @p b any more. */
+	/** Undo reg(); no transfer uses @p b any more. Default: nothing. */
 	void (*unreg)(struct xfer_transport *t, struct xfer_buffer *b);
-	/** Prepare to reach @p seg (set seg->tp_priv). Never blocks. */
+	/** Prepare to reach @p seg (set seg->tp_priv). Never blocks.
+	 *  Default: 0, no state. */
 	int (*open)(struct xfer_transport *t, struct xfer_segment *seg);
-	/** Optional: free a seg->tp_priv that open() made and that is being
-	 *  replaced or whose segment is closed. */
+	/** Free a seg->tp_priv that open() made and that is being replaced
+	 *  or whose segment is closed. Default: nothing. */
 	void (*release)(struct xfer_transport *t, void *priv);
 	/** Move the @p n slices of one task; never fails: a slice that
-	 *  cannot move is reported done with a failure status. Any thread. */
+	 *  cannot move is reported done with a failure status. Any thread.
+	 *  Default: every slice FAILED. */
 	void (*submit)(struct xfer_transport *t, struct xfer_segment *seg,
 		       struct xfer_slice *slices, size_t n);
-	/** Optional: answer a Connection request of the handshake socket on
-	 *  the control reactor. @return 0 with @p reply filled, or a
-	 *  negative errno (then the connection closes without a reply). */
+	/** Answer a Connection request of the handshake socket on the
+	 *  control reactor. @return 0 with @p reply filled, or a negative
+	 *  errno (then the connection closes without a reply).
+	 *  Default: -EOPNOTSUPP, it takes none. */
 	int (*connection)(struct xfer_transport *t,
 			  const struct xfer_hs_conn *req,
 			  struct xfer_hs_conn *reply);
-	/** Optional: per-device counter @p i. @return 0, -ENOENT past the
-	 *  last device. */
+	/** Per-device counter @p i. @return 0, -ENOENT past the last
+	 *  device. Default: -ENOENT, no devices. */
 	int (*device_stats)(struct xfer_transport *t, size_t i,
 			    const char **name, uint64_t *bytes);
-	/** Close everything; the reactors are stopped. Slices still queued
-	 *  end CANCELED (never sent) or FAILED (in flight). */
-	void (*fini)(struct xfer_transport *t);
 };
 
-extern const struct xfer_transport_ops xfer_local_ops;
-extern const struct xfer_transport_ops xfer_tcp_ops;
-extern const struct xfer_transport_ops xfer_rdma_ops;
+/** Every transport with its defaults filled, NULL-ended. */
+const struct xfer_transport_ops *const *xfer_transports(void);
 
-/** Every transport, local copy first, NULL-terminated; an engine's
- *  e->tps[i] is the instance of xfer_transports[i] (NULL if not started). */
-extern const struct xfer_transport_ops *const xfer_transports[];
-#define XFER_NTRANSPORTS 3
+/** The transport a descriptor or the configuration may name @p name
+ *  (never one with XFER_TP_LOCAL); NULL if none. */
+const struct xfer_transport_ops *xfer_transport_find(const char *name);
+
+/** The descriptor codecs of every transport that has one, NULL-ended. */
+const struct xfer_desc_codec *const *xfer_transport_codecs(void);
 
 #endif

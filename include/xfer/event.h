@@ -16,8 +16,8 @@ struct event_base;
  * Create an engine whose control events (handshake listener, timers,
  * completion delivery) live on the application's @p base, so batch
  * callbacks run on the thread that dispatches @p base. With
- * cfg->workers == 0 the data connections go on @p base too and the engine
- * starts no thread at all; otherwise it starts cfg->workers worker threads,
+ * `workers` 0 the data connections go on @p base too and the engine
+ * starts no thread at all; otherwise it starts `workers` worker threads,
  * which hand completions back to @p base through a pipe-like wakeup, so
  * @p base needs no libevent locking.
  * The engine never dispatches or frees @p base; free the engine before the
@@ -26,6 +26,7 @@ struct event_base;
  *         for a NULL base. Call on the thread that owns @p base, while it
  *         is not being dispatched by another thread.
  */
+XFER_EXPORT
 struct xfer_engine *xfer_engine_new_on_base(struct event_base *base,
 					    const struct xfer_config *cfg);
 

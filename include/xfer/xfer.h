@@ -24,6 +24,14 @@
 extern "C" {
 #endif
 
+/* What the shared library exports: the calls declared under include/xfer/
+ * and nothing else (it is built with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#define XFER_EXPORT __attribute__((visibility("default")))
+#else
+#define XFER_EXPORT
+#endif
+
 struct xfer_engine;
 struct xfer_batch;
 
@@ -48,126 +56,131 @@ enum xfer_status {
 	XFER_FAILED,    /**< the peer refused it or the connection broke */
 };
 
-/** Engine configuration. Fill with xfer_config_init(), then override. */
-struct xfer_config {
-	/**
-	 * Name of this process's RAM segment. In peer-to-peer mode the name is
-	 * always `host:port` (port = the handshake port): a bare host here
-	 * gives the host part, NULL uses bind_addr if it is not a wildcard,
-	 * else the machine's host name. With a central store the name is
-	 * used as given (NULL: `host:port` as above), and peers reach the
-	 * host of a `host:port` name, else bind_addr or the host name. Env
-	 * XFER_LOCAL_SERVER_NAME, MC_LOCAL_SERVER_NAME.
-	 */
-	const char *local_server_name;
-	/**
-	 * Metadata connection string: "p2p" (default; also "P2PHANDSHAKE"),
-	 * "redis://host:port[/db]", "http://host:port/path" or
-	 * "etcd://host:port" (a bare "host:port" means etcd). Env
-	 * XFER_METADATA_SERVER, MC_METADATA_SERVER.
-	 */
-	const char *metadata_server;
-	/** Keys go under `mooncake/<cluster_id>/` when set; NULL for
-	 *  `mooncake/`. Env XFER_CLUSTER_ID, MC_CLUSTER_ID. */
-	const char *cluster_id;
-	/** Credentials for the metadata server (redis AUTH); NULL for none.
-	 *  Env XFER_METADATA_USER, MC_REDIS_USERNAME; XFER_METADATA_PASSWORD,
-	 *  MC_REDIS_PASSWORD. */
-	const char *metadata_user;
-	const char *metadata_password;
-	/** Address the handshake and TCP data listeners bind to; default
-	 *  "0.0.0.0". Env XFER_BIND_ADDRESS, MC_TCP_BIND_ADDRESS. */
-	const char *bind_addr;
-	/** Handshake (rpc) port; 0 = let the kernel pick a free one. Env
-	 *  XFER_HANDSHAKE_PORT, MC_HANDSHAKE_PORT. */
-	uint16_t rpc_port;
-	/** Worker reactors (threads) that own data connections; default 1,
-	 *  at most 64. 0 = everything on the control reactor (with
-	 *  xfer_engine_new_on_base: no thread at all). Env XFER_WORKERS,
-	 *  MC_WORKERS_PER_CTX. */
-	int workers;
-	/** Slice size in bytes, default 65536, between 4096 and 64 MiB. Env
-	 *  XFER_SLICE_SIZE, MC_SLICE_SIZE. */
-	size_t slice_size;
-	/** TCP data connections kept per peer segment, default 2, 1..64. Env
-	 *  XFER_TCP_CONNS, MC_TCP_CONNS. */
-	int tcp_conns;
-	/** A task with no progress for this long ends TIMEOUT, in ms; default
-	 *  30000, 0 = never. Env XFER_TRANSFER_TIMEOUT_MS; MC_TRANSFER_TIMEOUT
-	 *  (in seconds, as Mooncake). */
-	uint32_t transfer_timeout_ms;
-	/** Largest handshake frame accepted, in bytes; default 1 MiB, at most
-	 *  128 MiB. Env XFER_HANDSHAKE_MAX_LENGTH, MC_HANDSHAKE_MAX_LENGTH. */
-	uint32_t handshake_max_len;
-
-	/* ---- RDMA (PROTOCOL.md §4); used when protocol is "rdma" ---- */
-
-	/** Transport this engine advertises in its descriptor: "tcp"
-	 *  (default) or "rdma". Either engine reaches TCP peers; "rdma" also
-	 *  opens RDMA devices and registers memory with them. Env
-	 *  XFER_PROTOCOL, MC_PROTOCOL. */
-	const char *protocol;
-	/** RDMA devices to use, a comma list ("mlx5_0,mlx5_1"); NULL = auto
-	 *  discovery: every device, or those the priority matrix names. Env
-	 *  XFER_DEVICE_NAME, MC_DEVICE_NAME. */
-	const char *device_names;
-	/** NIC priority matrix, JSON as the seed:
-	 *  `{"cpu:0":[["mlx5_0"],["mlx5_1"]]}` (location → [[preferred NICs],
-	 *  [other NICs]]); NULL = built from sysfs (NICs on a location's NUMA
-	 *  node preferred). Env XFER_NIC_PRIORITY_MATRIX, MC_NIC_PRIORITY_MATRIX. */
-	const char *nic_priority_matrix;
-	/** QPs per endpoint, default 2, 1..64. Env XFER_NUM_QP_PER_EP,
-	 *  MC_NUM_QP_PER_EP. */
-	int qps_per_ep;
-	/** Endpoints a device context keeps before SIEVE eviction, default
-	 *  256, 1..65536. Env XFER_MAX_EP_PER_CTX, MC_MAX_EP_PER_CTX. */
-	int max_ep_per_ctx;
-	/** Tries of a failed slice on other NIC paths before its task fails,
-	 *  default 9, 0..64. Env XFER_RETRY_CNT, MC_RETRY_CNT. */
-	int retry_cnt;
-	/** GID index; -1 (default) picks RoCE v2 with an IPv4 address, else
-	 *  any non-zero GID. Env XFER_GID_INDEX, MC_GID_INDEX. */
-	int gid_index;
-	/** Path MTU in bytes (256..4096); 0 (default) = the smaller of both
-	 *  ports' active MTUs. Env XFER_MTU, MC_MTU. */
-	int mtu;
-	/** Send queue depth of each QP (work requests outstanding at once),
-	 *  default 256, 1..16384. Env XFER_MAX_WR, MC_MAX_WR. */
-	int max_wr;
-	/** Completion queue entries per device context, default 4096,
-	 *  16..1048576. Env XFER_MAX_CQE, MC_MAX_CQE_PER_CTX. */
-	int max_cqe;
-	/** Device port, default 1. Env XFER_IB_PORT, MC_IB_PORT. */
-	int ib_port;
-	/** Pin each device's worker thread and its memory to the device's NUMA
-	 *  node (libnuma); default true. Env XFER_PIN_WORKERS (0 or 1). */
-	bool pin_workers;
-	/** A NIC path (local device, peer device) whose slice failed is not
-	 *  chosen again for this long, in ms; default 1000. Env
-	 *  XFER_PATH_PAUSE_MS. */
-	uint32_t path_pause_ms;
-};
+/**
+ * Engine configuration: an opaque set of keys ("knobs"), so that new keys
+ * never change the library's ABI. xfer_config_new() gives the defaults,
+ * then applies the environment; xfer_config_set() overrides one key by
+ * name. A key is named by its knob name (first column), or by either of
+ * its variables. Sizes are in bytes, times in the unit their name says.
+ *
+ * | key                 | variables                                     | default, range |
+ * |---------------------|-----------------------------------------------|----------------|
+ * | local_server_name   | XFER_LOCAL_SERVER_NAME, MC_LOCAL_SERVER_NAME  | unset (1)      |
+ * | metadata_server     | XFER_METADATA_SERVER, MC_METADATA_SERVER      | "p2p" (2)      |
+ * | cluster_id          | XFER_CLUSTER_ID, MC_CLUSTER_ID                | unset (3)      |
+ * | metadata_user       | XFER_METADATA_USER, MC_REDIS_USERNAME         | unset (4)      |
+ * | metadata_password   | XFER_METADATA_PASSWORD, MC_REDIS_PASSWORD     | unset (4)      |
+ * | bind_addr           | XFER_BIND_ADDRESS, MC_TCP_BIND_ADDRESS        | "0.0.0.0" (5)  |
+ * | rpc_port            | XFER_HANDSHAKE_PORT, MC_HANDSHAKE_PORT        | 0, 0..65535 (6)|
+ * | workers             | XFER_WORKERS, MC_WORKERS_PER_CTX              | 1, 0..64 (7)   |
+ * | slice_size          | XFER_SLICE_SIZE, MC_SLICE_SIZE                | 65536, 4096..64 MiB |
+ * | transfer_timeout_ms | XFER_TRANSFER_TIMEOUT_MS, MC_TRANSFER_TIMEOUT (s) | 30000, 0 = never (8) |
+ * | handshake_max_len   | XFER_HANDSHAKE_MAX_LENGTH, MC_HANDSHAKE_MAX_LENGTH | 1 MiB, 64..128 MiB (9) |
+ * | protocol            | XFER_PROTOCOL, MC_PROTOCOL                    | "tcp" (10)     |
+ * | tcp_conns           | XFER_TCP_CONNS, MC_TCP_CONNS                  | 2, 1..64 (11)  |
+ * | device_names        | XFER_DEVICE_NAME, MC_DEVICE_NAME              | unset (12)     |
+ * | nic_priority_matrix | XFER_NIC_PRIORITY_MATRIX, MC_NIC_PRIORITY_MATRIX | unset (13)  |
+ * | qps_per_ep          | XFER_NUM_QP_PER_EP, MC_NUM_QP_PER_EP          | 2, 1..64       |
+ * | max_ep_per_ctx      | XFER_MAX_EP_PER_CTX, MC_MAX_EP_PER_CTX        | 256, 1..65536 (14) |
+ * | retry_cnt           | XFER_RETRY_CNT, MC_RETRY_CNT                  | 9, 0..64 (15)  |
+ * | gid_index           | XFER_GID_INDEX, MC_GID_INDEX                  | -1, -1..65535 (16) |
+ * | mtu                 | XFER_MTU, MC_MTU                              | 0, 0 or 256..4096 (17) |
+ * | max_wr              | XFER_MAX_WR, MC_MAX_WR                        | 256, 1..16384 (18) |
+ * | max_cqe             | XFER_MAX_CQE, MC_MAX_CQE_PER_CTX              | 4096, 16..1048576 |
+ * | ib_port             | XFER_IB_PORT, MC_IB_PORT                      | 1, 1..255      |
+ * | pin_workers         | XFER_PIN_WORKERS                              | true (19)      |
+ * | path_pause_ms       | XFER_PATH_PAUSE_MS                            | 1000 (20)      |
+ *
+ * 1. Name of this process's RAM segment. In peer-to-peer mode the name is
+ *    always `host:port` (port = the handshake port): a bare host here
+ *    gives the host part; unset uses bind_addr if it is not a wildcard,
+ *    else the machine's host name. With a central store the name is used
+ *    as given (unset: `host:port` as above), and peers reach the host of
+ *    a `host:port` name, else bind_addr or the host name.
+ * 2. "p2p" (also "P2PHANDSHAKE"), "redis://host:port[/db]",
+ *    "http://host:port/path" or "etcd://host:port" (a bare "host:port"
+ *    means etcd).
+ * 3. Keys go under `mooncake/<cluster_id>/` when set, else `mooncake/`.
+ * 4. Credentials for the metadata server (redis AUTH).
+ * 5. Numeric address the handshake and TCP data listeners bind to.
+ * 6. Handshake (rpc) port; 0 lets the kernel pick a free one.
+ * 7. Worker reactors (threads) that own data connections. 0: everything
+ *    on the control reactor (with xfer_engine_new_on_base(): no thread).
+ * 8. A task with no progress for this long ends TIMEOUT. The MC_ name
+ *    counts seconds, as Mooncake's.
+ * 9. Largest handshake frame accepted.
+ * 10. Transport this engine advertises in its descriptor: "tcp" or
+ *    "rdma". Either engine reaches TCP peers; "rdma" also opens RDMA
+ *    devices and registers memory with them. Another name fails
+ *    xfer_engine_new() with EINVAL.
+ * 11. TCP data connections kept per peer segment.
+ * 12. RDMA devices to use, a comma list ("mlx5_0,mlx5_1"); unset: auto
+ *    discovery, every device or those the priority matrix names.
+ * 13. NIC priority matrix, JSON as the seed's:
+ *    `{"cpu:0":[["mlx5_0"],["mlx5_1"]]}` (location → [[preferred NICs],
+ *    [other NICs]]); unset: built from sysfs (NICs on a location's NUMA
+ *    node preferred).
+ * 14. Endpoints a device context keeps before SIEVE eviction.
+ * 15. Tries of a failed slice on other NIC paths before its task fails.
+ * 16. GID index; -1 picks RoCE v2 with an IPv4 address, else any
+ *    non-zero GID.
+ * 17. Path MTU in bytes, a power of two; 0: the smaller of both ports'
+ *    active MTUs.
+ * 18. Send queue depth of each QP (work requests outstanding at once).
+ * 19. Pin each device's worker thread and its memory to the device's
+ *    NUMA node (libnuma). 0, 1, true or false.
+ * 20. A NIC path (local device, peer device) whose slice failed is not
+ *    chosen again for this long.
+ */
+struct xfer_config;
 
 /**
- * Fill @p cfg with defaults, then apply the XFER_* environment variables
- * (and their MC_* aliases; an XFER_* name wins over its alias). Strings in
- * @p cfg then point into the environment or static storage; they must stay
- * valid until xfer_engine_new() returns, which copies them.
- * @return 0, or -EINVAL naming the bad variable in the log (the field keeps
- *         its default). Call from any thread.
+ * A configuration with the defaults above, then the environment (an
+ * XFER_* variable wins over its MC_* alias; empty variables are ignored).
+ * @return the configuration (free with xfer_config_free()), or NULL with
+ *         errno EINVAL (a malformed variable, named in the log) or ENOMEM.
+ *         Any thread.
  */
-int xfer_config_init(struct xfer_config *cfg);
+XFER_EXPORT
+struct xfer_config *xfer_config_new(void);
+
+/** Free a configuration (NULL is fine). Any thread. */
+XFER_EXPORT
+void xfer_config_free(struct xfer_config *cfg);
+
+/**
+ * Set key @p key (a knob name or one of its variables; a value given by
+ * an MC_ name counts in that name's units) to @p value, parsed as the
+ * environment would be; NULL restores the default.
+ * @return 0; -ENOENT for an unknown key; -EINVAL for a value out of range
+ *         or malformed (the key keeps its value); -ENOMEM. Not
+ *         concurrently with other calls on the same @p cfg.
+ */
+XFER_EXPORT
+int xfer_config_set(struct xfer_config *cfg, const char *key,
+		    const char *value);
+
+/**
+ * The value of @p key as text (numbers in decimal in the knob's units,
+ * booleans "true"/"false"), owned by @p cfg until the key is set again;
+ * NULL for an unknown key or an unset one.
+ */
+XFER_EXPORT
+const char *xfer_config_get(const struct xfer_config *cfg,
+			    const char *key);
 
 /**
  * Create an engine that runs its own reactors: a control thread (handshake
- * listener, timers, completion callbacks) and cfg->workers worker threads.
+ * listener, timers, completion callbacks) and `workers` worker threads.
  * The listeners are bound before this returns.
- * @param cfg NULL for xfer_config_init() defaults; copied, not kept.
- * @return the engine, or NULL with errno: EINVAL (bad config), EADDRINUSE
+ * @param cfg NULL for xfer_config_new()'s; copied, not kept.
+ * @return the engine, or NULL with errno: EINVAL (bad config, such as an
+ *         unknown protocol, named in the log), EADDRINUSE
  *         (port taken), EPROTONOSUPPORT (unknown metadata backend), ENOMEM,
  *         or the errno of a failed socket/thread call.
  * Call from any thread.
  */
+XFER_EXPORT
 struct xfer_engine *xfer_engine_new(const struct xfer_config *cfg);
 
 /**
@@ -176,27 +189,32 @@ struct xfer_engine *xfer_engine_new(const struct xfer_config *cfg);
  * Free every batch first; tasks still in flight end CANCELED or FAILED and
  * their callbacks do not run. Not from a callback of this engine.
  */
+XFER_EXPORT
 void xfer_engine_free(struct xfer_engine *e);
 
 /**
  * The name of this engine's own RAM segment (`host:port` in p2p mode).
  * Owned by the engine, valid until xfer_engine_free(). Any thread.
  */
+XFER_EXPORT
 const char *xfer_engine_name(const struct xfer_engine *e);
 
 /** The handshake port the engine listens on. Any thread. */
+XFER_EXPORT
 uint16_t xfer_engine_rpc_port(const struct xfer_engine *e);
 
 /**
  * A readable message for the last error of this engine (thread-shared, so
  * best read right after the failing call). Owned by the engine. Any thread.
  */
+XFER_EXPORT
 const char *xfer_engine_last_error(const struct xfer_engine *e);
 
 /**
  * CPU time, in seconds, used so far by the threads this engine started
  * (0 when it started none). Any thread.
  */
+XFER_EXPORT
 double xfer_engine_cpu_seconds(const struct xfer_engine *e);
 
 /**
@@ -206,6 +224,7 @@ double xfer_engine_cpu_seconds(const struct xfer_engine *e);
  * @return 0; -ENOENT past the last device, or for an engine without RDMA.
  *         Any thread.
  */
+XFER_EXPORT
 int xfer_engine_device_stats(struct xfer_engine *e, size_t index,
 			     const char **name, uint64_t *bytes);
 
@@ -221,6 +240,7 @@ int xfer_engine_device_stats(struct xfer_engine *e, size_t index,
  *         location; -EEXIST if the range overlaps a registered buffer;
  *         -ENOMEM; the negated errno of ibv_reg_mr. Any thread.
  */
+XFER_EXPORT
 int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 		  const char *location, bool remote_access);
 
@@ -230,6 +250,7 @@ int xfer_register(struct xfer_engine *e, void *addr, size_t len,
  *         flight uses it as its source, or while a peer's request to it
  *         is being served (the buffer stays registered). Any thread.
  */
+XFER_EXPORT
 int xfer_unregister(struct xfer_engine *e, void *addr);
 
 /**
@@ -245,12 +266,14 @@ int xfer_unregister(struct xfer_engine *e, void *addr);
  *         answered with a bad descriptor), -EPROTONOSUPPORT (a transport
  *         this engine lacks), -ENOMEM. Any thread.
  */
+XFER_EXPORT
 int64_t xfer_segment_open(struct xfer_engine *e, const char *name);
 
 /**
  * Close a segment id. @return 0, -ENOENT for an unknown id, -EBUSY while
  * tasks in flight target it. Any thread.
  */
+XFER_EXPORT
 int xfer_segment_close(struct xfer_engine *e, int64_t segment_id);
 
 /**
@@ -260,6 +283,7 @@ int xfer_segment_close(struct xfer_engine *e, int64_t segment_id);
  * or a metadata watch replaces its descriptor: copy it to keep it).
  * @return 0, -ENOENT (unknown id or index past the last buffer). Any thread.
  */
+XFER_EXPORT
 int xfer_segment_buffer(struct xfer_engine *e, int64_t segment_id,
 			size_t index, uint64_t *addr, uint64_t *len,
 			const char **location);
@@ -300,6 +324,7 @@ typedef void (*xfer_batch_cb)(struct xfer_batch *b, enum xfer_status outcome,
  * @return the batch, or NULL with errno EINVAL (capacity 0 or > 2^24) or
  *         ENOMEM. Any thread.
  */
+XFER_EXPORT
 struct xfer_batch *xfer_batch_new(struct xfer_engine *e, size_t capacity);
 
 /**
@@ -307,6 +332,7 @@ struct xfer_batch *xfer_batch_new(struct xfer_engine *e, size_t capacity);
  * flight; the callback then covers later submits.
  * @return 0, -EBUSY while tasks are in flight. Any thread.
  */
+XFER_EXPORT
 int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg);
 
 /**
@@ -320,6 +346,7 @@ int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg);
  *         (nothing appended); -ENOMEM. Any thread; not concurrently with
  *         another submit on the same batch.
  */
+XFER_EXPORT
 int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		      size_t n);
 
@@ -327,10 +354,12 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
  * Read task @p index (Mooncake's getTransferStatus).
  * @return 0, -ERANGE if no such task was submitted. Any thread.
  */
+XFER_EXPORT
 int xfer_batch_status(struct xfer_batch *b, size_t index,
 		      struct xfer_task_status *st);
 
 /** Number of tasks submitted to the batch so far. Any thread. */
+XFER_EXPORT
 size_t xfer_batch_size(const struct xfer_batch *b);
 
 /**
@@ -338,6 +367,7 @@ size_t xfer_batch_size(const struct xfer_batch *b);
  * event loop. @param timeout_ms < 0 waits for ever.
  * @return 0, -ETIMEDOUT. Not on the engine's control reactor.
  */
+XFER_EXPORT
 int xfer_batch_wait(struct xfer_batch *b, int timeout_ms);
 
 /**
@@ -346,9 +376,11 @@ int xfer_batch_wait(struct xfer_batch *b, int timeout_ms);
  *         been called (the batch stays valid). Any thread, also from the
  *         batch's own callback.
  */
+XFER_EXPORT
 int xfer_batch_free(struct xfer_batch *b);
 
 /** Name of a status, "COMPLETED" etc.; static storage. */
+XFER_EXPORT
 const char *xfer_status_str(enum xfer_status s);
 
 #ifdef __cplusplus

@@ -10,22 +10,22 @@
 
 #include <cmocka.h>
 
-#include "helpers.h"
-#include "rt.h"
+#include "test/helpers.h"
+#include "test/rdma/rt.h"
 
 struct xfer_engine *rt_engine(const char *host, uint16_t port, int max_ep)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg = th_config();
 	struct xfer_engine *e;
 
-	assert_int_equal(xfer_config_init(&cfg), 0);
-	cfg.protocol = "rdma";
-	cfg.bind_addr = "0.0.0.0";
-	cfg.local_server_name = host;
-	cfg.rpc_port = port;
+	th_set(cfg, "protocol", "rdma");
+	th_set(cfg, "bind_addr", "0.0.0.0");
+	th_set(cfg, "local_server_name", host);
+	th_set_num(cfg, "rpc_port", port);
 	if (max_ep)
-		cfg.max_ep_per_ctx = max_ep;
-	e = xfer_engine_new(&cfg);
+		th_set_num(cfg, "max_ep_per_ctx", max_ep);
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
 	assert_non_null(e);
 	return e;
 }
@@ -38,12 +38,13 @@ static void serve(int n, const char *host, size_t len, int out, int ctl)
 	char c;
 
 	for (int i = 0; i < n; i++) {
-		struct xfer_config cfg;
+		struct xfer_config *cfg = xfer_config_new();
 
-		xfer_config_init(&cfg);
-		cfg.protocol = "rdma";
-		cfg.local_server_name = host;
-		e[i] = xfer_engine_new(&cfg);
+		if (!cfg || xfer_config_set(cfg, "protocol", "rdma") ||
+		    xfer_config_set(cfg, "local_server_name", host))
+			_exit(3);
+		e[i] = xfer_engine_new(cfg);
+		xfer_config_free(cfg);
 		buf[i] = aligned_alloc(4096, len);
 		if (!e[i] || !buf[i])
 			_exit(3);

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "helpers.h"
-#include "rt.h"
+#include "test/helpers.h"
+#include "test/rdma/rt.h"
 
 #define TARGET_LEN (8u << 20)
 #define LOCAL_LEN (8u << 20)

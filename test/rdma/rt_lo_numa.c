@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "helpers.h"
-#include "rt.h"
+#include "test/helpers.h"
+#include "test/rdma/rt.h"
 
 /* The thread of this process named @p comm; fails the test if none. */
 static pid_t find_thread(const char *comm)
@@ -46,15 +46,15 @@ static pid_t find_thread(const char *comm)
 
 static struct xfer_engine *engine(bool pin)
 {
-	struct xfer_config cfg;
+	struct xfer_config *cfg = th_config();
 	struct xfer_engine *e;
 
-	assert_int_equal(xfer_config_init(&cfg), 0);
-	cfg.protocol = "rdma";
-	cfg.local_server_name = "127.0.0.1";
-	cfg.nic_priority_matrix = "{\"cpu:1\":[[\"rxe0\"],[]]}";
-	cfg.pin_workers = pin;
-	e = xfer_engine_new(&cfg);
+	th_set(cfg, "protocol", "rdma");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "nic_priority_matrix", "{\"cpu:1\":[[\"rxe0\"],[]]}");
+	th_set(cfg, "pin_workers", pin ? "true" : "false");
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
 	assert_non_null(e);
 	return e;
 }

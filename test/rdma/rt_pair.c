@@ -19,8 +19,8 @@
 
 #include <cmocka.h>
 
-#include "helpers.h"
-#include "rt.h"
+#include "test/helpers.h"
+#include "test/rdma/rt.h"
 
 #define CTL_PORT 17800
 #define TARGET_LEN (48u << 20)

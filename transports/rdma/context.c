@@ -16,7 +16,8 @@
 
 #include <event2/event.h>
 
-#include "rdma_internal.h"
+#include "core/json_internal.h"
+#include "transports/rdma/rdma_internal.h"
 
 #define ACK_BATCH 64 /* CQ events acked at once: ibv_ack_cq_events locks */
 #define POLL_BATCH 32
@@ -35,17 +36,17 @@ static void progress_all(struct rdma_ctx *c)
 	struct rdma_ep *ep, *next;
 
 	/* Progress may break an endpoint, which moves or frees it. */
-	for (ep = c->pool.head; ep; ep = next) {
-		next = ep->next;
+	for (ep = TAILQ_FIRST(&c->pool.eps); ep; ep = next) {
+		next = TAILQ_NEXT(ep, link);
 		if (ep->wait_head)
-			rdma_ep_progress(ep);
+			xfer_rdma_ep_progress(ep);
 	}
-	for (ep = c->retired; ep; ep = next) {
-		next = ep->next;
+	for (ep = TAILQ_FIRST(&c->retired); ep; ep = next) {
+		next = TAILQ_NEXT(ep, link);
 		if (ep->wait_head)
-			rdma_ep_progress(ep);
+			xfer_rdma_ep_progress(ep);
 		else
-			rdma_ep_reap(ep);
+			xfer_rdma_ep_reap(ep);
 	}
 }
 
@@ -67,7 +68,7 @@ static void on_cq(evutil_socket_t fd, short what, void *arg)
 		for (int i = 0; i < n; i++) {
 			struct xfer_slice *s = (void *)(uintptr_t)wc[i].wr_id;
 
-			rdma_ep_completed(rdma_slice(s)->ep, s, wc[i].status);
+			xfer_rdma_ep_completed(rdma_slice(s)->ep, s, wc[i].status);
 		}
 	if (c->unacked >= ACK_BATCH) {
 		ibv_ack_cq_events(c->cq, c->unacked);
@@ -81,13 +82,13 @@ static void break_all(struct rdma_ctx *c, const char *why)
 {
 	struct rdma_ep *ep, *next;
 
-	for (ep = c->pool.head; ep; ep = next) {
-		next = ep->next;
-		rdma_ep_break(ep, why);
+	for (ep = TAILQ_FIRST(&c->pool.eps); ep; ep = next) {
+		next = TAILQ_NEXT(ep, link);
+		xfer_rdma_ep_break(ep, why);
 	}
-	for (ep = c->retired; ep; ep = next) {
-		next = ep->next;
-		rdma_ep_break(ep, why);
+	for (ep = TAILQ_FIRST(&c->retired); ep; ep = next) {
+		next = TAILQ_NEXT(ep, link);
+		xfer_rdma_ep_break(ep, why);
 	}
 }
 
@@ -114,7 +115,7 @@ static void on_async(evutil_socket_t fd, short what, void *arg)
 		} else if (type == IBV_EVENT_PORT_ACTIVE) {
 			atomic_store(&c->port_up, true);
 		} else if (ep) {
-			rdma_ep_break(ep, ibv_event_type_str(type));
+			xfer_rdma_ep_break(ep, ibv_event_type_str(type));
 		}
 	}
 }
@@ -123,7 +124,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	rdma_ep_check_timeouts(arg, rdma_now_ns());
+	xfer_rdma_ep_check_timeouts(arg, xfer_rdma_now_ns());
 	progress_all(arg);
 }
 
@@ -134,7 +135,7 @@ static void on_kick(struct xfer_job *j)
 	struct rdma_ep *ep = NULL, *touched = NULL, *evicted, *next_ep;
 	struct xfer_segment *last_seg = NULL;
 	struct xfer_slice *s, *next;
-	char path[2 * XFER_DESC_MAX_STR], host[64];
+	char path[2 * XFER_JSON_MAX_STR], host[64];
 	unsigned last_dev = 0;
 	uint16_t port;
 
@@ -152,18 +153,18 @@ static void on_kick(struct xfer_job *j)
 		if (!ep || s->task->segment != last_seg ||
 		    rdma_slice(s)->peer_dev != last_dev) {
 			ep = NULL;
-			if (rdma_peer_of(s, path, sizeof(path), host, &port)) {
-				rdma_retry(c->t, s, XFER_FAILED);
+			if (xfer_rdma_peer_of(s, path, sizeof(path), host, &port)) {
+				xfer_rdma_retry(c->t, s, XFER_FAILED);
 				continue;
 			}
-			ep = rdma_pool_get(&c->pool, path);
-			if (!ep && (ep = rdma_ep_new(c, path))) {
-				evicted = rdma_pool_add(&c->pool, ep);
+			ep = xfer_rdma_pool_get(&c->pool, path);
+			if (!ep && (ep = xfer_rdma_ep_new(c, path))) {
+				evicted = xfer_rdma_pool_add(&c->pool, ep);
 				if (evicted)
-					rdma_ep_retire(evicted);
+					xfer_rdma_ep_retire(evicted);
 			}
 			if (!ep) {
-				rdma_retry(c->t, s, XFER_FAILED);
+				xfer_rdma_retry(c->t, s, XFER_FAILED);
 				continue;
 			}
 			if (!*ep->host) {
@@ -173,7 +174,7 @@ static void on_kick(struct xfer_job *j)
 			last_seg = s->task->segment;
 			last_dev = rdma_slice(s)->peer_dev;
 		}
-		rdma_ep_push(ep, s);
+		xfer_rdma_ep_push(ep, s);
 		if (!ep->touched) {
 			ep->touched = true;
 			ep->touch_next = touched;
@@ -183,23 +184,8 @@ static void on_kick(struct xfer_job *j)
 	for (ep = touched; ep; ep = next_ep) {
 		next_ep = ep->touch_next;
 		ep->touched = false;
-		rdma_ep_progress(ep); /* may free ep */
+		xfer_rdma_ep_progress(ep); /* may free ep */
 	}
-}
-
-void rdma_ctx_enqueue(struct rdma_ctx *c, struct xfer_slice *head,
-		      struct xfer_slice **tail)
-{
-	bool kick;
-
-	pthread_mutex_lock(&c->lock);
-	*c->in_tail = head;
-	c->in_tail = tail;
-	kick = !c->kick_pending;
-	c->kick_pending = true;
-	pthread_mutex_unlock(&c->lock);
-	if (kick)
-		xfer_reactor_post(c->r, &c->kick);
 }
 
 /* The GID to use: configured, else RoCE v2 with an IPv4 address, else the
@@ -264,7 +250,7 @@ static struct ibv_context *open_device(const char *name)
 /* Device, PD, port and GID. */
 static int open_verbs(struct rdma_ctx *c)
 {
-	struct xfer_config *cfg = &c->t->e->cfg;
+	const union xfer_knob_val *k = c->t->k;
 	struct ibv_port_attr pa;
 	int ret;
 
@@ -274,13 +260,13 @@ static int open_verbs(struct rdma_ctx *c)
 	c->pd = ibv_alloc_pd(c->verbs);
 	if (!c->pd)
 		return -ENOMEM;
-	c->port = (uint8_t)cfg->ib_port;
+	c->port = (uint8_t)k[K_IB_PORT].num;
 	if (ibv_query_port(c->verbs, c->port, &pa))
 		return -EINVAL;
 	c->lid = pa.lid;
-	c->mtu = cfg->mtu ? mtu_enum(cfg->mtu) : pa.active_mtu;
+	c->mtu = k[K_MTU].num ? mtu_enum((int)k[K_MTU].num) : pa.active_mtu;
 	atomic_store(&c->port_up, pa.state == IBV_PORT_ACTIVE);
-	ret = pick_gid(c, pa.gid_tbl_len, cfg->gid_index);
+	ret = pick_gid(c, pa.gid_tbl_len, (int)k[K_GID].num);
 	if (ret)
 		return ret;
 	return set_nonblock(c->verbs->async_fd);
@@ -289,7 +275,7 @@ static int open_verbs(struct rdma_ctx *c)
 /* Bind the calling thread and its allocations to the device's node. */
 static void pin_here(struct rdma_ctx *c)
 {
-	if (!c->t->e->cfg.pin_workers || c->numa_node < 0 ||
+	if (!c->t->k[K_PIN].num || c->numa_node < 0 ||
 	    numa_available() < 0 || c->numa_node > numa_max_node())
 		return;
 	if (numa_run_on_node(c->numa_node))
@@ -307,7 +293,7 @@ static int setup_events(struct rdma_ctx *c)
 	c->chan = ibv_create_comp_channel(c->verbs);
 	if (!c->chan || set_nonblock(c->chan->fd))
 		return -EIO;
-	c->cqe = c->t->e->cfg.max_cqe;
+	c->cqe = (int)c->t->k[K_MAX_CQE].num;
 	c->cq = ibv_create_cq(c->verbs, c->cqe, c, c->chan, 0);
 	if (!c->cq)
 		return -ENOMEM;
@@ -361,9 +347,10 @@ static int setup_on_worker(struct rdma_ctx *c)
 	return sj.ret;
 }
 
-int rdma_ctx_open(struct xfer_transport *t, struct rdma_ctx *c, int index)
+int xfer_rdma_ctx_open(struct rdma_transport *t, struct rdma_ctx *c,
+		       int index)
 {
-	struct xfer_engine *e = t->e;
+	const struct xfer_transport_env *env = t->base.env;
 	char wname[16];
 	int ret;
 
@@ -373,20 +360,21 @@ int rdma_ctx_open(struct xfer_transport *t, struct rdma_ctx *c, int index)
 	c->numa_node = t->topo.devs[index].numa_node;
 	c->in_tail = &c->in_head;
 	c->kick.fn = on_kick;
-	c->pool.max = (size_t)e->cfg.max_ep_per_ctx;
+	xfer_rdma_pool_init(&c->pool, (size_t)t->k[K_MAX_EP].num);
+	TAILQ_INIT(&c->retired);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->accepted, NULL);
-	if (asprintf(&c->nic_path, "%s@%s", e->name, c->name) < 0) {
+	if (asprintf(&c->nic_path, "%s@%s", env->name, c->name) < 0) {
 		c->nic_path = NULL;
 		return -ENOMEM;
 	}
 	ret = open_verbs(c);
 	if (ret)
-		return xfer_engine_error(e, ret, "rdma %s: open: %s", c->name,
-					 strerror(-ret));
+		return xfer_error_set(env->err, ret, "rdma %s: open: %s",
+				      c->name, strerror(-ret));
 	/* Plugin mode without workers: everything on the control reactor. */
-	if (e->cfg.workers == 0) {
-		c->r = &e->control;
+	if (env->nworkers == 0) {
+		c->r = env->control;
 	} else {
 		snprintf(wname, sizeof(wname), "xfer-%.10s", c->name);
 		ret = xfer_reactor_init(&c->own, NULL, wname);
@@ -399,8 +387,8 @@ int rdma_ctx_open(struct xfer_transport *t, struct rdma_ctx *c, int index)
 	}
 	ret = setup_on_worker(c);
 	if (ret)
-		return xfer_engine_error(e, ret, "rdma %s: CQ: %s", c->name,
-					 strerror(-ret));
+		return xfer_error_set(env->err, ret, "rdma %s: CQ: %s",
+				      c->name, strerror(-ret));
 	xfer_log(XFER_LOG_INFO, "rdma %s: node %d, GID index %d, MTU %d",
 		 c->name, c->numa_node, c->gid_index, 128 << c->mtu);
 	return 0;
@@ -425,9 +413,11 @@ static void flush_posted(struct rdma_ctx *c)
 	struct ibv_wc wc[POLL_BATCH];
 	int n, waited = 0;
 
+	struct rdma_ep_list *lists[] = { &c->pool.eps, &c->retired };
+	struct rdma_ep *ep;
+
 	for (int list = 0; list < 2; list++)
-		for (struct rdma_ep *ep = list ? c->retired : c->pool.head; ep;
-		     ep = ep->next)
+		TAILQ_FOREACH(ep, lists[list], link)
 			for (int i = 0; i < ep->nqp; i++)
 				ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
 	while (c->outstanding > 0 && waited < 1000) {
@@ -447,19 +437,19 @@ static void flush_posted(struct rdma_ctx *c)
 	}
 }
 
-static void free_ep_list(struct rdma_ep *ep)
+static void free_ep_list(struct rdma_ep_list *l)
 {
-	struct rdma_ep *next;
+	struct rdma_ep *ep;
 
-	for (; ep; ep = next) {
-		next = ep->next;
+	while ((ep = TAILQ_FIRST(l))) {
+		TAILQ_REMOVE(l, ep, link);
 		end_list(ep->wait_head, XFER_CANCELED);
 		ep->wait_head = NULL;
-		rdma_ep_free(ep);
+		xfer_rdma_ep_free(ep);
 	}
 }
 
-void rdma_ctx_close(struct rdma_ctx *c)
+void xfer_rdma_ctx_close(struct rdma_ctx *c)
 {
 	if (c->r == &c->own) {
 		xfer_reactor_stop(&c->own);
@@ -474,8 +464,8 @@ void rdma_ctx_close(struct rdma_ctx *c)
 	end_list(c->in_head, XFER_CANCELED);
 	if (c->cq)
 		flush_posted(c);
-	free_ep_list(c->pool.head);
-	free_ep_list(c->retired);
+	free_ep_list(&c->pool.eps);
+	free_ep_list(&c->retired);
 	if (c->cq) {
 		if (c->unacked)
 			ibv_ack_cq_events(c->cq, c->unacked);

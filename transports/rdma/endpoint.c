@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handshake_internal.h"
-#include "rdma_internal.h"
+#include "core/handshake_internal.h"
+#include "transports/rdma/rdma_internal.h"
 
 #define POST_CHAIN 32 /* WRs per ibv_post_send */
 
@@ -77,7 +77,7 @@ static int qp_connect(struct rdma_ctx *c, struct ibv_qp *qp, uint32_t qpn,
 			      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-void rdma_ep_free(struct rdma_ep *ep)
+void xfer_rdma_ep_free(struct rdma_ep *ep)
 {
 	if (ep->hs)
 		xfer_handshake_cancel(ep->hs);
@@ -91,22 +91,22 @@ void rdma_ep_free(struct rdma_ep *ep)
 	free(ep);
 }
 
-struct rdma_ep *rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
+struct rdma_ep *xfer_rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
 {
-	struct xfer_engine *e = c->t->e;
+	const union xfer_knob_val *k = c->t->k;
 	struct ibv_qp_init_attr qa = {
 		.send_cq = c->cq,
 		.recv_cq = c->cq,
 		.qp_type = IBV_QPT_RC,
 		.cap = {
-			.max_send_wr = (uint32_t)e->cfg.max_wr,
+			.max_send_wr = (uint32_t)k[K_MAX_WR].num,
 			.max_recv_wr = 1, /* one-sided only: nothing is received */
 			.max_send_sge = 1,
 			.max_recv_sge = 1,
 		},
 	};
 	struct rdma_ep *ep = calloc(1, sizeof(*ep));
-	int n = e->cfg.qps_per_ep;
+	int n = (int)k[K_QPS].num;
 
 	if (!ep)
 		return NULL;
@@ -131,7 +131,7 @@ struct rdma_ep *rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
 	return ep;
 
 err_free:
-	rdma_ep_free(ep);
+	xfer_rdma_ep_free(ep);
 	return NULL;
 }
 
@@ -142,7 +142,7 @@ static int describe_self(struct rdma_ep *ep, struct xfer_hs_conn *m,
 	struct rdma_ctx *c = ep->ctx;
 	char gid[48];
 
-	xfer_gid_format(c->gid.raw, gid);
+	xfer_rdma_gid_format(c->gid.raw, gid);
 	memset(m, 0, sizeof(*m));
 	m->local_gid = strdup(gid);
 	m->local_lid = c->lid;
@@ -174,7 +174,7 @@ static int connect_qps(struct rdma_ep *ep, const struct xfer_hs_conn *m,
 		*why = "QP count differs";
 		return -EPROTO;
 	}
-	if (xfer_gid_parse(m->local_gid, gid) || m->local_lid > UINT16_MAX) {
+	if (xfer_rdma_gid_parse(m->local_gid, gid) || m->local_lid > UINT16_MAX) {
 		*why = "bad GID or LID";
 		return -EPROTO;
 	}
@@ -188,7 +188,7 @@ static int connect_qps(struct rdma_ep *ep, const struct xfer_hs_conn *m,
 		ep->peer_qpn[i] = m->qp_num[i];
 	}
 	ep->state = EP_READY;
-	ep->progress_ns = rdma_now_ns();
+	ep->progress_ns = xfer_rdma_now_ns();
 	return 0;
 }
 
@@ -211,11 +211,11 @@ static void ignore_reply(int err, const char *json, size_t len, void *arg)
 	(void)arg;
 }
 
-static struct hs_req *send_conn(struct rdma_ep *ep, bool ready_ack,
-				xfer_store_cb cb, void *arg)
+static struct xfer_hs_req *send_conn(struct rdma_ep *ep, bool ready_ack,
+				     xfer_hs_cb cb, void *arg)
 {
 	struct xfer_hs_conn m;
-	struct hs_req *q = NULL;
+	struct xfer_hs_req *q = NULL;
 	size_t len;
 	char *json;
 
@@ -224,7 +224,8 @@ static struct hs_req *send_conn(struct rdma_ep *ep, bool ready_ack,
 	if (!xfer_hs_conn_encode(&m, &json, &len)) {
 		q = xfer_handshake_request(ep->ctx->r->base, NULL, ep->host,
 					   ep->port, XFER_HS_CONNECTION, json,
-					   len, ep->ctx->t->e->cfg.handshake_max_len,
+					   len,
+					   ep->ctx->t->base.env->handshake_max_len,
 					   cb, arg);
 		free(json);
 	}
@@ -242,13 +243,13 @@ static void on_reply(int err, const char *json, size_t len, void *arg)
 
 	ep->hs = NULL;
 	if (ep->state == EP_BROKEN) {
-		rdma_ep_reap(ep);
+		xfer_rdma_ep_reap(ep);
 		return;
 	}
 	if (err) {
 		snprintf(msg, sizeof(msg), "handshake with %s:%u: %s", ep->host,
 			 ep->port, strerror(-err));
-		rdma_ep_break(ep, msg);
+		xfer_rdma_ep_break(ep, msg);
 		return;
 	}
 	if (xfer_hs_conn_decode(json, len, &m, msg, sizeof(msg))) {
@@ -268,25 +269,25 @@ static void on_reply(int err, const char *json, size_t len, void *arg)
 	}
 	xfer_hs_conn_clear(&m);
 	if (why)
-		rdma_ep_break(ep, why);
+		xfer_rdma_ep_break(ep, why);
 	else
-		rdma_ep_progress(ep);
+		xfer_rdma_ep_progress(ep);
 }
 
 /* Start our Connection request. */
 static void start_connect(struct rdma_ep *ep)
 {
 	if (!*ep->host) {
-		rdma_ep_break(ep, "peer handshake address unknown");
+		xfer_rdma_ep_break(ep, "peer handshake address unknown");
 		return;
 	}
 	ep->state = EP_CONNECTING;
 	ep->hs = send_conn(ep, false, on_reply, ep);
 	if (!ep->hs)
-		rdma_ep_break(ep, "handshake: out of memory");
+		xfer_rdma_ep_break(ep, "handshake: out of memory");
 }
 
-void rdma_ep_push(struct rdma_ep *ep, struct xfer_slice *s)
+void xfer_rdma_ep_push(struct rdma_ep *ep, struct xfer_slice *s)
 {
 	rdma_slice(s)->ep = ep;
 	s->next = NULL;
@@ -297,7 +298,7 @@ void rdma_ep_push(struct rdma_ep *ep, struct xfer_slice *s)
 /* A QP with room, round robin; -1 if all are full. */
 static int pick_qp(struct rdma_ep *ep)
 {
-	int max = ep->ctx->t->e->cfg.max_wr;
+	int max = (int)ep->ctx->t->k[K_MAX_WR].num;
 
 	for (int k = 0; k < ep->nqp; k++) {
 		int q = (int)((ep->next_qp + k) % ep->nqp);
@@ -341,9 +342,9 @@ static int post_chain(struct rdma_ep *ep, int q, int room)
 	int n = 0, ret;
 
 	while (s && n < room && n < POST_CHAIN) {
-		struct ibv_mr **mrs = s->task->source->tp_mem;
+		struct rdma_mem *m = s->task->source->tp_mem;
 
-		fill_wr(&wr[n], &sge[n], s, mrs[c->index]->lkey);
+		fill_wr(&wr[n], &sge[n], s, m->keys.lkey[c->index]);
 		if (n)
 			wr[n - 1].next = &wr[n];
 		rdma_slice(s)->qp = (uint8_t)q;
@@ -358,7 +359,7 @@ static int post_chain(struct rdma_ep *ep, int q, int room)
 		struct xfer_slice *p = (struct xfer_slice *)(uintptr_t)wr[i].wr_id;
 
 		if (ret && bad && &wr[i] >= bad) {
-			rdma_retry(c->t, p, XFER_FAILED);
+			xfer_rdma_retry(c->t, p, XFER_FAILED);
 			continue;
 		}
 		ep->posted[q]++;
@@ -368,7 +369,7 @@ static int post_chain(struct rdma_ep *ep, int q, int room)
 	return ret ? -ret : n;
 }
 
-void rdma_ep_progress(struct rdma_ep *ep)
+void xfer_rdma_ep_progress(struct rdma_ep *ep)
 {
 	struct rdma_ctx *c = ep->ctx;
 	int q, ret, room;
@@ -382,49 +383,40 @@ void rdma_ep_progress(struct rdma_ep *ep)
 		if (q < 0)
 			return;
 		/* Neither the QP's send queue nor the CQ may overflow. */
-		room = c->t->e->cfg.max_wr - ep->posted[q];
+		room = (int)c->t->k[K_MAX_WR].num - ep->posted[q];
 		if (room > c->cqe - c->outstanding)
 			room = c->cqe - c->outstanding;
 		ret = post_chain(ep, q, room);
 		if (ret < 0) {
-			rdma_ep_break(ep, "post send failed");
+			xfer_rdma_ep_break(ep, "post send failed");
 			return;
 		}
-		ep->progress_ns = rdma_now_ns();
+		ep->progress_ns = xfer_rdma_now_ns();
 	}
 }
 
-void rdma_ep_retire(struct rdma_ep *ep)
+void xfer_rdma_ep_retire(struct rdma_ep *ep)
 {
 	struct rdma_ctx *c = ep->ctx;
 
 	if (ep->in_pool)
-		rdma_pool_remove(&c->pool, ep);
-	ep->prev = NULL;
-	ep->next = c->retired;
-	if (c->retired)
-		c->retired->prev = ep;
-	c->retired = ep;
-	rdma_ep_reap(ep);
+		xfer_rdma_pool_remove(&c->pool, ep);
+	TAILQ_INSERT_HEAD(&c->retired, ep, link);
+	xfer_rdma_ep_reap(ep);
 }
 
-bool rdma_ep_reap(struct rdma_ep *ep)
+bool xfer_rdma_ep_reap(struct rdma_ep *ep)
 {
 	struct rdma_ctx *c = ep->ctx;
 
 	if (ep->in_pool || ep->total || ep->wait_head || ep->hs)
 		return false;
-	if (ep->prev)
-		ep->prev->next = ep->next;
-	else
-		c->retired = ep->next;
-	if (ep->next)
-		ep->next->prev = ep->prev;
-	rdma_ep_free(ep);
+	TAILQ_REMOVE(&c->retired, ep, link);
+	xfer_rdma_ep_free(ep);
 	return true;
 }
 
-void rdma_ep_break(struct rdma_ep *ep, const char *why)
+void xfer_rdma_ep_break(struct rdma_ep *ep, const char *why)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 	struct rdma_ctx *c = ep->ctx;
@@ -442,15 +434,15 @@ void rdma_ep_break(struct rdma_ep *ep, const char *why)
 	ep->wait_tail = &ep->wait_head;
 	for (; s; s = next) {
 		next = s->next;
-		rdma_retry(c->t, s, ep->timed_out ? XFER_TIMEOUT : XFER_FAILED);
+		xfer_rdma_retry(c->t, s, ep->timed_out ? XFER_TIMEOUT : XFER_FAILED);
 	}
 	if (ep->in_pool)
-		rdma_ep_retire(ep);
+		xfer_rdma_ep_retire(ep);
 	else
-		rdma_ep_reap(ep);
+		xfer_rdma_ep_reap(ep);
 }
 
-void rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
+void xfer_rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
 		       enum ibv_wc_status st)
 {
 	struct rdma_ctx *c = ep->ctx;
@@ -460,7 +452,7 @@ void rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
 	ep->posted[rdma_slice(s)->qp]--;
 	ep->total--;
 	c->outstanding--;
-	ep->progress_ns = rdma_now_ns();
+	ep->progress_ns = xfer_rdma_now_ns();
 	if (st == IBV_WC_SUCCESS) {
 		atomic_fetch_add(&c->bytes, s->len);
 		xfer_slice_done(s, XFER_COMPLETED);
@@ -469,25 +461,26 @@ void rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
 	if (st != IBV_WC_WR_FLUSH_ERR) {
 		snprintf(why, sizeof(why), "completion: %s",
 			 ibv_wc_status_str(st));
-		rdma_ep_break(ep, why); /* may free ep */
+		xfer_rdma_ep_break(ep, why); /* may free ep */
 	}
-	rdma_retry(c->t, s, fail);
+	xfer_rdma_retry(c->t, s, fail);
 }
 
-void rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now)
+void xfer_rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now)
 {
-	uint64_t limit = (uint64_t)c->t->e->cfg.transfer_timeout_ms * 1000000;
+	uint64_t limit = (uint64_t)c->t->base.env->transfer_timeout_ms * 1000000;
+	struct rdma_ep_list *lists[] = { &c->pool.eps, &c->retired };
 	struct rdma_ep *ep, *next;
 
 	if (!limit)
 		return;
 	for (int list = 0; list < 2; list++)
-		for (ep = list ? c->retired : c->pool.head; ep; ep = next) {
-			next = ep->next;
+		for (ep = TAILQ_FIRST(lists[list]); ep; ep = next) {
+			next = TAILQ_NEXT(ep, link);
 			if (ep->total && ep->state != EP_BROKEN &&
 			    now - ep->progress_ns > limit) {
 				ep->timed_out = true;
-				rdma_ep_break(ep, "no completion within the "
+				xfer_rdma_ep_break(ep, "no completion within the "
 					      "transfer timeout");
 			}
 		}
@@ -502,7 +495,7 @@ static int refuse(struct xfer_hs_conn *reply, const char *why)
 	return reply->reply_msg ? 0 : -ENOMEM;
 }
 
-int rdma_ep_accept(struct rdma_ctx *c, const struct xfer_hs_conn *req,
+int xfer_rdma_ep_accept(struct rdma_ctx *c, const struct xfer_hs_conn *req,
 		   struct xfer_hs_conn *reply)
 {
 	struct rdma_ep *ep, *evicted;
@@ -511,29 +504,29 @@ int rdma_ep_accept(struct rdma_ctx *c, const struct xfer_hs_conn *req,
 
 	if (!strchr(req->local_nic_path, '@'))
 		return refuse(reply, "bad local_nic_path");
-	if (req->nqp != (size_t)c->t->e->cfg.qps_per_ep)
+	if (req->nqp != (size_t)c->t->k[K_QPS].num)
 		return refuse(reply, "QP count differs");
-	ep = rdma_pool_get(&c->pool, req->local_nic_path);
+	ep = xfer_rdma_pool_get(&c->pool, req->local_nic_path);
 	if (ep && ep->state == EP_READY && !same_qpns(ep, req)) {
-		rdma_ep_break(ep, "peer QPs changed (restarted?)");
+		xfer_rdma_ep_break(ep, "peer QPs changed (restarted?)");
 		ep = NULL;
 	} else if (ep && ep->state == EP_BROKEN) {
 		ep = NULL;
 	}
 	if (!ep) {
-		ep = rdma_ep_new(c, req->local_nic_path);
+		ep = xfer_rdma_ep_new(c, req->local_nic_path);
 		if (!ep)
 			return refuse(reply, "cannot create QPs");
-		evicted = rdma_pool_add(&c->pool, ep);
+		evicted = xfer_rdma_pool_add(&c->pool, ep);
 		if (evicted)
-			rdma_ep_retire(evicted);
+			xfer_rdma_ep_retire(evicted);
 	}
 	/* New, or ours is still asking (both sides connect at once). */
 	if (ep->state != EP_READY && connect_qps(ep, req, &why)) {
-		rdma_ep_break(ep, why);
+		xfer_rdma_ep_break(ep, why);
 		return refuse(reply, why);
 	}
 	ret = describe_self(ep, reply, false);
-	rdma_ep_progress(ep);
+	xfer_rdma_ep_progress(ep);
 	return ret;
 }

@@ -6,11 +6,20 @@
  */
 #include <string.h>
 
-#include "rdma_internal.h"
+#include "transports/rdma/rdma_internal.h"
 
-struct rdma_ep *rdma_pool_get(struct rdma_pool *p, const char *peer_path)
+void xfer_rdma_pool_init(struct rdma_pool *p, size_t max)
 {
-	for (struct rdma_ep *ep = p->head; ep; ep = ep->next)
+	memset(p, 0, sizeof(*p));
+	p->max = max;
+	TAILQ_INIT(&p->eps);
+}
+
+struct rdma_ep *xfer_rdma_pool_get(struct rdma_pool *p, const char *peer_path)
+{
+	struct rdma_ep *ep;
+
+	TAILQ_FOREACH(ep, &p->eps, link)
 		if (!strcmp(ep->peer_path, peer_path)) {
 			ep->visited = true;
 			return ep;
@@ -18,19 +27,11 @@ struct rdma_ep *rdma_pool_get(struct rdma_pool *p, const char *peer_path)
 	return NULL;
 }
 
-void rdma_pool_remove(struct rdma_pool *p, struct rdma_ep *ep)
+void xfer_rdma_pool_remove(struct rdma_pool *p, struct rdma_ep *ep)
 {
 	if (p->hand == ep)
-		p->hand = ep->prev;
-	if (ep->prev)
-		ep->prev->next = ep->next;
-	else
-		p->head = ep->next;
-	if (ep->next)
-		ep->next->prev = ep->prev;
-	else
-		p->tail = ep->prev;
-	ep->prev = ep->next = NULL;
+		p->hand = TAILQ_PREV(ep, rdma_ep_list, link);
+	TAILQ_REMOVE(&p->eps, ep, link);
 	ep->in_pool = false;
 	p->n--;
 }
@@ -39,31 +40,28 @@ void rdma_pool_remove(struct rdma_pool *p, struct rdma_ep *ep)
  * newest, wrapping to the oldest. */
 static struct rdma_ep *victim(struct rdma_pool *p)
 {
-	struct rdma_ep *ep = p->hand ? p->hand : p->tail;
+	struct rdma_ep *oldest = TAILQ_LAST(&p->eps, rdma_ep_list);
+	struct rdma_ep *ep = p->hand ? p->hand : oldest;
 
 	while (ep->visited) {
 		ep->visited = false;
-		ep = ep->prev ? ep->prev : p->tail;
+		ep = TAILQ_PREV(ep, rdma_ep_list, link);
+		if (!ep)
+			ep = oldest;
 	}
 	return ep;
 }
 
-struct rdma_ep *rdma_pool_add(struct rdma_pool *p, struct rdma_ep *ep)
+struct rdma_ep *xfer_rdma_pool_add(struct rdma_pool *p, struct rdma_ep *ep)
 {
 	struct rdma_ep *out = NULL;
 
-	if (p->n >= p->max && p->tail) {
+	if (p->n >= p->max && !TAILQ_EMPTY(&p->eps)) {
 		out = victim(p);
-		p->hand = out; /* the hand moves on to the next older one */
-		rdma_pool_remove(p, out);
+		p->hand = out; /* the hand moves on to the next newer one */
+		xfer_rdma_pool_remove(p, out);
 	}
-	ep->prev = NULL;
-	ep->next = p->head;
-	if (p->head)
-		p->head->prev = ep;
-	else
-		p->tail = ep;
-	p->head = ep;
+	TAILQ_INSERT_HEAD(&p->eps, ep, link);
 	ep->in_pool = true;
 	ep->visited = false;
 	p->n++;

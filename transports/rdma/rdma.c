@@ -1,135 +1,148 @@
 /*
- * RDMA transport: the ops table, memory registration, the descriptor's
- * RDMA fields, and routing: each slice goes to a (local NIC, peer NIC)
- * path chosen from both priority matrices, spread over the preferred
- * NICs; a failed path is paused and the slice tries another.
+ * RDMA transport: the ops table and its knobs, memory registration, the
+ * descriptor's RDMA fields, per-segment state, and the Connection requests
+ * of the handshake socket.
  */
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "rdma_internal.h"
+#include "core/handshake_internal.h"
+#include "transports/rdma/rdma_internal.h"
 
-uint64_t rdma_now_ns(void)
+static struct rdma_transport *rdma_of(struct xfer_transport *t)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return container_of(t, struct rdma_transport, base);
 }
 
-static void rdma_fini(struct xfer_transport *t)
+static void rdma_fini(struct xfer_transport *tp)
 {
+	struct rdma_transport *t = rdma_of(tp);
+
 	for (int i = 0; i < t->nctx; i++)
-		rdma_ctx_close(&t->ctx[i]);
+		xfer_rdma_ctx_close(&t->ctx[i]);
 	free(t->ctx);
-	free(t->devs);
-	rdma_topo_free(&t->topo);
+	free(t->desc.devs);
+	xfer_rdma_topo_free(&t->topo);
 	free(t);
 }
 
-static int rdma_init(struct xfer_engine *e, struct xfer_transport **out)
+static int rdma_init(const struct xfer_transport_env *env,
+		     struct xfer_transport **out)
 {
-	struct xfer_transport *t = calloc(1, sizeof(*t));
+	struct rdma_transport *t = calloc(1, sizeof(*t));
 	char err[160];
 	int ret;
 
 	if (!t)
 		return -ENOMEM;
-	t->e = e;
-	ret = rdma_topo_build("/sys", e->cfg.device_names,
-			      e->cfg.nic_priority_matrix, &t->topo, err,
-			      sizeof(err));
+	t->base.env = env;
+	t->k = env->knobs;
+	ret = xfer_rdma_topo_build("/sys", t->k[K_DEVICES].str,
+				   t->k[K_MATRIX].str, &t->topo, err,
+				   sizeof(err));
 	if (ret) {
 		free(t);
-		return xfer_engine_error(e, ret, "rdma: %s", err);
+		return xfer_error_set(env->err, ret, "rdma: %s", err);
 	}
-	if (t->topo.ndevs > XFER_DESC_MAX_DEVS) {
-		rdma_topo_free(&t->topo);
+	if (t->topo.ndevs > XFER_RDMA_MAX_DEVS) {
+		xfer_rdma_topo_free(&t->topo);
 		free(t);
-		return xfer_engine_error(e, -E2BIG, "rdma: more than %d devices",
-					 XFER_DESC_MAX_DEVS);
+		return xfer_error_set(env->err, -E2BIG, "rdma: more than %d "
+				      "devices", XFER_RDMA_MAX_DEVS);
 	}
 	t->ctx = calloc(t->topo.ndevs, sizeof(*t->ctx));
-	t->devs = calloc(t->topo.ndevs, sizeof(*t->devs));
-	if (!t->ctx || !t->devs) {
+	t->desc.devs = calloc(t->topo.ndevs, sizeof(*t->desc.devs));
+	if (!t->ctx || !t->desc.devs) {
 		ret = -ENOMEM;
 		goto err_fini;
 	}
 	for (; t->nctx < (int)t->topo.ndevs; t->nctx++) {
 		struct rdma_ctx *c = &t->ctx[t->nctx];
+		struct xfer_rdma_dev *d = &t->desc.devs[t->nctx];
 
-		ret = rdma_ctx_open(t, c, t->nctx);
+		ret = xfer_rdma_ctx_open(t, c, t->nctx);
 		if (ret) {
 			t->nctx++; /* close what it opened */
 			goto err_fini;
 		}
-		t->devs[t->nctx].name = c->name;
-		t->devs[t->nctx].lid = c->lid;
-		memcpy(t->devs[t->nctx].gid, c->gid.raw, 16);
+		d->name = c->name;
+		d->lid = c->lid;
+		memcpy(d->gid, c->gid.raw, 16);
 	}
-	*out = t;
+	t->desc.ndevs = (size_t)t->nctx;
+	t->desc.nprio = t->topo.nprio;
+	t->desc.prio = t->topo.prio;
+	*out = &t->base;
 	return 0;
 
 err_fini:
-	rdma_fini(t);
+	rdma_fini(&t->base);
 	return ret;
 }
 
 static void rdma_describe(struct xfer_transport *t, struct xfer_desc *d)
 {
-	d->ndevs = (size_t)t->nctx;
-	d->devs = t->devs;
-	d->nprio = t->topo.nprio;
-	d->prio = t->topo.prio;
+	d->tp = &rdma_of(t)->desc;
 }
 
 static void rdma_describe_buffer(struct xfer_transport *t,
 				 const struct xfer_buffer *b,
 				 struct xfer_desc_buf *db)
 {
-	struct ibv_mr **mrs = b->tp_mem;
+	struct rdma_mem *m = b->tp_mem;
 
-	db->lkey = calloc(t->nctx, sizeof(*db->lkey));
-	db->rkey = calloc(t->nctx, sizeof(*db->rkey));
-	for (int i = 0; db->lkey && db->rkey && i < t->nctx; i++) {
-		db->lkey[i] = mrs[i]->lkey;
-		db->rkey[i] = mrs[i]->rkey;
-	}
+	(void)t;
+	db->tp = &m->keys;
 }
 
-static void rdma_unreg(struct xfer_transport *t, struct xfer_buffer *b)
+static void rdma_unreg(struct xfer_transport *tp, struct xfer_buffer *b)
 {
-	struct ibv_mr **mrs = b->tp_mem;
+	struct rdma_transport *t = rdma_of(tp);
+	struct rdma_mem *m = b->tp_mem;
 
-	for (int i = 0; mrs && i < t->nctx; i++)
-		if (mrs[i])
-			ibv_dereg_mr(mrs[i]);
-	free(mrs);
+	for (int i = 0; m && i < t->nctx; i++)
+		if (m->mrs[i])
+			ibv_dereg_mr(m->mrs[i]);
+	if (m) {
+		free(m->mrs);
+		free(m->keys.lkey);
+		free(m->keys.rkey);
+		free(m);
+	}
 	b->tp_mem = NULL;
 }
 
-static int rdma_reg(struct xfer_transport *t, struct xfer_buffer *b)
+static int rdma_reg(struct xfer_transport *tp, struct xfer_buffer *b)
 {
 	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
 			   IBV_ACCESS_REMOTE_WRITE;
-	struct ibv_mr **mrs = calloc(t->nctx, sizeof(*mrs));
+	struct rdma_transport *t = rdma_of(tp);
+	struct rdma_mem *m = calloc(1, sizeof(*m));
 
-	if (!mrs)
+	if (!m)
 		return -ENOMEM;
-	b->tp_mem = mrs;
+	b->tp_mem = m;
+	m->mrs = calloc(t->nctx, sizeof(*m->mrs));
+	m->keys.lkey = calloc(t->nctx, sizeof(*m->keys.lkey));
+	m->keys.rkey = calloc(t->nctx, sizeof(*m->keys.rkey));
+	if (!m->mrs || !m->keys.lkey || !m->keys.rkey) {
+		rdma_unreg(tp, b);
+		return -ENOMEM;
+	}
 	for (int i = 0; i < t->nctx; i++) {
-		mrs[i] = ibv_reg_mr(t->ctx[i].pd, (void *)(uintptr_t)b->addr,
-				    b->len, access);
-		if (!mrs[i]) {
+		m->mrs[i] = ibv_reg_mr(t->ctx[i].pd, (void *)(uintptr_t)b->addr,
+				       b->len, access);
+		if (!m->mrs[i]) {
 			int ret = errno ? -errno : -ENOMEM;
 
-			rdma_unreg(t, b);
+			rdma_unreg(tp, b);
 			return ret;
 		}
+		m->keys.lkey[i] = m->mrs[i]->lkey;
+		m->keys.rkey[i] = m->mrs[i]->rkey;
 	}
 	return 0;
 }
@@ -139,16 +152,17 @@ static void rdma_release(struct xfer_transport *t, void *priv)
 	struct rdma_seg *rs = priv;
 
 	(void)t;
-	rdma_matrix_free(&rs->matrix);
+	xfer_rdma_matrix_free(&rs->matrix);
 	free(rs->paused);
 	free(rs);
 }
 
 /* Per-segment state: the peer's handshake address, its matrix over its
  * devices, and the paused paths. Under seg->lock (write). */
-static int rdma_open(struct xfer_transport *t, struct xfer_segment *seg)
+static int rdma_open(struct xfer_transport *tp, struct xfer_segment *seg)
 {
-	const struct xfer_desc *d = seg->desc;
+	struct rdma_transport *t = rdma_of(tp);
+	const struct xfer_rdma_desc *d = seg->desc->tp;
 	struct rdma_seg *rs = calloc(1, sizeof(*rs));
 	const char **names = calloc(d->ndevs ? d->ndevs : 1, sizeof(*names));
 	int ret = -ENOMEM;
@@ -165,8 +179,8 @@ static int rdma_open(struct xfer_transport *t, struct xfer_segment *seg)
 	for (size_t i = 0; i < d->ndevs; i++)
 		names[i] = d->devs[i].name;
 	rs->paused = calloc((size_t)t->nctx * d->ndevs, sizeof(*rs->paused));
-	if (!rs->paused ||
-	    rdma_matrix_build(d->prio, d->nprio, names, d->ndevs, &rs->matrix))
+	if (!rs->paused || xfer_rdma_matrix_build(d->prio, d->nprio, names,
+						  d->ndevs, &rs->matrix))
 		goto err_free;
 	free(names);
 	seg->tp_priv = rs;
@@ -181,157 +195,10 @@ err_free:
 	return ret;
 }
 
-static bool paused(const struct rdma_seg *rs, int l, int p, uint64_t now)
-{
-	return atomic_load(&rs->paused[(size_t)l * rs->ndevs + p]) > now;
-}
-
-/* The peer device to pair with local context @p l: the one of the same
- * name if the row has it (rxe0 talks to rxe0), else the row's k-th. */
-static int peer_for(const struct xfer_transport *t, const struct xfer_desc *d,
-		    const struct rdma_row *pr, int l, size_t k)
-{
-	if (k == 0)
-		for (size_t j = 0; j < pr->npref; j++)
-			if (!strcmp(d->devs[pr->idx[j]].name, t->ctx[l].name))
-				return pr->idx[j];
-	return pr->idx[k % pr->n];
-}
-
-/*
- * Choose the path of slice @p s: local NICs of the source's location,
- * preferred first (rotated by @p spin so slices spread), each paired with
- * a peer NIC serving the target buffer; paused paths only when nothing
- * else is left. Caller holds seg->lock. @return 0, -ENOENT (no target
- * buffer), -ENETDOWN (no local NIC up).
- */
-static int route(struct xfer_transport *t, const struct rdma_seg *rs,
-		 const struct xfer_desc *d, struct xfer_slice *s,
-		 unsigned spin)
-{
-	const struct xfer_desc_buf *tb = xfer_desc_find_buf(d, s->remote, s->len);
-	const struct rdma_row *lr, *pr;
-	struct rdma_slice *r = rdma_slice(s);
-	uint64_t now = rdma_now_ns();
-
-	if (!tb || !tb->rkey)
-		return -ENOENT;
-	lr = rdma_matrix_find(&t->topo.matrix, s->task->source->location);
-	pr = rdma_matrix_find(&rs->matrix, tb->name);
-	if (!pr->n)
-		return -ENOENT;
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t k = 0; k < lr->n; k++) {
-			size_t i = k < lr->npref ? (k + spin) % lr->npref : k;
-			int l = lr->idx[i];
-
-			if (!atomic_load(&t->ctx[l].port_up))
-				continue;
-			for (size_t j = 0; j < pr->n; j++) {
-				int p = peer_for(t, d, pr, l, j + (j ? spin : 0));
-
-				if (pass == 0 && paused(rs, l, p, now))
-					continue;
-				r->ctx = (uint8_t)l;
-				r->peer_dev = (uint16_t)p;
-				r->rkey = tb->rkey[p];
-				return 0;
-			}
-		}
-	return -ENETDOWN;
-}
-
-/* Per-context chains of routed slices, handed over once each. */
-struct chains {
-	struct xfer_slice *head[XFER_DESC_MAX_DEVS], **tail[XFER_DESC_MAX_DEVS];
-};
-
-static void chains_add(struct chains *ch, struct xfer_slice *s, int l)
-{
-	s->next = NULL;
-	if (!ch->head[l])
-		ch->tail[l] = &ch->head[l];
-	*ch->tail[l] = s;
-	ch->tail[l] = &s->next;
-}
-
-static void chains_send(struct xfer_transport *t, struct chains *ch)
-{
-	for (int l = 0; l < t->nctx; l++)
-		if (ch->head[l])
-			rdma_ctx_enqueue(&t->ctx[l], ch->head[l], ch->tail[l]);
-}
-
 static void rdma_submit(struct xfer_transport *t, struct xfer_segment *seg,
 			struct xfer_slice *s, size_t n)
 {
-	struct chains ch = { 0 };
-	unsigned spin = atomic_fetch_add(&t->rr, 1);
-
-	if (atomic_load(&seg->gone)) {
-		for (size_t i = 0; i < n; i++)
-			xfer_slice_done(&s[i], XFER_FAILED);
-		return;
-	}
-	pthread_rwlock_rdlock(&seg->lock);
-	for (size_t i = 0; i < n; i++) {
-		memset(rdma_slice(&s[i]), 0, sizeof(struct rdma_slice));
-		if (route(t, seg->tp_priv, seg->desc, &s[i], spin + (unsigned)i))
-			xfer_slice_done(&s[i], XFER_FAILED);
-		else
-			chains_add(&ch, &s[i], rdma_slice(&s[i])->ctx);
-	}
-	pthread_rwlock_unlock(&seg->lock);
-	chains_send(t, &ch);
-}
-
-void rdma_retry(struct xfer_transport *t, struct xfer_slice *s,
-		enum xfer_status why)
-{
-	struct xfer_segment *seg = s->task->segment;
-	struct rdma_slice *r = rdma_slice(s);
-	struct rdma_seg *rs;
-	struct chains ch = { 0 };
-	int ret = -ENOENT;
-
-	if (++r->tries > t->e->cfg.retry_cnt || atomic_load(&seg->gone)) {
-		xfer_slice_done(s, why);
-		return;
-	}
-	pthread_rwlock_rdlock(&seg->lock);
-	rs = seg->tp_priv;
-	if (r->peer_dev < rs->ndevs)
-		atomic_store(&rs->paused[(size_t)r->ctx * rs->ndevs + r->peer_dev],
-			     rdma_now_ns() +
-				     (uint64_t)t->e->cfg.path_pause_ms * 1000000);
-	ret = route(t, rs, seg->desc, s, atomic_fetch_add(&t->rr, 1));
-	pthread_rwlock_unlock(&seg->lock);
-	if (ret) {
-		xfer_slice_done(s, why);
-		return;
-	}
-	chains_add(&ch, s, r->ctx);
-	chains_send(t, &ch);
-}
-
-int rdma_peer_of(struct xfer_slice *s, char *path, size_t len,
-		 char host[64], uint16_t *port)
-{
-	struct xfer_segment *seg = s->task->segment;
-	struct rdma_seg *rs;
-	int ret = -ENOENT;
-
-	pthread_rwlock_rdlock(&seg->lock);
-	rs = seg->tp_priv;
-	if (rdma_slice(s)->peer_dev < seg->desc->ndevs) {
-		snprintf(path, len, "%s@%s", seg->name,
-			 seg->desc->devs[rdma_slice(s)->peer_dev].name);
-		memcpy(host, rs->host, 64);
-		*port = rs->port;
-		ret = 0;
-	}
-	pthread_rwlock_unlock(&seg->lock);
-	return ret;
+	xfer_rdma_submit(rdma_of(t), seg, s, n);
 }
 
 /* A passive Connection request, answered on the context's worker. */
@@ -348,17 +215,18 @@ static void run_accept(struct xfer_job *j)
 {
 	struct accept_job *aj = container_of(j, struct accept_job, job);
 
-	aj->ret = rdma_ep_accept(aj->c, aj->req, aj->reply);
+	aj->ret = xfer_rdma_ep_accept(aj->c, aj->req, aj->reply);
 	pthread_mutex_lock(&aj->c->lock);
 	aj->done = true;
 	pthread_cond_broadcast(&aj->c->accepted);
 	pthread_mutex_unlock(&aj->c->lock);
 }
 
-static int rdma_connection(struct xfer_transport *t,
+static int rdma_connection(struct xfer_transport *tp,
 			   const struct xfer_hs_conn *req,
 			   struct xfer_hs_conn *reply)
 {
+	struct rdma_transport *t = rdma_of(tp);
 	struct accept_job aj = { .job.fn = run_accept, .req = req,
 				 .reply = reply };
 
@@ -369,8 +237,8 @@ static int rdma_connection(struct xfer_transport *t,
 		reply->reply_msg = strdup("no such NIC path here");
 		return reply->reply_msg ? 0 : -ENOMEM;
 	}
-	if (aj.c->r == &t->e->control)
-		return rdma_ep_accept(aj.c, req, reply);
+	if (aj.c->r == tp->env->control)
+		return xfer_rdma_ep_accept(aj.c, req, reply);
 	/* The worker owns the endpoints; it never waits on this thread. */
 	xfer_reactor_post(aj.c->r, &aj.job);
 	pthread_mutex_lock(&aj.c->lock);
@@ -380,9 +248,11 @@ static int rdma_connection(struct xfer_transport *t,
 	return aj.ret;
 }
 
-static int rdma_device_stats(struct xfer_transport *t, size_t i,
+static int rdma_device_stats(struct xfer_transport *tp, size_t i,
 			     const char **name, uint64_t *bytes)
 {
+	struct rdma_transport *t = rdma_of(tp);
+
 	if (i >= (size_t)t->nctx)
 		return -ENOENT;
 	*name = t->ctx[i].name;
@@ -390,8 +260,47 @@ static int rdma_device_stats(struct xfer_transport *t, size_t i,
 	return 0;
 }
 
+/* 0, or a power of two in 256..4096 */
+static bool valid_mtu(long long v)
+{
+	return v == 0 || (v >= 256 && !(v & (v - 1)));
+}
+
+/* In the order of K_*, named as Mooncake's where it has one. */
+static const struct xfer_knob rdma_knobs[] = {
+	[K_DEVICES] = XFER_KNOB_S("device_names", "XFER_DEVICE_NAME",
+				  "MC_DEVICE_NAME", NULL),
+	[K_MATRIX] = XFER_KNOB_S("nic_priority_matrix",
+				 "XFER_NIC_PRIORITY_MATRIX",
+				 "MC_NIC_PRIORITY_MATRIX", NULL),
+	[K_QPS] = XFER_KNOB_N("qps_per_ep", "XFER_NUM_QP_PER_EP",
+			      "MC_NUM_QP_PER_EP", 1, 64, "2"),
+	[K_MAX_EP] = XFER_KNOB_N("max_ep_per_ctx", "XFER_MAX_EP_PER_CTX",
+				 "MC_MAX_EP_PER_CTX", 1, 65536, "256"),
+	[K_RETRY] = XFER_KNOB_N("retry_cnt", "XFER_RETRY_CNT", "MC_RETRY_CNT",
+				0, 64, "9"),
+	[K_GID] = XFER_KNOB_N("gid_index", "XFER_GID_INDEX", "MC_GID_INDEX",
+			      -1, 65535, "-1"),
+	[K_MTU] = { .name = "mtu", .env = "XFER_MTU", .alias = "MC_MTU",
+		    .type = XFER_KNOB_NUM, .min = 0, .max = 4096, .def = "0",
+		    .check = valid_mtu },
+	[K_MAX_WR] = XFER_KNOB_N("max_wr", "XFER_MAX_WR", "MC_MAX_WR", 1,
+				 16384, "256"),
+	[K_MAX_CQE] = XFER_KNOB_N("max_cqe", "XFER_MAX_CQE",
+				  "MC_MAX_CQE_PER_CTX", 16, 1 << 20, "4096"),
+	[K_IB_PORT] = XFER_KNOB_N("ib_port", "XFER_IB_PORT", "MC_IB_PORT", 1,
+				  255, "1"),
+	[K_PIN] = { .name = "pin_workers", .env = "XFER_PIN_WORKERS",
+		    .type = XFER_KNOB_BOOL, .min = 0, .max = 1, .def = "1" },
+	[K_PAUSE] = XFER_KNOB_N("path_pause_ms", "XFER_PATH_PAUSE_MS", NULL,
+				0, UINT32_MAX, "1000"),
+	{ .name = NULL },
+};
+
 const struct xfer_transport_ops xfer_rdma_ops = {
 	.name = "rdma",
+	.knobs = rdma_knobs,
+	.codec = &xfer_rdma_codec,
 	.init = rdma_init,
 	.describe = rdma_describe,
 	.describe_buffer = rdma_describe_buffer,

@@ -15,7 +15,7 @@
 
 #include <numa.h>
 
-#include "topology.h"
+#include "transports/rdma/topology_internal.h"
 
 __attribute__((format(printf, 4, 5)))
 static int fail(int ret, char *err, size_t errlen, const char *fmt, ...)
@@ -206,7 +206,7 @@ static int check_name(const char *name, const struct rdma_topo_dev *all,
 
 /* Every device the matrix names must be usable; without a filter, the
  * matrix itself selects the devices. */
-static int check_matrix(const struct xfer_prio *rows, size_t nrows,
+static int check_matrix(const struct xfer_rdma_prio *rows, size_t nrows,
 			const struct rdma_topo_dev *all, size_t nall,
 			bool *keep, bool filtered, char *err, size_t errlen)
 {
@@ -245,7 +245,7 @@ static int cpu_location_node(const char *loc)
 }
 
 /* The node of the first "cpu:N" row that prefers @p dev, else -1. */
-static int matrix_numa_node(const struct xfer_prio *rows, size_t nrows,
+static int matrix_numa_node(const struct xfer_rdma_prio *rows, size_t nrows,
 			    const char *dev)
 {
 	for (size_t r = 0; r < nrows; r++) {
@@ -263,7 +263,7 @@ static int matrix_numa_node(const struct xfer_prio *rows, size_t nrows,
 /* ---- default matrix ---- */
 
 /* Fill @p r with the devices marked in @p pref preferred, the rest others. */
-static int fill_prio_row(struct xfer_prio *r, const char *location,
+static int fill_prio_row(struct xfer_rdma_prio *r, const char *location,
 			 const struct rdma_topo_dev *devs, size_t n,
 			 const bool *pref)
 {
@@ -314,7 +314,7 @@ static bool node_wants_row(const struct rdma_topo *t, int sys_max, int node)
 
 /*
  * "cpu:N" for every node of the machine or of a device, then "*". The rows
- * array is zeroed so that xfer_prio_free() can take a half-built one.
+ * array is zeroed so that xfer_rdma_prio_free() can take a half-built one.
  */
 static int build_default_prio(struct rdma_topo *t)
 {
@@ -357,7 +357,7 @@ out:
 /* Copy the kept devices into @p t and find their nodes. */
 static int take_devices(struct rdma_topo *t, const char *root,
 			const struct rdma_topo_dev *all, size_t nall,
-			const bool *keep, const struct xfer_prio *rows,
+			const bool *keep, const struct xfer_rdma_prio *rows,
 			size_t nrows)
 {
 	size_t n = 0;
@@ -392,18 +392,18 @@ static int resolve_matrix(struct rdma_topo *t)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->ndevs; i++)
 		names[i] = t->devs[i].name;
-	ret = rdma_matrix_build(t->prio, t->nprio, names, t->ndevs,
+	ret = xfer_rdma_matrix_build(t->prio, t->nprio, names, t->ndevs,
 				&t->matrix);
 	free(names);
 	return ret;
 }
 
-int rdma_topo_build(const char *sysfs_root, const char *device_names,
+int xfer_rdma_topo_build(const char *sysfs_root, const char *device_names,
 		    const char *matrix_json, struct rdma_topo *out, char *err,
 		    size_t errlen)
 {
 	struct rdma_topo_dev *all = NULL;
-	struct xfer_prio *rows = NULL;
+	struct xfer_rdma_prio *rows = NULL;
 	size_t nall = 0, nrows = 0;
 	bool *keep = NULL;
 	int ret, filtered;
@@ -413,7 +413,7 @@ int rdma_topo_build(const char *sysfs_root, const char *device_names,
 	if (ret)
 		return ret;
 	if (matrix_json) {
-		ret = xfer_prio_decode(matrix_json, strlen(matrix_json), &rows,
+		ret = xfer_rdma_prio_decode(matrix_json, strlen(matrix_json), &rows,
 				       &nrows, err, errlen);
 		if (ret)
 			goto out;
@@ -461,18 +461,18 @@ out_nomem:
 	ret = fail(-ENOMEM, err, errlen, "out of memory");
 out:
 	if (ret)
-		rdma_topo_free(out);
-	xfer_prio_free(rows, nrows);
+		xfer_rdma_topo_free(out);
+	xfer_rdma_prio_free(rows, nrows);
 	free(keep);
 	free(all);
 	return ret;
 }
 
-void rdma_topo_free(struct rdma_topo *t)
+void xfer_rdma_topo_free(struct rdma_topo *t)
 {
 	free(t->devs);
-	xfer_prio_free(t->prio, t->nprio);
-	rdma_matrix_free(&t->matrix);
+	xfer_rdma_prio_free(t->prio, t->nprio);
+	xfer_rdma_matrix_free(&t->matrix);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -501,7 +501,7 @@ static void add_names(struct rdma_row *r, char *const *list, size_t nlist,
 	}
 }
 
-static int resolve_row(struct rdma_row *r, const struct xfer_prio *p,
+static int resolve_row(struct rdma_row *r, const struct xfer_rdma_prio *p,
 		       const char *const *names, size_t ndevs, bool *seen)
 {
 	r->location = strdup(p->location);
@@ -527,7 +527,7 @@ static int build_any(struct rdma_row *r, size_t ndevs)
 	return 0;
 }
 
-int rdma_matrix_build(const struct xfer_prio *rows, size_t nrows,
+int xfer_rdma_matrix_build(const struct xfer_rdma_prio *rows, size_t nrows,
 		      const char *const *names, size_t ndevs,
 		      struct rdma_matrix *out)
 {
@@ -549,7 +549,7 @@ int rdma_matrix_build(const struct xfer_prio *rows, size_t nrows,
 out:
 	free(seen);
 	if (ret)
-		rdma_matrix_free(out);
+		xfer_rdma_matrix_free(out);
 	return ret;
 }
 
@@ -559,7 +559,7 @@ static void free_row(struct rdma_row *r)
 	free(r->idx);
 }
 
-void rdma_matrix_free(struct rdma_matrix *m)
+void xfer_rdma_matrix_free(struct rdma_matrix *m)
 {
 	for (size_t r = 0; r < m->nrows; r++)
 		free_row(&m->rows[r]);
@@ -577,7 +577,7 @@ static const struct rdma_row *find_row(const struct rdma_matrix *m,
 	return NULL;
 }
 
-const struct rdma_row *rdma_matrix_find(const struct rdma_matrix *m,
+const struct rdma_row *xfer_rdma_matrix_find(const struct rdma_matrix *m,
 					const char *location)
 {
 	const struct rdma_row *r = NULL;

@@ -1,12 +1,14 @@
 /*
- * Handshake socket (PROTOCOL.md §1). Server: a listener on the control
- * reactor; each connection carries one frame, answered with the same type
- * byte, then the write side is shut. Anything malformed closes that
- * connection only, without a reply. Client: one blocking exchange.
+ * Handshake socket (PROTOCOL.md §1). Server: a listener on one
+ * event_base; each connection carries one frame, answered with the same
+ * type byte, then the write side is shut. Anything malformed closes that
+ * connection only, without a reply. Client: one exchange on an
+ * event_base.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,33 +17,29 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "engine_internal.h"
-#include "handshake_internal.h"
-#include "net_internal.h"
+#include "core/handshake_internal.h"
+#include "core/json_internal.h"
+#include "core/log_internal.h"
+#include "core/net_internal.h"
 
 #define FRAME_HDR 8 /* u64 length of type byte + JSON */
 
 struct hs_conn {
-	struct handshake_server *hs;
+	struct xfer_hs_server *hs;
 	struct bufferevent *bev;
 	struct event *deadline;    /* the whole request within 5 s */
-	struct hs_conn *prev, *next;
+	LIST_ENTRY(hs_conn) link;
 };
 
-struct handshake_server {
-	struct xfer_engine *e;
+struct xfer_hs_server {
+	struct xfer_hs_env env;
 	struct evconnlistener *lev;
-	struct hs_conn *conns;
+	LIST_HEAD(, hs_conn) conns;
 };
 
 static void conn_free(struct hs_conn *c)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		c->hs->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	LIST_REMOVE(c, link);
 	event_free(c->deadline);
 	bufferevent_free(c->bev);
 	free(c);
@@ -53,8 +51,8 @@ static const char probe_reply[] = "{\"status\":\"success\"}\n";
  * Answer one request body: a malloc'd reply in *out, or a negative errno
  * to close without reply.
  */
-static int answer(struct xfer_engine *e, uint8_t type, const char *json,
-		  size_t len, char **out, size_t *out_len)
+static int answer(const struct xfer_hs_env *env, uint8_t type,
+		  const char *json, size_t len, char **out, size_t *out_len)
 {
 	struct xfer_hs_notify n = { 0 };
 	struct xfer_hs_conn hc = { 0 };
@@ -68,8 +66,10 @@ static int answer(struct xfer_engine *e, uint8_t type, const char *json,
 		ret = xfer_hs_conn_decode(json, len, &hc, err, sizeof(err));
 		if (ret)
 			break;
-		ret = xfer_engine_connection(e, &hc, &reply);
+		ret = env->connection(&hc, &reply, env->arg);
 		xfer_hs_conn_clear(&hc);
+		if (ret == -EOPNOTSUPP) /* no RDMA here: every field empty */
+			ret = 0;
 		if (!ret)
 			ret = xfer_hs_conn_encode(&reply, out, out_len);
 		xfer_hs_conn_clear(&reply);
@@ -79,7 +79,7 @@ static int answer(struct xfer_engine *e, uint8_t type, const char *json,
 		ret = xfer_json_check_object(json, len, err, sizeof(err));
 		if (ret)
 			break;
-		*out = xfer_engine_descriptor(e, out_len);
+		*out = env->descriptor(out_len, env->arg);
 		return *out ? 0 : -ENOMEM;
 	case XFER_HS_NOTIFY:
 		ret = xfer_hs_notify_decode(json, len, &n, err, sizeof(err));
@@ -131,7 +131,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 static void on_read(struct bufferevent *bev, void *arg)
 {
 	struct hs_conn *c = arg;
-	struct xfer_engine *e = c->hs->e;
+	const struct xfer_hs_env *env = &c->hs->env;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint64_t frame_len, reply_hdr;
 	uint8_t *body, type;
@@ -142,7 +142,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 	if (evbuffer_get_length(in) < FRAME_HDR)
 		return;
 	evbuffer_copyout(in, &frame_len, sizeof(frame_len));
-	if (frame_len == 0 || frame_len > e->cfg.handshake_max_len)
+	if (frame_len == 0 || frame_len > env->max_len)
 		goto close;
 	if (evbuffer_get_length(in) < FRAME_HDR + frame_len)
 		return;
@@ -157,7 +157,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		body++;
 		frame_len--;
 	}
-	if (answer(e, type, (char *)body, frame_len, &reply, &reply_len))
+	if (answer(env, type, (char *)body, frame_len, &reply, &reply_len))
 		goto close;
 	event_del(c->deadline); /* the write timeout covers the reply */
 	reply_hdr = reply_len + !legacy;
@@ -179,7 +179,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
 	static const struct timeval timeout = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
-	struct handshake_server *hs = arg;
+	struct xfer_hs_server *hs = arg;
 	struct hs_conn *c = calloc(1, sizeof(*c));
 
 	(void)sa;
@@ -194,10 +194,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 	if (!c->bev)
 		goto err_timer;
 	c->hs = hs;
-	c->next = hs->conns;
-	if (hs->conns)
-		hs->conns->prev = c;
-	hs->conns = c;
+	LIST_INSERT_HEAD(&hs->conns, c, link);
 	bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
 	bufferevent_set_timeouts(c->bev, NULL, &timeout);
 	bufferevent_enable(c->bev, EV_READ);
@@ -212,57 +209,50 @@ err_close:
 	close(fd);
 }
 
-int xfer_handshake_listen(struct xfer_engine *e, const char *bind_addr,
-			  uint16_t *port, struct handshake_server **out)
+int xfer_handshake_listen(const struct xfer_hs_env *env,
+			  const struct sockaddr *sa, socklen_t salen,
+			  uint16_t *port, struct xfer_hs_server **out)
 {
-	struct handshake_server *hs;
-	struct sockaddr_storage ss;
-	socklen_t len;
+	struct xfer_hs_server *hs = calloc(1, sizeof(*hs));
 	int ret;
 
-	ret = xfer_net_parse(bind_addr, *port, &ss, &len);
-	if (ret)
-		return xfer_engine_error(e, ret, "bind address %s: not numeric",
-					 bind_addr);
-	hs = calloc(1, sizeof(*hs));
 	if (!hs)
 		return -ENOMEM;
-	hs->e = e;
-	hs->lev = evconnlistener_new_bind(e->control.base, on_accept, hs,
+	hs->env = *env;
+	LIST_INIT(&hs->conns);
+	hs->lev = evconnlistener_new_bind(env->base, on_accept, hs,
 					  LEV_OPT_CLOSE_ON_FREE |
 					  LEV_OPT_CLOSE_ON_EXEC |
-					  LEV_OPT_REUSEABLE,
-					  -1, (struct sockaddr *)&ss, len);
+					  LEV_OPT_REUSEABLE, -1, sa, salen);
 	if (!hs->lev) {
 		ret = errno ? -errno : -EADDRINUSE;
 		free(hs);
-		return xfer_engine_error(e, ret, "handshake listen %s:%u: %s",
-					 bind_addr, *port, strerror(-ret));
+		return ret;
 	}
 	*port = xfer_net_local_port(evconnlistener_get_fd(hs->lev));
 	*out = hs;
 	return 0;
 }
 
-void xfer_handshake_close(struct handshake_server *hs)
+void xfer_handshake_close(struct xfer_hs_server *hs)
 {
-	while (hs->conns)
-		conn_free(hs->conns);
+	while (!LIST_EMPTY(&hs->conns))
+		conn_free(LIST_FIRST(&hs->conns));
 	evconnlistener_free(hs->lev);
 	free(hs);
 }
 
 /* One client exchange in flight. */
-struct hs_req {
+struct xfer_hs_req {
 	struct bufferevent *bev;
 	struct event *timer;
 	uint8_t type;
 	uint32_t max_len;
-	xfer_store_cb cb;
+	xfer_hs_cb cb;
 	void *arg;
 };
 
-static void req_finish(struct hs_req *q, int err, const char *body,
+static void req_finish(struct xfer_hs_req *q, int err, const char *body,
 		       size_t len)
 {
 	q->cb(err, body, len, q->arg);
@@ -271,7 +261,7 @@ static void req_finish(struct hs_req *q, int err, const char *body,
 
 static void req_read(struct bufferevent *bev, void *arg)
 {
-	struct hs_req *q = arg;
+	struct xfer_hs_req *q = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint64_t len;
 	uint8_t *body;
@@ -297,7 +287,7 @@ static void req_read(struct bufferevent *bev, void *arg)
 static void req_event(struct bufferevent *bev, short what, void *arg)
 {
 	static const struct timeval reply = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
-	struct hs_req *q = arg;
+	struct xfer_hs_req *q = arg;
 	int err;
 
 	if (what & BEV_EVENT_CONNECTED) {
@@ -320,23 +310,23 @@ static void req_timeout(evutil_socket_t fd, short what, void *arg)
 	req_finish(arg, -ETIMEDOUT, NULL, 0);
 }
 
-void xfer_handshake_cancel(struct hs_req *q)
+void xfer_handshake_cancel(struct xfer_hs_req *q)
 {
 	bufferevent_free(q->bev);
 	event_free(q->timer);
 	free(q);
 }
 
-struct hs_req *xfer_handshake_request(struct event_base *base,
-				      struct evdns_base *dns, const char *host,
-				      uint16_t port, uint8_t type,
-				      const char *body, size_t body_len,
-				      uint32_t max_len, xfer_store_cb cb,
-				      void *arg)
+struct xfer_hs_req *xfer_handshake_request(struct event_base *base,
+					   struct evdns_base *dns,
+					   const char *host, uint16_t port,
+					   uint8_t type, const char *body,
+					   size_t body_len, uint32_t max_len,
+					   xfer_hs_cb cb, void *arg)
 {
 	static const struct timeval connect = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
 	uint64_t frame_len = body_len + 1;
-	struct hs_req *q = calloc(1, sizeof(*q));
+	struct xfer_hs_req *q = calloc(1, sizeof(*q));
 
 	if (!q)
 		return NULL;

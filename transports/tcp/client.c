@@ -16,7 +16,7 @@
 
 #include <event2/event.h>
 
-#include "tcp_internal.h"
+#include "transports/tcp/tcp_internal.h"
 
 #define SEND_MAX (4u << 20) /* bytes per sendmsg */
 
@@ -35,7 +35,7 @@ struct slice_queue {
 };
 
 struct tcp_conn {
-	struct xfer_transport *t;
+	struct tcp_transport *t;
 	struct tcp_peer *peer;
 	struct xfer_reactor *r;
 
@@ -132,7 +132,7 @@ static void set_writing(struct tcp_conn *c, bool w)
 /* Progress was made: restart the transfer timeout, or stop it if idle. */
 static void touch(struct tcp_conn *c)
 {
-	uint32_t ms = c->t->e->cfg.transfer_timeout_ms;
+	uint32_t ms = c->t->base.env->transfer_timeout_ms;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (!c->waitq.head && !c->sendq.head)
@@ -361,7 +361,8 @@ static void conn_kick(struct xfer_job *j)
 		conn_fail(c, XFER_FAILED);
 }
 
-void tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s, size_t n)
+void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
+			   size_t n)
 {
 	uint8_t op = (c->peer->version == 2 ? TCP_OP_V2 : 0);
 	bool kick;
@@ -386,7 +387,8 @@ void tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s, size_t n)
 		xfer_reactor_post(c->r, &c->kick_job);
 }
 
-struct tcp_conn *tcp_conn_new(struct xfer_transport *t, struct tcp_peer *p)
+struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
+				   struct tcp_peer *p)
 {
 	struct tcp_conn *c = calloc(1, sizeof(*c));
 
@@ -395,7 +397,7 @@ struct tcp_conn *tcp_conn_new(struct xfer_transport *t, struct tcp_peer *p)
 	c->t = t;
 	c->peer = p;
 	c->fd = -1;
-	c->r = xfer_engine_worker(t->e);
+	c->r = t->base.env->worker(t->base.env->arg);
 	c->timer = evtimer_new(c->r->base, on_timeout, c);
 	if (!c->timer) {
 		free(c);
@@ -411,7 +413,7 @@ struct tcp_conn *tcp_conn_new(struct xfer_transport *t, struct tcp_peer *p)
 
 /* With the reactors stopped: slices on the wire fail, the rest were never
  * sent and are canceled. */
-void tcp_conn_free(struct tcp_conn *c)
+void xfer_tcp_conn_free(struct tcp_conn *c)
 {
 	struct xfer_slice *head = c->sendq.head;
 

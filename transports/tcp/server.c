@@ -14,13 +14,14 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
-#include "tcp_internal.h"
+#include "transports/tcp/tcp_internal.h"
 
 #define REPLIES 32             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
@@ -35,9 +36,9 @@ struct reply {
 };
 
 struct tcp_sconn {
-	struct xfer_transport *t;
+	struct tcp_transport *t;
 	struct xfer_reactor *r;
-	struct tcp_sconn *prev, *next; /* t->sconns, under t->lock */
+	LIST_ENTRY(tcp_sconn) link;    /* t->sconns, under t->lock */
 	struct xfer_job start_job;
 	int fd;
 	struct event *rev, *wev;
@@ -61,19 +62,14 @@ static void put_buffer(struct xfer_buffer *b)
 
 static void sconn_free(struct tcp_sconn *c)
 {
-	struct xfer_transport *t = c->t;
+	struct tcp_transport *t = c->t;
 
 	put_buffer(c->wbuf);
 	for (unsigned i = 0; i < c->rq_n; i++)
 		put_buffer(c->rq[(c->rq_head + i) % REPLIES].buf);
 
 	pthread_mutex_lock(&t->lock);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		t->sconns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	LIST_REMOVE(c, link);
 	pthread_mutex_unlock(&t->lock);
 	if (c->rev)
 		event_free(c->rev);
@@ -112,7 +108,7 @@ static void push_reply(struct tcp_sconn *c, bool v2, uint64_t status,
  */
 static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 {
-	struct xfer_buffers *bs = &c->t->e->buffers;
+	struct xfer_buffers *bs = c->t->base.env->buffers;
 	uint64_t size, addr;
 	uint8_t op = hdr[16];
 	bool v2 = op & TCP_OP_V2, write = (op & 0x7f) == TCP_OP_WRITE;
@@ -312,7 +308,7 @@ static void sconn_start(struct xfer_job *j)
 	set_interest(c->rev, &c->reading, true);
 }
 
-void tcp_server_accept(struct xfer_transport *t, int fd)
+void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 {
 	struct tcp_sconn *c = calloc(1, sizeof(*c));
 	int one = 1;
@@ -325,19 +321,16 @@ void tcp_server_accept(struct xfer_transport *t, int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->t = t;
 	c->fd = fd;
-	c->r = xfer_engine_worker(t->e);
+	c->r = t->base.env->worker(t->base.env->arg);
 	pthread_mutex_lock(&t->lock);
-	c->next = t->sconns;
-	if (t->sconns)
-		t->sconns->prev = c;
-	t->sconns = c;
+	LIST_INSERT_HEAD(&t->sconns, c, link);
 	pthread_mutex_unlock(&t->lock);
 	c->start_job.fn = sconn_start;
 	xfer_reactor_post(c->r, &c->start_job);
 }
 
-void tcp_server_close_all(struct xfer_transport *t)
+void xfer_tcp_server_close_all(struct tcp_transport *t)
 {
-	while (t->sconns)
-		sconn_free(t->sconns);
+	while (!LIST_EMPTY(&t->sconns))
+		sconn_free(LIST_FIRST(&t->sconns));
 }

@@ -3,13 +3,13 @@
  * the NIC priority matrix that says which devices serve which memory
  * location, built from sysfs or taken from the user (the seed's JSON).
  */
-#ifndef XFER_RDMA_TOPOLOGY_H
-#define XFER_RDMA_TOPOLOGY_H
+#ifndef XFER_RDMA_TOPOLOGY_INTERNAL_H
+#define XFER_RDMA_TOPOLOGY_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "desc_internal.h"
+#include "transports/rdma/desc_internal.h"
 
 #define RDMA_DEV_NAME_MAX 64
 
@@ -37,7 +37,7 @@ struct rdma_topo {
 	size_t ndevs;
 	struct rdma_topo_dev *devs; /* the devices to open, sorted by name */
 	size_t nprio;
-	struct xfer_prio *prio;     /* the matrix to publish (names) */
+	struct xfer_rdma_prio *prio;     /* the matrix to publish (names) */
 	struct rdma_matrix matrix;  /* the same over devs indexes */
 };
 
@@ -58,26 +58,26 @@ struct rdma_topo {
  *         @p err), -EPROTO (bad matrix JSON, or it names an unknown
  *         device), -ENOMEM.
  */
-int rdma_topo_build(const char *sysfs_root, const char *device_names,
+int xfer_rdma_topo_build(const char *sysfs_root, const char *device_names,
 		    const char *matrix_json, struct rdma_topo *out, char *err,
 		    size_t errlen);
 
-void rdma_topo_free(struct rdma_topo *t);
+void xfer_rdma_topo_free(struct rdma_topo *t);
 
 /**
  * Resolve @p rows (names) over the device list @p names[ndevs]: names not
  * in the list are dropped, as are duplicates. Fills out->any too.
  * @return 0, -ENOMEM.
  */
-int rdma_matrix_build(const struct xfer_prio *rows, size_t nrows,
+int xfer_rdma_matrix_build(const struct xfer_rdma_prio *rows, size_t nrows,
 		      const char *const *names, size_t ndevs,
 		      struct rdma_matrix *out);
 
-void rdma_matrix_free(struct rdma_matrix *m);
+void xfer_rdma_matrix_free(struct rdma_matrix *m);
 
 /** The row for @p location: an exact match with at least one device, else
  *  the `*` row of the matrix, else m->any. Never NULL. */
-const struct rdma_row *rdma_matrix_find(const struct rdma_matrix *m,
+const struct rdma_row *xfer_rdma_matrix_find(const struct rdma_matrix *m,
 					const char *location);
 
 #endif

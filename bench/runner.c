@@ -1,0 +1,402 @@
+/*
+ * xfer-bench: the runs. Engines and their buffers, batches of requests,
+ * the timed loop of each submitting thread, and the modes: a target that
+ * serves, an initiator (alone or with its target in this process, in
+ * loopback mode) that moves batches.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench_internal.h"
+
+/* One submitting thread and what it measured. */
+struct worker {
+	pthread_t tid;
+	struct xfer_engine *e;
+	int64_t seg;
+	enum xfer_opcode op;
+	size_t batch_size, block_size;
+	uint64_t region_off;       /* offset of the region in both buffers */
+	uint8_t *local;            /* local region */
+	uint64_t remote;           /* target address of the region */
+	const uint8_t *target_view; /* loopback: the target's region, to check */
+	bool verify;
+	const struct timespec *deadline;
+	struct xfer_request *reqs;
+	uint8_t *expect;           /* the pattern of the region, for --verify */
+	double *lat_us;
+	size_t nlat, cap;
+	double cpu_s;
+};
+
+static inline uint8_t pattern(uint64_t i)
+{
+	return (uint8_t)(i * 131 + (i >> 8) + 7);
+}
+
+static void fill_pattern(uint8_t *p, uint64_t off, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = pattern(off + i);
+}
+
+/* @p got holds the bytes at target offsets [off, off+len). */
+static void check_pattern(const uint8_t *got, const uint8_t *expect,
+			  uint64_t off, size_t len, const char *what)
+{
+	if (memcmp(got, expect, len) == 0)
+		return;
+	for (size_t i = 0; i < len; i++)
+		if (got[i] != expect[i])
+			die("verify %s: mismatch at target offset %" PRIu64
+			    ": got 0x%02x, want 0x%02x", what, off + i,
+			    got[i], expect[i]);
+}
+
+static double ts_diff(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) +
+	       (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+/* Now on CLOCK_MONOTONIC plus @p s seconds. */
+static struct timespec deadline_after(double s)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += (time_t)s;
+	t.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Page-aligned and touched, so page faults stay out of the measurement. */
+static uint8_t *alloc_buffer(size_t len)
+{
+	void *p;
+	int ret = posix_memalign(&p, 4096, len);
+
+	if (ret)
+		die("posix_memalign %zu bytes: %s", len, strerror(ret));
+	memset(p, 0, len);
+	return p;
+}
+
+static void register_buffer(struct xfer_engine *e, void *p, size_t len)
+{
+	int ret = xfer_register(e, p, len, "cpu:0", true);
+
+	if (ret)
+		die_api(e, "xfer_register", ret);
+}
+
+/* The buffer a target serves, registered with @e: the pattern for
+ * --verify, else zeros. */
+static uint8_t *target_buffer(const struct bench_opts *o,
+			      struct xfer_engine *e)
+{
+	uint8_t *buf = alloc_buffer(o->buffer_size);
+
+	if (o->verify)
+		fill_pattern(buf, 0, o->buffer_size);
+	register_buffer(e, buf, o->buffer_size);
+	return buf;
+}
+
+/* Submit the worker's requests with @p op as one batch and wait for it. */
+static double run_batch(struct worker *w, enum xfer_opcode op)
+{
+	struct timespec t0, t1;
+	struct xfer_batch *b;
+	int ret;
+
+	for (size_t i = 0; i < w->batch_size; i++)
+		w->reqs[i].opcode = op;
+	b = xfer_batch_new(w->e, w->batch_size);
+	if (!b)
+		die_api(w->e, "xfer_batch_new", -errno);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = xfer_batch_submit(b, w->reqs, w->batch_size);
+	if (ret)
+		die_api(w->e, "xfer_batch_submit", ret);
+	ret = xfer_batch_wait(b, -1);
+	if (ret)
+		die_api(w->e, "xfer_batch_wait", ret);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	for (size_t i = 0; i < w->batch_size; i++) {
+		struct xfer_task_status st;
+
+		ret = xfer_batch_status(b, i, &st);
+		if (ret)
+			die_api(w->e, "xfer_batch_status", ret);
+		if (st.status != XFER_COMPLETED)
+			die("task %zu (%s of %zu bytes at 0x%" PRIx64 ") ended %s",
+			    i, bench_op_names[op],
+			    w->block_size, w->reqs[i].target_offset,
+			    xfer_status_str(st.status));
+	}
+	ret = xfer_batch_free(b);
+	if (ret)
+		die_api(w->e, "xfer_batch_free", ret);
+	return ts_diff(&t0, &t1) * 1e6;
+}
+
+static void record_latency(struct worker *w, double us)
+{
+	if (w->nlat == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 4096;
+		w->lat_us = realloc(w->lat_us, w->cap * sizeof(*w->lat_us));
+		if (!w->lat_us)
+			die("out of memory for latencies");
+	}
+	w->lat_us[w->nlat++] = us;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	size_t region = w->batch_size * w->block_size;
+	struct timespec now;
+
+	if (w->verify && w->op == XFER_WRITE) {
+		/* Clear the remote region first (the local one is still zero),
+		 * so the final check cannot pass on a pre-filled target. */
+		run_batch(w, XFER_WRITE);
+		memcpy(w->local, w->expect, region);
+	}
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!ts_before(&now, w->deadline))
+			break;
+		/* Stale bytes of an earlier batch must not pass the check. */
+		if (w->verify && w->op == XFER_READ)
+			memset(w->local, 0, region);
+		record_latency(w, run_batch(w, w->op));
+		if (w->verify && w->op == XFER_READ)
+			check_pattern(w->local, w->expect, w->region_off, region,
+				      "read");
+	}
+	if (w->verify && w->op == XFER_WRITE) {
+		if (w->target_view) {
+			check_pattern(w->target_view, w->expect, w->region_off,
+				      region, "write");
+		} else {
+			/* The local region becomes the scratch buffer. */
+			memset(w->local, 0, region);
+			run_batch(w, XFER_READ);
+			check_pattern(w->local, w->expect, w->region_off, region,
+				      "write");
+		}
+	}
+	w->cpu_s = thread_cpu_s();
+	return NULL;
+}
+
+/* Serve until the deadline or SIGINT/SIGTERM, asleep in sigtimedwait. */
+static void serve(const sigset_t *stop, double duration_s)
+{
+	struct timespec end = deadline_after(duration_s), now, left;
+
+	if (duration_s <= 0) {
+		while (sigwaitinfo(stop, NULL) < 0)
+			; /* EINTR: keep waiting */
+		return;
+	}
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!ts_before(&now, &end))
+			return;
+		left.tv_sec = end.tv_sec - now.tv_sec;
+		left.tv_nsec = end.tv_nsec - now.tv_nsec;
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000L;
+		}
+		if (sigtimedwait(stop, NULL, &left) >= 0)
+			return;
+	}
+}
+
+void bench_run_target(const struct bench_opts *o)
+{
+	struct bench_result r = { .have_target = true };
+	struct timespec t0, t1;
+	struct xfer_engine *e;
+	sigset_t stop;
+	uint8_t *buf;
+	double cpu0;
+	int ret;
+
+	/* Blocked before the engine starts its threads, so they inherit the
+	 * mask and the signals wait for serve(). */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	ret = pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	if (ret)
+		die("pthread_sigmask: %s", strerror(ret));
+
+	e = bench_engine_new(o, o->local_server_name, o->bind_addr,
+			     o->rpc_port);
+	buf = target_buffer(o, e);
+	printf("xfer-bench target: segment %s\n", xfer_engine_name(e));
+	fflush(stdout);
+
+	cpu0 = xfer_engine_cpu_seconds(e);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	serve(&stop, o->duration_s);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	r.cpu_target_s = xfer_engine_cpu_seconds(e) - cpu0;
+	r.duration_s = ts_diff(&t0, &t1);
+	bench_report(o, &r, e);
+
+	xfer_engine_free(e);
+	free(buf);
+}
+
+/* Initiator and loopback modes. */
+void bench_run_initiator(const struct bench_opts *o)
+{
+	struct xfer_engine *target = NULL, *e;
+	uint8_t *target_buf = NULL, *local;
+	size_t region = o->batch_size * o->block_size;
+	struct timespec start, deadline, end;
+	struct bench_result r = { .have_init = true };
+	const char *seg_name = o->segment_id;
+	double cpu_init0, cpu_target0 = 0;
+	uint64_t remote_addr, remote_len;
+	struct worker *w;
+	double *lat;
+	int64_t seg;
+	int ret;
+
+	if (o->mode == BENCH_LOOPBACK) {
+		const char *bind = o->bind_addr ? o->bind_addr : "127.0.0.1";
+
+		target = bench_engine_new(o, o->local_server_name, bind,
+					  o->rpc_port);
+		target_buf = target_buffer(o, target);
+		seg_name = xfer_engine_name(target);
+		/* its own default name: with a central store, names must differ */
+		e = bench_engine_new(o, NULL, bind, 0);
+	} else {
+		e = bench_engine_new(o, o->local_server_name, o->bind_addr,
+				     o->rpc_port);
+	}
+
+	seg = xfer_segment_open(e, seg_name);
+	if (seg < 0)
+		die_api(e, "xfer_segment_open", (int)seg);
+	ret = xfer_segment_buffer(e, seg, 0, &remote_addr, &remote_len, NULL);
+	if (ret)
+		die_api(e, "xfer_segment_buffer", ret);
+	if (remote_len < region * o->threads)
+		die("segment %s: buffer 0 has %" PRIu64 " bytes, %zu threads need %zu",
+		    seg_name, remote_len, o->threads, region * o->threads);
+	local = alloc_buffer(o->buffer_size);
+	register_buffer(e, local, o->buffer_size);
+
+	w = calloc(o->threads, sizeof(*w));
+	if (!w)
+		die("out of memory");
+	for (size_t t = 0; t < o->threads; t++) {
+		w[t] = (struct worker){
+			.e = e,
+			.seg = seg,
+			.op = o->op,
+			.batch_size = o->batch_size,
+			.block_size = o->block_size,
+			.region_off = t * region,
+			.local = local + t * region,
+			.remote = remote_addr + t * region,
+			.target_view = target_buf ? target_buf + t * region : NULL,
+			.verify = o->verify,
+			.deadline = &deadline,
+			.reqs = xmalloc(o->batch_size * sizeof(*w[t].reqs)),
+		};
+		for (size_t i = 0; i < o->batch_size; i++)
+			w[t].reqs[i] = (struct xfer_request){
+				.opcode = o->op,
+				.source = w[t].local + i * o->block_size,
+				.target_id = seg,
+				.target_offset = w[t].remote + i * o->block_size,
+				.length = o->block_size,
+			};
+		if (o->verify) {
+			w[t].expect = xmalloc(region);
+			fill_pattern(w[t].expect, w[t].region_off, region);
+		}
+	}
+
+	cpu_init0 = xfer_engine_cpu_seconds(e);
+	if (target)
+		cpu_target0 = xfer_engine_cpu_seconds(target);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	deadline = deadline_after(o->duration_s);
+	for (size_t t = 0; t < o->threads; t++) {
+		ret = pthread_create(&w[t].tid, NULL, worker_main, &w[t]);
+		if (ret)
+			die("pthread_create: %s", strerror(ret));
+	}
+	for (size_t t = 0; t < o->threads; t++)
+		pthread_join(w[t].tid, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+
+	r.duration_s = ts_diff(&start, &end);
+	r.cpu_init_s = xfer_engine_cpu_seconds(e) - cpu_init0;
+	if (target) {
+		r.have_target = true;
+		r.cpu_target_s = xfer_engine_cpu_seconds(target) - cpu_target0;
+	}
+	for (size_t t = 0; t < o->threads; t++) {
+		r.batches += w[t].nlat;
+		r.cpu_init_s += w[t].cpu_s;
+	}
+	r.bytes = r.batches * region;
+	lat = xmalloc((r.batches ? r.batches : 1) * sizeof(*lat));
+	for (size_t t = 0, n = 0; t < o->threads; n += w[t++].nlat)
+		if (w[t].nlat) /* lat_us stays NULL for a thread that ran none */
+			memcpy(lat + n, w[t].lat_us, w[t].nlat * sizeof(*lat));
+	bench_percentiles(&r, lat);
+	bench_report(o, &r, e);
+
+	free(lat);
+	for (size_t t = 0; t < o->threads; t++) {
+		free(w[t].reqs);
+		free(w[t].expect);
+		free(w[t].lat_us);
+	}
+	free(w);
+	ret = xfer_segment_close(e, seg);
+	if (ret)
+		die_api(e, "xfer_segment_close", ret);
+	xfer_engine_free(e);
+	if (target)
+		xfer_engine_free(target);
+	free(local);
+	free(target_buf);
+}

@@ -1,0 +1,123 @@
+/*
+ * The handshake socket of PROTOCOL.md §1: framed JSON, one request per
+ * connection, answered with the same type byte. The server runs on one
+ * event_base (the engine's control reactor) and answers through the
+ * callbacks of its environment; the client is one exchange on an
+ * event_base. Used by the engine (server), the p2p metadata backend
+ * (Metadata requests) and the RDMA transport (Connection requests).
+ */
+#ifndef XFER_HANDSHAKE_INTERNAL_H
+#define XFER_HANDSHAKE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define XFER_HANDSHAKE_TIMEOUT_MS 5000
+
+struct event_base;
+struct evdns_base;
+struct xfer_hs_server;
+struct xfer_hs_req;
+
+enum {
+	XFER_HS_CONNECTION = 0,
+	XFER_HS_METADATA = 1,
+	XFER_HS_NOTIFY = 2,
+	XFER_HS_PROBE = 3,
+};
+
+/** Connection body, same schema both ways (PROTOCOL.md §1). */
+struct xfer_hs_conn {
+	char *local_gid;
+	uint32_t local_lid;
+	char *local_nic_path;
+	char *payload;
+	char *peer_nic_path;
+	size_t nqp;
+	uint32_t *qp_num;
+	bool ready_ack;
+	char *reply_msg;
+};
+
+/** Notify body `{"name":str,"notify_msg":str}`. */
+struct xfer_hs_notify {
+	char *name;
+	char *notify_msg;
+};
+
+/** What the server answers with; every callback runs on @c base. */
+struct xfer_hs_env {
+	struct event_base *base;
+	uint32_t max_len;          /* largest request frame, bytes */
+	/** Fill @p reply for a Connection request. @return 0; -EOPNOTSUPP
+	 *  when nothing here takes them (answered with every field empty);
+	 *  another negative errno closes without a reply. */
+	int (*connection)(const struct xfer_hs_conn *req,
+			  struct xfer_hs_conn *reply, void *arg);
+	/** The descriptor to answer a Metadata request with, malloc'd;
+	 *  NULL on ENOMEM. */
+	char *(*descriptor)(size_t *len, void *arg);
+	void *arg;
+};
+
+/**
+ * Listen on @p sa (port 0: any free port; the port taken goes to *port)
+ * with the callbacks of @p env (copied). Call before the base runs.
+ * @return 0 or a negative errno (-EADDRINUSE ...).
+ */
+int xfer_handshake_listen(const struct xfer_hs_env *env,
+			  const struct sockaddr *sa, socklen_t salen,
+			  uint16_t *port, struct xfer_hs_server **out);
+
+/** Close the listener and every open connection. Base stopped or on its
+ *  thread. */
+void xfer_handshake_close(struct xfer_hs_server *hs);
+
+/** Result of a client exchange: @p err 0 with the reply body (type byte
+ *  stripped, not NUL-ended), else a negative errno. */
+typedef void (*xfer_hs_cb)(int err, const char *body, size_t len, void *arg);
+
+/**
+ * Start one client exchange on @p base: send a typed frame to
+ * @p host:@p port (a name resolves through @p dns) and hand the reply's
+ * body to @p cb, once, later, on @p base. 5 s to connect, then 5 s for the
+ * whole reply, so a peer that trickles bytes cannot hold it longer. Errors
+ * to @p cb: -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOENT (the name
+ * does not resolve), -ECONNRESET (closed without a reply), -EPROTO (a bad
+ * reply frame), -ENOMEM.
+ * @return the request, or NULL for want of memory (then @p cb is never
+ *         called).
+ */
+struct xfer_hs_req *xfer_handshake_request(struct event_base *base,
+					   struct evdns_base *dns,
+					   const char *host, uint16_t port,
+					   uint8_t type, const char *body,
+					   size_t body_len, uint32_t max_len,
+					   xfer_hs_cb cb, void *arg);
+
+/** Drop a request before its callback ran; the callback never runs. */
+void xfer_handshake_cancel(struct xfer_hs_req *q);
+
+/* ---- bodies (handshake_msg.c); decoders as the JSON helpers ---- */
+
+/** Encode compact JSON ending in '\n'; NULL strings encode as "".
+ *  @return 0, -EINVAL (not UTF-8), -ENOMEM. */
+int xfer_hs_conn_encode(const struct xfer_hs_conn *c, char **json,
+			size_t *len);
+/** Decode; every field is required and type-checked. Strings are
+ *  malloc'd (never NULL on success); on failure @p c is left empty.
+ *  @return 0, -EPROTO with a reason in @p err, -ENOMEM. */
+int xfer_hs_conn_decode(const char *json, size_t len, struct xfer_hs_conn *c,
+			char *err, size_t errlen);
+/** Free the strings and array of @p c (not @p c itself). */
+void xfer_hs_conn_clear(struct xfer_hs_conn *c);
+
+int xfer_hs_notify_encode(const struct xfer_hs_notify *n, char **json,
+			  size_t *len);
+int xfer_hs_notify_decode(const char *json, size_t len,
+			  struct xfer_hs_notify *n, char *err, size_t errlen);
+void xfer_hs_notify_clear(struct xfer_hs_notify *n);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * Logging to stderr, and the readable last error of an engine that
+ * xfer_engine_last_error() returns.
+ */
+#ifndef XFER_LOG_INTERNAL_H
+#define XFER_LOG_INTERNAL_H
+
+#include <pthread.h>
+
+enum { XFER_LOG_ERROR, XFER_LOG_WARN, XFER_LOG_INFO, XFER_LOG_DEBUG };
+
+/** One line to stderr if @p level is within XFER_LOG_LEVEL
+ *  (error|warn|info|debug; default warn). Any thread. */
+void xfer_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/** The last error of one engine, shared by its threads. */
+struct xfer_error {
+	pthread_mutex_t lock;
+	char msg[256];
+};
+
+void xfer_error_init(struct xfer_error *er);
+void xfer_error_fini(struct xfer_error *er);
+
+/** Record a readable error (also logged at info) and return @p err
+ *  unchanged. Any thread. */
+int xfer_error_set(struct xfer_error *er, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * The engine's side of the metadata store (PROTOCOL.md §2): the backend
+ * its connection string names, opened on the control reactor; a blocking
+ * bridge for API calls made on other threads; publication of the engine's
+ * own keys; the watch, reported through the environment.
+ */
+#ifndef XFER_META_INTERNAL_H
+#define XFER_META_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metadata/store.h"
+#include "reactor/reactor_internal.h"
+
+struct xfer_error;
+
+struct xfer_meta_env {
+	struct xfer_reactor *control;
+	const char *conn;          /* the connection string */
+	const char *cluster_id, *user, *password; /* may be NULL */
+	uint32_t handshake_max_len;
+	/** The own descriptor, with or without buffers, malloc'd; NULL on
+	 *  ENOMEM. Any thread. */
+	char *(*descriptor)(bool with_buffers, size_t *len, void *arg);
+	/** Segment @p name's key changed; NULL: every segment may have
+	 *  (events lost). Control reactor. */
+	void (*changed)(const char *name, void *arg);
+	struct xfer_error *err;
+	void *arg;
+};
+
+struct xfer_meta {
+	struct xfer_meta_env env;  /* strings stay the caller's */
+	struct xfer_store *store;
+	unsigned flags;            /* the backend's XFER_STORE_* */
+	char *prefix;              /* "mooncake/" or "mooncake/<cluster>/" */
+	/* The own keys, once started. */
+	const char *name, *host;
+	uint16_t port;
+	struct xfer_job publish_job;
+	atomic_uint publish_flags; /* what publish_job will put */
+};
+
+/**
+ * Open the backend the connection string names, before the reactor runs.
+ * @return 0, -EPROTONOSUPPORT (no backend takes it; logged), -EINVAL
+ *         (malformed), -ENOMEM.
+ */
+int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env);
+/** Close the backend; the reactor is stopped. */
+void xfer_meta_close(struct xfer_meta *m);
+
+/** Publish rpc_meta (@p host:@p port) and ram of segment @p name (kept
+ *  by the caller); fails if the server cannot be reached. */
+int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
+		    uint16_t port);
+/** Publish ram without buffers, then delete both keys. */
+void xfer_meta_stop(struct xfer_meta *m);
+/** Republish ram after register/unregister: before returning, or soon
+ *  when called on the control reactor's thread. A server that is away
+ *  gets it when it is back. */
+void xfer_meta_publish_ram(struct xfer_meta *m);
+
+/**
+ * Get @p kind @p name ("ram/", "rpc_meta/") and wait for it, from an
+ * application thread (*out malloc'd and NUL-ended).
+ * @return 0, the store's error, -ETIMEDOUT, or -EDEADLK when called on the
+ *         thread that dispatches the control reactor.
+ */
+int xfer_meta_get_sync(struct xfer_meta *m, const char *kind,
+		       const char *name, char **out, size_t *out_len);
+/** Start a get of @p kind @p name on the control reactor (from it).
+ *  @return 0 (@p cb runs later), or -ENOMEM (it never runs). */
+int xfer_meta_get(struct xfer_meta *m, const char *kind, const char *name,
+		  xfer_store_cb cb, void *arg);
+
+#endif

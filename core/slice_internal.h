@@ -1,0 +1,55 @@
+/*
+ * Tasks and slices as a transport sees them: the core cuts each request
+ * into slices and hands a transport the slices of one task; the
+ * transport reports every slice exactly once through xfer_slice_done().
+ */
+#ifndef XFER_SLICE_INTERNAL_H
+#define XFER_SLICE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <xfer/xfer.h>
+
+struct xfer_buffer;
+struct xfer_segment;
+
+struct xfer_task {
+	struct xfer_batch *batch;
+	_Atomic int status;          /* enum xfer_status */
+	atomic_uint_fast64_t transferred;
+	atomic_size_t slices_left;
+	_Atomic int failure;         /* first failure status, 0 = none */
+	struct xfer_buffer *source;  /* use held while in flight */
+	struct xfer_segment *segment;
+};
+
+struct xfer_slice {
+	struct xfer_slice *next;     /* transport queues */
+	struct xfer_task *task;
+	enum xfer_opcode opcode;
+	uint32_t len;
+	void *local;
+	uint64_t remote;
+	/* Scratch space for the transport that owns the slice. */
+	union {
+		uint8_t bytes[48];
+		uint64_t words[6];
+	} tp;
+};
+
+/**
+ * Cut a request of @p len bytes into slices of @p slice_size (the last one
+ * takes the rest, a tail under a quarter slice included) in @p out, which
+ * has room for xfer_slice_count().
+ */
+size_t xfer_slice_count(uint64_t len, size_t slice_size);
+void xfer_slice_cut(struct xfer_task *t, const struct xfer_request *req,
+		    size_t slice_size, struct xfer_slice *out);
+
+/** Report one slice; the task ends with its last slice. Any thread; the
+ *  caller must not touch @p s afterwards. */
+void xfer_slice_done(struct xfer_slice *s, enum xfer_status st);
+
+#endif
