@@ -4,6 +4,9 @@
  * a GET 404 is absent. The watch long-polls <url>/watch as xfer-metad
  * serves it (README "xfer-metad"); a server without it (404) is used
  * without a watch.
+ *
+ * User callbacks (results, changed, reconnected) never run inside evhttp:
+ * they go through the deferred queue, so they may close the store.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -22,6 +26,7 @@
 #include "core/log_internal.h"
 #include "core/net_internal.h"
 #include "metadata/store.h"
+#include "metadata/deferred_internal.h"
 
 #define CMD_TIMEOUT_S 5
 #define POLL_MS 30000                  /* one long poll */
@@ -30,16 +35,19 @@
 
 struct http_store;
 
-/* One get/put/del: in flight, or failed before it could start and
- * delivered by a zero timer (callbacks never run inside the call). */
+/* One get/put/del: in flight, then its result queued on the deferred
+ * queue (callbacks never run inside evhttp nor inside the call). */
 struct http_op {
 	struct http_store *h;
-	struct http_op *prev, *next;
+	LIST_ENTRY(http_op) link;          /* in flight: in h->ops */
+	struct xfer_deferred_item done;    /* its result, queued */
 	struct evhttp_request *req;
-	struct event *timer;
 	enum xfer_store_op op;
 	xfer_store_cb cb;
 	void *arg;
+	int err;
+	char *value;                       /* get: the body, len bytes */
+	size_t len;
 };
 
 struct http_store {
@@ -50,7 +58,8 @@ struct http_store {
 	char addr[INET6_ADDRSTRLEN];  /* host, resolved at open */
 	uint16_t port;
 	struct evhttp_connection *cmd, *watch;
-	struct http_op *ops;           /* in flight, dropped at close */
+	LIST_HEAD(, http_op) ops;      /* in flight, dropped at close */
+	struct xfer_deferred deferred; /* results and notifications */
 	struct evhttp_request *poll;   /* the watch request in flight */
 	struct event *retry;           /* next watch attempt */
 	unsigned backoff_ms;
@@ -66,16 +75,7 @@ static int http_accepts(const char *conn)
 
 static void op_free(struct http_op *o)
 {
-	struct http_store *h = o->h;
-
-	if (o->prev)
-		o->prev->next = o->next;
-	else
-		h->ops = o->next;
-	if (o->next)
-		o->next->prev = o->prev;
-	if (o->timer)
-		event_free(o->timer);
+	LIST_REMOVE(o, link);
 	free(o);
 }
 
@@ -88,9 +88,29 @@ static int http_errno(struct evhttp_request *req)
 	return code == HTTP_NOTFOUND ? -ENOENT : -EIO;
 }
 
+static void op_deliver(struct xfer_deferred_item *it, bool drop)
+{
+	struct http_op *o = container_of(it, struct http_op, done);
+
+	if (!drop)
+		o->cb(o->err, o->value, o->len, o->arg);
+	free(o->value);
+	free(o);
+}
+
+/* Out of the list, @p o waits on the deferred queue for its callback. */
+static void op_finish(struct http_store *h, struct http_op *o, int err)
+{
+	LIST_REMOVE(o, link);
+	o->err = err;
+	xfer_deferred_push(&h->deferred, &o->done, op_deliver);
+}
+
+/* A GET's body is copied: evhttp frees it when this returns. */
 static void op_done(struct evhttp_request *req, void *arg)
 {
 	struct http_op *o = arg;
+	struct http_store *h = o->h;
 	int code = req ? evhttp_request_get_response_code(req) : 0;
 	struct evbuffer *body;
 	int err = 0;
@@ -100,24 +120,18 @@ static void op_done(struct evhttp_request *req, void *arg)
 		err = http_errno(req);
 	if (err == -ENOENT && o->op == XFER_STORE_DEL)
 		err = 0;
-	if (err || o->op != XFER_STORE_GET) {
-		o->cb(err, NULL, 0, o->arg);
-	} else {
+	if (!err && o->op == XFER_STORE_GET) {
 		body = evhttp_request_get_input_buffer(req);
-		o->cb(0, (char *)evbuffer_pullup(body, -1),
-		      evbuffer_get_length(body), o->arg);
+		o->len = evbuffer_get_length(body);
+		o->value = o->len ? malloc(o->len) : NULL;
+		if (o->value)
+			evbuffer_copyout(body, o->value, o->len);
+		else if (o->len)
+			err = -ENOMEM;
+		if (err)
+			o->len = 0;
 	}
-	op_free(o);
-}
-
-static void op_failed(evutil_socket_t fd, short what, void *arg)
-{
-	struct http_op *o = arg;
-
-	(void)fd;
-	(void)what;
-	o->cb(-ENOMEM, NULL, 0, o->arg);
-	op_free(o);
+	op_finish(h, o, err);
 }
 
 /* @p path_query: "<path>?key=<encoded key>" or the watch URI. */
@@ -140,7 +154,6 @@ static char *make_uri(struct http_store *h, const char *suffix,
 static void start(struct http_store *h, enum xfer_store_op op, const char *key,
 		  const char *value, size_t len, xfer_store_cb cb, void *arg)
 {
-	static const struct timeval now = { 0, 0 };
 	static const enum evhttp_cmd_type cmds[] = {
 		[XFER_STORE_GET] = EVHTTP_REQ_GET,
 		[XFER_STORE_PUT] = EVHTTP_REQ_PUT,
@@ -153,11 +166,8 @@ static void start(struct http_store *h, enum xfer_store_op op, const char *key,
 		cb(-ENOMEM, NULL, 0, arg); /* nothing else can carry it */
 		return;
 	}
-	*o = (struct http_op){ .h = h, .op = op, .cb = cb, .arg = arg,
-			       .next = h->ops };
-	if (h->ops)
-		h->ops->prev = o;
-	h->ops = o;
+	*o = (struct http_op){ .h = h, .op = op, .cb = cb, .arg = arg };
+	LIST_INSERT_HEAD(&h->ops, o, link);
 	o->req = evhttp_request_new(op_done, o);
 	uri = make_uri(h, "?key=", key);
 	if (!o->req || !uri)
@@ -178,12 +188,7 @@ fail:
 	free(uri);
 	if (o->req)
 		evhttp_request_free(o->req);
-	o->req = NULL;
-	o->timer = evtimer_new(h->base, op_failed, o);
-	if (!o->timer || evtimer_add(o->timer, &now)) {
-		op_free(o);
-		cb(-ENOMEM, NULL, 0, arg);
-	}
+	op_finish(h, o, -ENOMEM);
 }
 
 static void http_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
@@ -248,15 +253,16 @@ static bool take_answer(struct http_store *h, const char *json, bool first)
 	if (first)
 		goto out; /* a baseline: nothing is cached from before */
 	if (YAJL_IS_TRUE(yajl_tree_get(root, comp_path, yajl_t_true))) {
-		h->env.changed(NULL, h->env.arg);
+		xfer_deferred_resync(&h->deferred);
 		goto out;
 	}
 	for (size_t i = 0; i < evs->u.array.len; i++) {
 		yajl_val k = yajl_tree_get(evs->u.array.values[i], key_path,
 					   yajl_t_string);
+		const char *key = YAJL_GET_STRING(k);
 
-		if (k)
-			h->env.changed(YAJL_GET_STRING(k), h->env.arg);
+		if (key)
+			xfer_deferred_changed(&h->deferred, key, strlen(key));
 	}
 out:
 	yajl_tree_free(root);
@@ -297,9 +303,8 @@ static void poll_done(struct evhttp_request *req, void *arg)
 		/* Back after a loss: changes may be missed and the server
 		 * may have lost our keys. */
 		xfer_log(XFER_LOG_INFO, "metadata %s: back", h->conn);
-		h->env.changed(NULL, h->env.arg);
-		if (h->env.reconnected)
-			h->env.reconnected(h->env.arg);
+		xfer_deferred_resync(&h->deferred);
+		xfer_deferred_reconnected(&h->deferred);
 	}
 	poll_start(h, POLL_MS);
 }
@@ -388,17 +393,17 @@ static int numeric_host(struct http_store *h)
 								  : -EINVAL;
 }
 
-static void http_close(struct xfer_store *s)
+/* Also frees what open got to build. */
+static void http_free(struct http_store *h)
 {
-	struct http_store *h = container_of(s, struct http_store, store);
-
 	/* Freeing a connection drops its requests without their callbacks. */
 	if (h->cmd)
 		evhttp_connection_free(h->cmd);
 	if (h->watch)
 		evhttp_connection_free(h->watch);
-	while (h->ops)
-		op_free(h->ops);
+	while (!LIST_EMPTY(&h->ops))
+		op_free(LIST_FIRST(&h->ops));
+	xfer_deferred_clear(&h->deferred);
 	if (h->retry)
 		event_free(h->retry);
 	free(h->host);
@@ -406,6 +411,18 @@ static void http_close(struct xfer_store *s)
 	free(h->prefix);
 	free(h->conn);
 	free(h);
+}
+
+static void http_release(struct xfer_deferred *d)
+{
+	http_free(container_of(d, struct http_store, deferred));
+}
+
+/* From inside one of our callbacks the store is freed when it returns. */
+static void http_close(struct xfer_store *s)
+{
+	xfer_deferred_release(&container_of(s, struct http_store,
+					    store)->deferred);
 }
 
 static int http_open(const char *conn, const struct xfer_store_env *env,
@@ -418,6 +435,7 @@ static int http_open(const char *conn, const struct xfer_store_env *env,
 	if (!h)
 		return -ENOMEM;
 	h->store.ops = &xfer_http_ops;
+	LIST_INIT(&h->ops);
 	h->env = *env;
 	h->base = env->base;
 	h->backoff_ms = BACKOFF_MIN_MS;
@@ -439,7 +457,8 @@ static int http_open(const char *conn, const struct xfer_store_env *env,
 	h->cmd = evhttp_connection_base_new(h->base, NULL, h->addr, h->port);
 	h->watch = evhttp_connection_base_new(h->base, NULL, h->addr, h->port);
 	h->retry = evtimer_new(h->base, on_retry, h);
-	if (!h->cmd || !h->watch || !h->retry)
+	if (!h->cmd || !h->watch || !h->retry ||
+	    xfer_deferred_init(&h->deferred, h->base, &h->env, http_release))
 		goto err_close;
 	evhttp_connection_set_timeout(h->cmd, CMD_TIMEOUT_S);
 	evhttp_connection_set_timeout(h->watch, POLL_MS / 1000 + CMD_TIMEOUT_S);
@@ -448,7 +467,7 @@ static int http_open(const char *conn, const struct xfer_store_env *env,
 	return 0;
 
 err_close:
-	http_close(&h->store);
+	http_free(h);
 	return ret;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -16,17 +17,18 @@
 #include "core/handshake_internal.h"
 #include "core/net_internal.h"
 #include "metadata/store.h"
+#include "metadata/deferred_internal.h"
 
 #define RPC_META "rpc_meta/"
 #define RAM "ram/"
 
-/* One get in flight: a handshake, or a result known at once and delivered
- * by a zero timer (callbacks never run inside the call). */
+/* One get: a handshake in flight, or a result known at once and
+ * delivered from the deferred queue (callbacks never run inside the
+ * call). */
 struct p2p_get {
-	struct p2p *p;
-	struct p2p_get *prev, *next;
+	LIST_ENTRY(p2p_get) link;        /* a handshake: in p->gets */
+	struct xfer_deferred_item done;  /* a result known at once */
 	struct xfer_hs_req *req;
-	struct event *timer;
 	xfer_store_cb cb;
 	void *arg;
 	int err;
@@ -40,8 +42,11 @@ struct p2p {
 	struct evdns_base *dns;
 	char *prefix;
 	uint32_t max_len;
-	struct p2p_get *gets; /* in flight, cancelled at close */
+	struct xfer_deferred deferred;
+	LIST_HEAD(, p2p_get) gets; /* handshakes in flight, cancelled at close */
 };
+
+static void p2p_release(struct xfer_deferred *d);
 
 static int p2p_accepts(const char *conn)
 {
@@ -62,85 +67,54 @@ static int p2p_open(const char *conn, const struct xfer_store_env *env,
 	p->prefix = strdup(env->prefix);
 	p->dns = evdns_base_new(env->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 				EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (!p->prefix || !p->dns) {
-		if (p->dns)
-			evdns_base_free(p->dns, 0);
-		free(p->prefix);
-		free(p);
+	LIST_INIT(&p->gets);
+	if (!p->prefix || !p->dns ||
+	    xfer_deferred_init(&p->deferred, env->base, NULL, p2p_release)) {
+		p2p_release(&p->deferred);
 		return -ENOMEM;
 	}
 	*out = &p->store;
 	return 0;
 }
 
-static void get_free(struct p2p_get *g)
-{
-	if (g->prev)
-		g->prev->next = g->next;
-	else
-		g->p->gets = g->next;
-	if (g->next)
-		g->next->prev = g->prev;
-	if (g->timer)
-		event_free(g->timer);
-	free(g);
-}
-
+/* The handshake's answer. Out of the list before the callback, which may
+ * close the store. */
 static void get_done(int err, const char *value, size_t len, void *arg)
 {
 	struct p2p_get *g = arg;
 
-	g->req = NULL; /* the handshake frees itself */
+	LIST_REMOVE(g, link);
 	g->cb(err, value, len, g->arg);
-	get_free(g);
+	free(g);
 }
 
-static void get_timer(evutil_socket_t fd, short what, void *arg)
+static void get_deliver(struct xfer_deferred_item *it, bool drop)
 {
-	struct p2p_get *g = arg;
+	struct p2p_get *g = container_of(it, struct p2p_get, done);
 
-	(void)fd;
-	(void)what;
-	get_done(g->err, g->value, g->len, g);
+	if (!drop)
+		g->cb(g->err, g->value, g->len, g->arg);
+	free(g);
 }
 
-static struct p2p_get *get_new(struct p2p *p, size_t len, xfer_store_cb cb,
-			       void *arg)
-{
-	struct p2p_get *g = calloc(1, sizeof(*g) + len);
-
-	if (!g)
-		return NULL;
-	g->p = p;
-	g->cb = cb;
-	g->arg = arg;
-	g->next = p->gets;
-	if (p->gets)
-		p->gets->prev = g;
-	p->gets = g;
-	return g;
-}
-
-/* Deliver a result known now, from a zero timer. */
+/* Deliver a result known now, from the deferred queue. */
 static void defer(struct p2p *p, int err, const char *value, size_t len,
 		  xfer_store_cb cb, void *arg)
 {
-	static const struct timeval now = { 0, 0 };
-	struct p2p_get *g = get_new(p, len, cb, arg);
+	struct p2p_get *g = calloc(1, sizeof(*g) + len);
 
-	if (g)
-		g->timer = evtimer_new(p->base, get_timer, g);
-	if (!g || !g->timer || evtimer_add(g->timer, &now)) {
-		if (g)
-			get_free(g);
+	if (!g) {
 		/* Nothing else can carry the error: say so at once. */
 		cb(-ENOMEM, NULL, 0, arg);
 		return;
 	}
+	g->cb = cb;
+	g->arg = arg;
 	g->err = err;
 	g->len = len;
 	if (len)
 		memcpy(g->value, value, len);
+	xfer_deferred_push(&p->deferred, &g->done, get_deliver);
 }
 
 static void p2p_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
@@ -171,30 +145,45 @@ static void p2p_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
 	key += strlen(RAM);
 	if (xfer_split_host_port(key, host, sizeof(host), &port))
 		return defer(p, -EINVAL, NULL, 0, cb, arg);
-	g = get_new(p, 0, cb, arg);
-	if (g)
+	g = calloc(1, sizeof(*g));
+	if (g) {
+		g->cb = cb;
+		g->arg = arg;
+		LIST_INSERT_HEAD(&p->gets, g, link);
 		g->req = xfer_handshake_request(p->base, p->dns, host, port,
 						XFER_HS_METADATA, "{}\n", 3,
 						p->max_len, get_done, g);
+	}
 	if (!g || !g->req) {
 		if (g)
-			get_free(g);
+			LIST_REMOVE(g, link);
+		free(g);
 		defer(p, -ENOMEM, NULL, 0, cb, arg);
 	}
 }
 
-static void p2p_close(struct xfer_store *s)
+/* Also frees what open got to build. */
+static void p2p_release(struct xfer_deferred *d)
 {
-	struct p2p *p = container_of(s, struct p2p, store);
+	struct p2p *p = container_of(d, struct p2p, deferred);
+	struct p2p_get *g;
 
-	while (p->gets) {
-		if (p->gets->req)
-			xfer_handshake_cancel(p->gets->req);
-		get_free(p->gets);
+	while ((g = LIST_FIRST(&p->gets))) {
+		LIST_REMOVE(g, link);
+		xfer_handshake_cancel(g->req);
+		free(g);
 	}
-	evdns_base_free(p->dns, 0);
+	xfer_deferred_clear(&p->deferred);
+	if (p->dns)
+		evdns_base_free(p->dns, 0);
 	free(p->prefix);
 	free(p);
+}
+
+/* From inside one of our callbacks the store is freed when it returns. */
+static void p2p_close(struct xfer_store *s)
+{
+	xfer_deferred_release(&container_of(s, struct p2p, store)->deferred);
 }
 
 const struct xfer_store_ops xfer_p2p_ops = {

@@ -2,7 +2,7 @@
 BUILD   ?= build
 CC      ?= cc
 WERROR  ?= 1
-PKGS    := libevent libevent_pthreads yajl hiredis libibverbs numa
+PKGS    := libevent libevent_pthreads yajl hiredis libcrypto libibverbs numa
 
 VERSION_MAJOR := 1
 VERSION       := 1.0.0

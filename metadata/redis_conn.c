@@ -1,0 +1,367 @@
+/*
+ * The redis backend's two connections, hiredis async contexts on the
+ * control reactor: the command connection (AUTH, SELECT) and the
+ * subscriber (AUTH, CONFIG GET/SET notify-keyspace-events, PSUBSCRIBE).
+ * Each runs its handshake one step at a time, drops itself when an answer
+ * takes longer than STALL_MS, and retries after a growing backoff when it
+ * is down. The store is up when both are.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+
+#include "core/engine_internal.h"
+#include "metadata/redis_internal.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+/* hiredis 0.14 has no async timeouts: a connect, handshake step or command
+ * that gets no answer for this long drops the connection. */
+#define STALL_MS 5000
+/* What the watch needs in notify-keyspace-events besides K (keyspace
+ * channel): g (DEL ...), $ (SET), x (expired), e (evicted). A has them. */
+#define EVENT_FLAGS "g$xe"
+
+static const struct timeval stall_tv = { STALL_MS / 1000,
+					  STALL_MS % 1000 * 1000 };
+
+static void hello_next(struct redis_conn *c, enum redis_step from);
+
+static void stall_arm(struct redis_conn *c)
+{
+	if (c->busy)
+		evtimer_add(c->timer, &stall_tv);
+	else
+		evtimer_del(c->timer);
+}
+
+/* @p c is down (its context gone or going): fail what waits on it and
+ * retry after the backoff. */
+static void conn_lost(struct redis_conn *c, int err, const char *why)
+{
+	struct redis_store *s = c->s;
+	struct timeval tv = { c->backoff_ms / 1000,
+			      c->backoff_ms % 1000 * 1000 };
+
+	c->ac = NULL;
+	c->step = ST_DOWN;
+	c->busy = 0;
+	if (s->ever_up)
+		s->lost = true;
+	if (!s->warned) {
+		xfer_log(XFER_LOG_WARN, "redis %s:%d: %s connection: %s; retrying",
+			 s->host, s->port, c->name, why);
+		s->warned = true;
+	}
+	if (c == &s->cmd)
+		redis_fail_waiting(s, err);
+	evtimer_add(c->timer, &tv);
+	c->backoff_ms *= 2;
+	if (c->backoff_ms > BACKOFF_MAX_MS)
+		c->backoff_ms = BACKOFF_MAX_MS;
+}
+
+/* Drop a live connection from our side. Inside a hiredis reply callback
+ * hiredis frees it once the callback returns; its pending callbacks then
+ * run with NULL replies and see it is no longer c->ac. */
+static void conn_drop(struct redis_conn *c, int err, const char *why)
+{
+	redisAsyncContext *ac = c->ac;
+
+	c->drop_err = err;
+	conn_lost(c, err, why);
+	redisAsyncFree(ac);
+}
+
+/* Send a command on @p c, counting the answer for the stall watchdog. A
+ * command hiredis refuses (out of memory) is left to that watchdog too:
+ * dropping here could free the context under hiredis's connect callback. */
+int redis_conn_send(struct redis_conn *c, redisCallbackFn *fn, void *priv,
+		    const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = redisvAsyncCommand(c->ac, fn, priv, fmt, ap);
+	va_end(ap);
+	c->busy++;
+	stall_arm(c);
+	return ret == REDIS_OK ? 0 : -ENOMEM;
+}
+
+void redis_conn_answered(struct redis_conn *c)
+{
+	c->busy--;
+	stall_arm(c);
+}
+
+static void store_up(struct redis_store *s)
+{
+	if (s->cmd.step != ST_UP || s->sub.step != ST_UP)
+		return;
+	if (s->lost) {
+		/* Changes may have been missed; a restarted server may have
+		 * lost the engine's keys. */
+		xfer_deferred_resync(&s->deferred);
+		xfer_deferred_reconnected(&s->deferred);
+	}
+	if (s->warned)
+		xfer_log(XFER_LOG_INFO, "redis %s:%d: connected", s->host,
+			 s->port);
+	s->warned = s->lost = false;
+	s->ever_up = true;
+}
+
+static void conn_up(struct redis_conn *c)
+{
+	struct redis_store *s = c->s;
+	struct redis_note *n;
+
+	c->step = ST_UP;
+	c->backoff_ms = BACKOFF_MIN_MS;
+	stall_arm(c);
+	if (c == &s->cmd) {
+		while ((n = TAILQ_FIRST(&s->waiting))) {
+			TAILQ_REMOVE(&s->waiting, n, link);
+			redis_req_send(s, n);
+		}
+	}
+	store_up(s);
+}
+
+/* Note what notify-keyspace-events lacks for the watch, from its value
+ * @p cur; s->events stays "" when nothing is missing. */
+static void config_merge(struct redis_store *s, const char *cur, size_t len)
+{
+	char want[sizeof(s->events)];
+	size_t n;
+
+	s->events[0] = '\0';
+	if (len > sizeof(want) - 6 || memchr(cur, '\0', len))
+		return;
+	memcpy(want, cur, len);
+	n = len;
+	if (!memchr(cur, 'K', len))
+		want[n++] = 'K';
+	for (const char *f = EVENT_FLAGS; *f && !memchr(cur, 'A', len); f++)
+		if (!memchr(cur, *f, len))
+			want[n++] = *f;
+	want[n] = '\0';
+	if (n > len)
+		memcpy(s->events, want, n + 1);
+}
+
+static void config_warn(struct redis_store *s, const char *why)
+{
+	if (s->config_warned)
+		return;
+	xfer_log(XFER_LOG_WARN,
+		 "redis %s:%d: cannot set notify-keyspace-events (%s): it must "
+		 "include K, g, $, x and e (or KA) for the watch to see changes",
+		 s->host, s->port, why);
+	s->config_warned = true;
+}
+
+
+/* Every reply of a handshake, and the subscriber's messages. Steps go one
+ * at a time: with hiredis 0.14 an error reply to PSUBSCRIBE comes to the
+ * callback of the command before it, so each reply is read by c->step. */
+static void hello_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct redis_conn *c = ac->data;
+	struct redis_store *s = c->s;
+	redisReply *reply = r;
+	bool error;
+
+	(void)priv;
+	if (!reply || c->ac != ac)
+		return;
+	if (c->step == ST_UP) {
+		redis_watch_message(s, reply);
+		return;
+	}
+	redis_conn_answered(c);
+	error = reply->type == REDIS_REPLY_ERROR;
+	switch (c->step) {
+	case ST_AUTH:
+	case ST_SELECT:
+		if (error) {
+			conn_drop(c, c->step == ST_AUTH ? -EACCES : -EINVAL,
+				  reply->str);
+			return;
+		}
+		break;
+	case ST_CONFIG_GET:
+		s->events[0] = '\0';
+		if (error)
+			config_warn(s, reply->str);
+		else if (reply->type == REDIS_REPLY_ARRAY &&
+			 reply->elements == 2 &&
+			 reply->element[1]->type == REDIS_REPLY_STRING)
+			config_merge(s, reply->element[1]->str,
+				     reply->element[1]->len);
+		break;
+	case ST_CONFIG_SET:
+		if (error)
+			config_warn(s, reply->str);
+		break;
+	case ST_SUBSCRIBE:
+		if (reply->type == REDIS_REPLY_ARRAY)
+			conn_up(c);
+		else
+			conn_drop(c, -EIO, error ? reply->str :
+				  "unexpected PSUBSCRIBE reply");
+		return;
+	default:
+		return;
+	}
+	hello_next(c, c->step + 1);
+}
+
+/* Send the first handshake step from @p from that applies to @p c. */
+static void hello_next(struct redis_conn *c, enum redis_step from)
+{
+	struct redis_store *s = c->s;
+	const char *pw = s->env.password, *user = s->env.user;
+
+	for (c->step = from; c->step < ST_UP; c->step++) {
+		switch (c->step) {
+		case ST_AUTH:
+			if (!pw)
+				continue;
+			if (user)
+				redis_conn_send(c, hello_reply, NULL, "AUTH %s %s",
+					  user, pw);
+			else
+				redis_conn_send(c, hello_reply, NULL, "AUTH %s", pw);
+			return;
+		case ST_SELECT:
+			if (c->is_sub || !s->db)
+				continue;
+			redis_conn_send(c, hello_reply, NULL, "SELECT %d", s->db);
+			return;
+		case ST_CONFIG_GET:
+			if (!c->is_sub)
+				continue;
+			redis_conn_send(c, hello_reply, NULL,
+				  "CONFIG GET notify-keyspace-events");
+			return;
+		case ST_CONFIG_SET:
+			if (!c->is_sub || !s->events[0])
+				continue;
+			redis_conn_send(c, hello_reply, NULL,
+				  "CONFIG SET notify-keyspace-events %s",
+				  s->events);
+			return;
+		case ST_SUBSCRIBE:
+			if (!c->is_sub)
+				continue;
+			redis_conn_send(c, hello_reply, NULL, "PSUBSCRIBE %s",
+				  s->pattern);
+			return;
+		default:
+			continue;
+		}
+	}
+	conn_up(c);
+}
+
+/* hiredis 0.14 frees the context itself after a failed connect, and calls
+ * this outside its callback guard: nothing here may free it. */
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+	struct redis_conn *c = ac->data;
+
+	if (status != REDIS_OK) {
+		conn_lost(c, -ECONNREFUSED, ac->c.errstr);
+		return;
+	}
+	c->busy--;
+	hello_next(c, ST_AUTH);
+}
+
+/* hiredis frees the context after this; requests in flight have had their
+ * NULL replies already. Ignored for a context we dropped ourselves. */
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct redis_conn *c = ac->data;
+
+	(void)status;
+	if (c->ac == ac)
+		conn_lost(c, -ECONNRESET,
+			  ac->err ? ac->errstr : "connection closed");
+}
+
+void redis_conn_start(struct redis_conn *c)
+{
+	struct redis_store *s = c->s;
+	redisAsyncContext *ac;
+
+	ac = redisAsyncConnect(s->ip, s->port);
+	if (!ac) {
+		conn_lost(c, -ENOMEM, "out of memory");
+		return;
+	}
+	if (ac->err) {
+		conn_lost(c, -ECONNREFUSED, ac->errstr);
+		redisAsyncFree(ac);
+		return;
+	}
+	ac->data = c;
+	redisLibeventAttach(ac, s->env.base);
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	/* A server host that vanishes without a reset is noticed in time
+	 * even on the subscriber, which awaits no answer. */
+	redisEnableKeepAlive(&ac->c);
+	c->ac = ac;
+	c->step = ST_CONNECTING;
+	c->busy = 1;
+	c->drop_err = -ECONNRESET;
+	stall_arm(c);
+}
+
+/* The retry timer while down, else the stall watchdog. */
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct redis_conn *c = arg;
+	char why[64];
+
+	(void)fd;
+	(void)what;
+	if (!c->ac) {
+		redis_conn_start(c);
+		return;
+	}
+	snprintf(why, sizeof(why), "no answer in %d ms", STALL_MS);
+	conn_drop(c, -ETIMEDOUT, why);
+}
+
+void redis_conn_free(struct redis_conn *c)
+{
+	redisAsyncContext *ac = c->ac;
+
+	/* Pending callbacks and on_disconnect see c->ac != ac, or closing. */
+	c->ac = NULL;
+	if (ac)
+		redisAsyncFree(ac);
+	if (c->timer)
+		event_free(c->timer);
+}
+
+
+int redis_conn_init(struct redis_store *s, struct redis_conn *c,
+		    const char *name, bool is_sub)
+{
+	c->s = s;
+	c->name = name;
+	c->is_sub = is_sub;
+	c->backoff_ms = BACKOFF_MIN_MS;
+	c->timer = evtimer_new(s->env.base, timer_cb, c);
+	return c->timer ? 0 : -ENOMEM;
+}
