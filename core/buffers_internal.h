@@ -15,7 +15,7 @@ struct xfer_buffer {
 	char *location;
 	bool remote_access;
 	atomic_long users; /* local tasks and peer requests using it now */
-	void *tp_mem;      /* the transport's registration (RDMA MRs) */
+	void *tp_mem;      /* the transport's registration (memory regions) */
 };
 
 /* Sorted by address; entries never move while registered. */

@@ -13,6 +13,7 @@
 
 #include "core/config_internal.h"
 #include "core/log_internal.h"
+#include "metadata/store.h"
 #include "transports/transport.h"
 
 #define XFER_MAX_WORKERS 64
@@ -20,13 +21,6 @@
 static const struct xfer_knob core_knobs[] = {
 	XFER_KNOB_S("local_server_name", "XFER_LOCAL_SERVER_NAME",
 		    "MC_LOCAL_SERVER_NAME", NULL),
-	XFER_KNOB_S("metadata_server", "XFER_METADATA_SERVER",
-		    "MC_METADATA_SERVER", "p2p"),
-	XFER_KNOB_S("cluster_id", "XFER_CLUSTER_ID", "MC_CLUSTER_ID", NULL),
-	XFER_KNOB_S("metadata_user", "XFER_METADATA_USER", "MC_REDIS_USERNAME",
-		    NULL),
-	XFER_KNOB_S("metadata_password", "XFER_METADATA_PASSWORD",
-		    "MC_REDIS_PASSWORD", NULL),
 	XFER_KNOB_S("bind_addr", "XFER_BIND_ADDRESS", "MC_TCP_BIND_ADDRESS",
 		    "0.0.0.0"),
 	XFER_KNOB_N("rpc_port", "XFER_HANDSHAKE_PORT", "MC_HANDSHAKE_PORT",
@@ -40,11 +34,11 @@ static const struct xfer_knob core_knobs[] = {
 	  .max = UINT32_MAX, .alias_scale = 1000, .def = "30000" },
 	XFER_KNOB_N("handshake_max_len", "XFER_HANDSHAKE_MAX_LENGTH",
 		    "MC_HANDSHAKE_MAX_LENGTH", 64, 128 << 20, "1048576"),
-	XFER_KNOB_S("protocol", "XFER_PROTOCOL", "MC_PROTOCOL", "tcp"),
 	{ .name = NULL },
 };
 
-/* Every knob: the core's, then each transport's. */
+/* Every knob: the core's, the metadata's, the transport table's, then
+ * each transport's. */
 static const struct xfer_knob **all;
 static size_t nall;
 static pthread_once_t all_once = PTHREAD_ONCE_INIT;
@@ -67,7 +61,9 @@ size_t xfer_knobs_count(const struct xfer_knob *k)
 static void all_build(void)
 {
 	const struct xfer_transport_ops *const *tp = xfer_transports();
-	size_t n = xfer_knobs_count(core_knobs);
+	size_t n = xfer_knobs_count(core_knobs) +
+		   xfer_knobs_count(xfer_store_knobs) +
+		   xfer_knobs_count(xfer_transport_knobs);
 
 	for (size_t i = 0; tp[i]; i++)
 		n += xfer_knobs_count(tp[i]->knobs);
@@ -75,6 +71,8 @@ static void all_build(void)
 	if (!all)
 		return; /* every config then fails with ENOMEM */
 	add_knobs(core_knobs);
+	add_knobs(xfer_store_knobs);
+	add_knobs(xfer_transport_knobs);
 	for (size_t i = 0; tp[i]; i++)
 		add_knobs(tp[i]->knobs);
 }

@@ -3,7 +3,7 @@
  * PROTOCOL.md §2, and the `mooncake/rpc_meta/<server>` value. The core
  * owns the fields every descriptor has (name, protocol, timestamp, the
  * buffers' addr, length and location); the transport a descriptor names
- * owns the rest through its codec (TCP's data port, RDMA's devices, keys
+ * owns the rest through its codec (a data port, or devices, keys
  * and priority matrix). Keys come out in alphabetical order across both,
  * as the peer's writer (jsoncpp) has them.
  */

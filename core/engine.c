@@ -303,7 +303,7 @@ static void stop_transports(struct xfer_engine *e)
 /*
  * The host peers reach this engine at: the host of a `host:port` name
  * (whose port is then the handshake port), with names that are addresses
- * (p2p) a bare name, else a specific bind address, else the machine's
+ * (peer to peer) a bare name, else a specific bind address, else the machine's
  * host name. With a central store a bare name is only a segment name.
  */
 static int pick_host(struct xfer_engine *e, bool addr_names, uint16_t *port)

@@ -68,7 +68,7 @@ static int answer(const struct xfer_hs_env *env, uint8_t type,
 			break;
 		ret = env->connection(&hc, &reply, env->arg);
 		xfer_hs_conn_clear(&hc);
-		if (ret == -EOPNOTSUPP) /* no RDMA here: every field empty */
+		if (ret == -EOPNOTSUPP) /* none takes them: every field empty */
 			ret = 0;
 		if (!ret)
 			ret = xfer_hs_conn_encode(&reply, out, out_len);

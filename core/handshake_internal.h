@@ -3,8 +3,8 @@
  * connection, answered with the same type byte. The server runs on one
  * event_base (the engine's control reactor) and answers through the
  * callbacks of its environment; the client is one exchange on an
- * event_base. Used by the engine (server), the p2p metadata backend
- * (Metadata requests) and the RDMA transport (Connection requests).
+ * event_base. Used by the engine (server), the peer-to-peer metadata
+ * backend (Metadata requests) and transports (Connection requests).
  */
 #ifndef XFER_HANDSHAKE_INTERNAL_H
 #define XFER_HANDSHAKE_INTERNAL_H

@@ -1,4 +1,4 @@
-/* Socket helpers shared by the handshake and the TCP transport. */
+/* Socket helpers shared by the handshake and the transports. */
 #ifndef XFER_NET_INTERNAL_H
 #define XFER_NET_INTERNAL_H
 

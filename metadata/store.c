@@ -1,4 +1,4 @@
-/* The one table of metadata backends. */
+/* The one table of metadata backends, and the knobs they share. */
 #include <stddef.h>
 
 #include "metadata/store.h"
@@ -8,6 +8,17 @@ static const struct xfer_store_ops *const backends[] = {
 	&xfer_http_ops,
 	&xfer_redis_ops,
 	&xfer_etcd_ops, /* last: a bare host:port means etcd */
+};
+
+const struct xfer_knob xfer_store_knobs[] = {
+	XFER_KNOB_S("metadata_server", "XFER_METADATA_SERVER",
+		    "MC_METADATA_SERVER", "p2p"),
+	XFER_KNOB_S("cluster_id", "XFER_CLUSTER_ID", "MC_CLUSTER_ID", NULL),
+	XFER_KNOB_S("metadata_user", "XFER_METADATA_USER", "MC_REDIS_USERNAME",
+		    NULL),
+	XFER_KNOB_S("metadata_password", "XFER_METADATA_PASSWORD",
+		    "MC_REDIS_PASSWORD", NULL),
+	{ .name = NULL },
 };
 
 const struct xfer_store_ops *xfer_store_find(const char *conn)

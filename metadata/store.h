@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/config_internal.h"
 #include "core/container_internal.h"
 
 struct event_base;
@@ -92,6 +93,10 @@ extern const struct xfer_store_ops xfer_p2p_ops;
 extern const struct xfer_store_ops xfer_http_ops;
 extern const struct xfer_store_ops xfer_redis_ops;
 extern const struct xfer_store_ops xfer_etcd_ops;
+
+/** The metadata knobs: the connection string (metadata_server), the
+ *  cluster id and credentials; ended by a NULL name. */
+extern const struct xfer_knob xfer_store_knobs[];
 
 /** The backend for @p conn, or NULL. */
 const struct xfer_store_ops *xfer_store_find(const char *conn);

@@ -36,7 +36,11 @@ define run_each
 	@set -e; for t in $(1); do echo "== $$t"; $$t; done
 endef
 
-test-unit: $(UNIT_BINS)
+# The shared library exports its API only; its files call each other one
+# way only.
+test-unit: $(UNIT_BINS) $(LIB_SO)
+	@sh test/check_exports.sh $(LIB_SO)
+	@python3 test/check_layers.py $(LIB_OBJS)
 	$(call run_each,$(UNIT_BINS))
 
 test-integration: $(IT_BINS) $(BENCH)

@@ -668,6 +668,9 @@ static const struct bad_desc bad_descs[] = {
 	  "\"protocol\":\"rdma\","
 	  "\"timestamp\":\"2026-01-01 00:00:00.000000\"}\n",
 	  -EPROTONOSUPPORT }, /* a transport this engine lacks */
+	{ "{\"buffers\":[{\"addr\":@A,\"length\":4096,\"name\":\"cpu:0\"}],"
+	  "\"name\":\"@N\",\"protocol\":\"local\"}\n",
+	  -EPROTONOSUPPORT }, /* the local copy: never a peer's transport */
 };
 
 /* Copy @fmt to @out with @A, @N and @P replaced. */

@@ -1,6 +1,7 @@
 /*
- * The one table that names every transport, and the defaults of the slots
- * a transport leaves empty (transport.h says each one), installed once.
+ * The one table that names every transport, the knob that chooses one,
+ * and the defaults of the slots a transport leaves empty (transport.h
+ * says each one), installed once.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +20,11 @@ static const struct xfer_transport_ops *const list[] = {
 	&xfer_rdma_ops,
 };
 #define NTP (sizeof(list) / sizeof(list[0]))
+
+const struct xfer_knob xfer_transport_knobs[] = {
+	XFER_KNOB_S("protocol", "XFER_PROTOCOL", "MC_PROTOCOL", "tcp"),
+	{ .name = NULL },
+};
 
 static int def_init(const struct xfer_transport_env *env,
 		    struct xfer_transport **out)

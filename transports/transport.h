@@ -109,6 +109,9 @@ struct xfer_transport_ops {
 			    const char **name, uint64_t *bytes);
 };
 
+/** The table's knob: protocol, the transport the engine advertises. */
+extern const struct xfer_knob xfer_transport_knobs[];
+
 /** Every transport with its defaults filled, NULL-ended. */
 const struct xfer_transport_ops *const *xfer_transports(void);
 

@@ -1,0 +1,204 @@
+/*
+ * Unit tests: the configuration API — defaults, the environment (XFER_*
+ * over MC_*, MC_ units), setting keys by any of their names, ranges, and
+ * what xfer_engine_new() refuses.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xfer/xfer.h>
+
+#include "test/helpers.h"
+
+/* Variables a test sets; cleared before and after each test. */
+static const char *const vars[] = {
+	"XFER_SLICE_SIZE", "MC_SLICE_SIZE", "XFER_TRANSFER_TIMEOUT_MS",
+	"MC_TRANSFER_TIMEOUT", "XFER_TCP_CONNS", "XFER_PIN_WORKERS",
+	"XFER_PROTOCOL", "XFER_METADATA_SERVER",
+};
+
+static int clear_env(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	return 0;
+}
+
+static void expect(const struct xfer_config *cfg, const char *key,
+		   const char *want)
+{
+	const char *got = xfer_config_get(cfg, key);
+
+	if (!want)
+		assert_null(got);
+	else if (!got || strcmp(got, want))
+		fail_msg("%s: %s, want %s", key, got ? got : "unset", want);
+}
+
+static void test_defaults(void **state)
+{
+	struct xfer_config *cfg = th_config();
+
+	(void)state;
+	expect(cfg, "slice_size", "65536");
+	expect(cfg, "metadata_server", "p2p");
+	expect(cfg, "protocol", "tcp");
+	expect(cfg, "bind_addr", "0.0.0.0");
+	expect(cfg, "transfer_timeout_ms", "30000");
+	expect(cfg, "local_server_name", NULL);
+	/* the transports' own keys are there too */
+	expect(cfg, "tcp_conns", "2");
+	expect(cfg, "qps_per_ep", "2");
+	expect(cfg, "gid_index", "-1");
+	expect(cfg, "pin_workers", "true");
+	assert_null(xfer_config_get(cfg, "no_such_key"));
+	xfer_config_free(cfg);
+}
+
+static void test_env(void **state)
+{
+	struct xfer_config *cfg;
+
+	(void)state;
+	setenv("MC_SLICE_SIZE", "8192", 1);
+	setenv("MC_TRANSFER_TIMEOUT", "5", 1); /* seconds */
+	setenv("XFER_TCP_CONNS", "7", 1);
+	setenv("XFER_PIN_WORKERS", "0", 1);
+	setenv("XFER_METADATA_SERVER", "", 1); /* empty: ignored */
+	cfg = th_config();
+	expect(cfg, "slice_size", "8192");
+	expect(cfg, "transfer_timeout_ms", "5000");
+	expect(cfg, "tcp_conns", "7");
+	expect(cfg, "pin_workers", "false");
+	expect(cfg, "metadata_server", "p2p");
+	xfer_config_free(cfg);
+
+	/* the XFER_ name wins over its alias */
+	setenv("XFER_SLICE_SIZE", "16384", 1);
+	setenv("XFER_TRANSFER_TIMEOUT_MS", "250", 1);
+	cfg = th_config();
+	expect(cfg, "slice_size", "16384");
+	expect(cfg, "transfer_timeout_ms", "250");
+	xfer_config_free(cfg);
+}
+
+static void test_env_malformed(void **state)
+{
+	static const char *const bad[] = { "4095", "x", "65536x", "-1", "" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("XFER_SLICE_SIZE", bad[i], 1);
+		errno = 0;
+		if (!bad[i][0]) { /* empty is unset */
+			struct xfer_config *cfg = th_config();
+
+			expect(cfg, "slice_size", "65536");
+			xfer_config_free(cfg);
+			continue;
+		}
+		assert_null(xfer_config_new());
+		assert_int_equal(errno, EINVAL);
+	}
+}
+
+static void test_set(void **state)
+{
+	struct xfer_config *cfg = th_config();
+
+	(void)state;
+	/* by knob name, by variable, by alias in its own units */
+	assert_int_equal(xfer_config_set(cfg, "slice_size", "4096"), 0);
+	expect(cfg, "slice_size", "4096");
+	assert_int_equal(xfer_config_set(cfg, "XFER_TCP_CONNS", "3"), 0);
+	expect(cfg, "tcp_conns", "3");
+	assert_int_equal(xfer_config_set(cfg, "MC_TRANSFER_TIMEOUT", "2"), 0);
+	expect(cfg, "transfer_timeout_ms", "2000");
+	expect(cfg, "MC_TRANSFER_TIMEOUT", "2000");
+	assert_int_equal(xfer_config_set(cfg, "local_server_name", "h"), 0);
+	expect(cfg, "local_server_name", "h");
+	assert_int_equal(xfer_config_set(cfg, "pin_workers", "false"), 0);
+	expect(cfg, "pin_workers", "false");
+	assert_int_equal(xfer_config_set(cfg, "gid_index", "-1"), 0);
+
+	/* refused: the key keeps its value */
+	assert_int_equal(xfer_config_set(cfg, "slice_size", "64"), -EINVAL);
+	assert_int_equal(xfer_config_set(cfg, "slice_size", "1k"), -EINVAL);
+	assert_int_equal(xfer_config_set(cfg, "slice_size", ""), -EINVAL);
+	expect(cfg, "slice_size", "4096");
+	assert_int_equal(xfer_config_set(cfg, "mtu", "1000"), -EINVAL);
+	assert_int_equal(xfer_config_set(cfg, "mtu", "1024"), 0);
+	assert_int_equal(xfer_config_set(cfg, "pin_workers", "2"), -EINVAL);
+	assert_int_equal(xfer_config_set(cfg, "gid_index", "-2"), -EINVAL);
+	assert_int_equal(xfer_config_set(cfg, "MC_TRANSFER_TIMEOUT",
+					 "4294968"), -EINVAL);
+	assert_int_equal(xfer_config_set(cfg, "no_such_key", "1"), -ENOENT);
+	assert_int_equal(xfer_config_set(cfg, NULL, "1"), -ENOENT);
+
+	/* NULL: back to the default, or unset */
+	assert_int_equal(xfer_config_set(cfg, "slice_size", NULL), 0);
+	expect(cfg, "slice_size", "65536");
+	assert_int_equal(xfer_config_set(cfg, "local_server_name", NULL), 0);
+	expect(cfg, "local_server_name", NULL);
+	xfer_config_free(cfg);
+}
+
+/* The engine copies the configuration: freeing it after is fine. */
+static void test_engine_copies(void **state)
+{
+	struct xfer_config *cfg = th_config();
+	struct xfer_engine *e;
+
+	(void)state;
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	e = xfer_engine_new(cfg);
+	assert_non_null(e);
+	th_set(cfg, "local_server_name", "elsewhere");
+	xfer_config_free(cfg);
+	assert_int_equal(strncmp(xfer_engine_name(e), "127.0.0.1:", 10), 0);
+	xfer_engine_free(e);
+}
+
+/* A protocol no transport has, or the local copy, is refused. */
+static void test_engine_protocol(void **state)
+{
+	static const char *const bad[] = { "udp", "local", "" };
+	struct xfer_config *cfg = th_config();
+
+	(void)state;
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		th_set(cfg, "protocol", bad[i]);
+		errno = 0;
+		assert_null(xfer_engine_new(cfg));
+		assert_int_equal(errno, EINVAL);
+	}
+	xfer_config_free(cfg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_defaults, clear_env,
+						clear_env),
+		cmocka_unit_test_setup_teardown(test_env, clear_env, clear_env),
+		cmocka_unit_test_setup_teardown(test_env_malformed, clear_env,
+						clear_env),
+		cmocka_unit_test_setup_teardown(test_set, clear_env, clear_env),
+		cmocka_unit_test_setup_teardown(test_engine_copies, clear_env,
+						clear_env),
+		cmocka_unit_test_setup_teardown(test_engine_protocol, clear_env,
+						clear_env),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
