@@ -148,10 +148,9 @@ int xfer_desc_encode(const struct xfer_desc *d, char **json, size_t *len)
 		ts = now;
 	}
 	g = xfer_json_gen_new();
-	if (!g)
-		return -ENOMEM;
-	failed = gen_merged(g, &desc, d, ts, d->codec ? d->codec->keys : NULL,
-			    gen_tp, (void *)d);
+	failed = !g || gen_merged(g, &desc, d, ts,
+				  d->codec ? d->codec->keys : NULL, gen_tp,
+				  (void *)d);
 	return xfer_json_finish(g, failed, json, len);
 }
 
@@ -338,11 +337,7 @@ int xfer_rpc_meta_encode(const char *host, uint16_t port, char **json,
 			 size_t *len)
 {
 	yajl_gen g = xfer_json_gen_new();
-	int failed;
-
-	if (!g)
-		return -ENOMEM;
-	failed = yajl_gen_map_open(g) ||
+	int failed = !g || yajl_gen_map_open(g) ||
 		 xfer_json_str(g, "ip_or_host_name") || xfer_json_str(g, host) ||
 		 xfer_json_str(g, "rpc_port") || xfer_json_u64(g, port) ||
 		 yajl_gen_map_close(g);

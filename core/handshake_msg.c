@@ -14,11 +14,7 @@ int xfer_hs_conn_encode(const struct xfer_hs_conn *c, char **json,
 			size_t *len)
 {
 	yajl_gen g = xfer_json_gen_new();
-	int failed;
-
-	if (!g)
-		return -ENOMEM;
-	failed = yajl_gen_map_open(g) ||
+	int failed = !g || yajl_gen_map_open(g) ||
 		 xfer_json_str(g, "local_gid") || xfer_json_str(g, c->local_gid) ||
 		 xfer_json_str(g, "local_lid") || xfer_json_u64(g, c->local_lid) ||
 		 xfer_json_str(g, "local_nic_path") ||
@@ -136,11 +132,7 @@ int xfer_hs_notify_encode(const struct xfer_hs_notify *n, char **json,
 			  size_t *len)
 {
 	yajl_gen g = xfer_json_gen_new();
-	int failed;
-
-	if (!g)
-		return -ENOMEM;
-	failed = yajl_gen_map_open(g) ||
+	int failed = !g || yajl_gen_map_open(g) ||
 		 xfer_json_str(g, "name") || xfer_json_str(g, n->name) ||
 		 xfer_json_str(g, "notify_msg") ||
 		 xfer_json_str(g, n->notify_msg) ||

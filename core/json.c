@@ -69,6 +69,8 @@ int xfer_json_finish(yajl_gen g, int failed, char **json, size_t *len)
 	char *s;
 	int ret;
 
+	if (!g)
+		return -ENOMEM;
 	if (failed) {
 		ret = -EINVAL;
 		goto out;

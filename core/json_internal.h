@@ -35,7 +35,8 @@ int xfer_json_u64(yajl_gen g, uint64_t v);
 /**
  * End a chain of yajl_gen calls whose status is @p failed: on success the
  * text, with the '\n' that ends every body on the wire, into a malloc'd,
- * NUL-ended *json (*len without the NUL). Frees @p g.
+ * NUL-ended *json (*len without the NUL). Frees @p g; a NULL @p g (its
+ * allocation failed: start chains with `!g ||`) gives -ENOMEM.
  * @return 0, -EINVAL (a string that is not UTF-8), -ENOMEM.
  */
 int xfer_json_finish(yajl_gen g, int failed, char **json, size_t *len);

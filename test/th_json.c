@@ -68,7 +68,7 @@ void expect_ok(decode_fn fn, const char *json)
 }
 
 const char *expect_reject_len(decode_fn fn, const char *json,
-				     size_t len)
+			      size_t len)
 {
 	static char err[256];
 	int ret;

@@ -75,7 +75,7 @@ static int teardown_tree(void **state)
 }
 
 static const struct xfer_rdma_prio *prio_row(const struct rdma_topo *t,
-					const char *location)
+					     const char *location)
 {
 	for (size_t i = 0; i < t->nprio; i++)
 		if (!strcmp(t->prio[i].location, location))
@@ -132,7 +132,7 @@ static void test_filter(void **state)
 	xfer_rdma_topo_free(&t);
 
 	assert_int_equal(xfer_rdma_topo_build(root, "mlx5_0,mlx5_9", NULL, &t, err,
-					 sizeof(err)), -ENODEV);
+					      sizeof(err)), -ENODEV);
 	assert_non_null(strstr(err, "mlx5_9"));
 	assert_int_equal(t.ndevs, 0);
 	assert_null(t.devs);
@@ -146,7 +146,7 @@ static void test_no_sysfs(void **state)
 	(void)state;
 	snprintf(empty, sizeof(empty), "%s/class/net", root);
 	assert_int_equal(xfer_rdma_topo_build(empty, NULL, NULL, &t, err,
-					 sizeof(err)), -ENODEV);
+					      sizeof(err)), -ENODEV);
 	assert_true(err[0]);
 }
 
@@ -232,14 +232,14 @@ static void test_user_matrix_bad(void **state)
 
 	(void)state;
 	assert_int_equal(xfer_rdma_topo_build(root, NULL,
-					 "{\"cpu:0\":[[\"mlx5_7\"],[]]}", &t,
-					 err, sizeof(err)), -EPROTO);
+					      "{\"cpu:0\":[[\"mlx5_7\"],[]]}",
+					      &t, err, sizeof(err)), -EPROTO);
 	assert_non_null(strstr(err, "mlx5_7"));
 	assert_int_equal(xfer_rdma_topo_build(root, "mlx5_0", USES_RXE0, &t, err,
-					 sizeof(err)), -EPROTO);
+					      sizeof(err)), -EPROTO);
 	assert_non_null(strstr(err, "rxe0"));
 	assert_int_equal(xfer_rdma_topo_build(root, NULL, "{\"cpu:0\":", &t, err,
-					 sizeof(err)), -EPROTO);
+					      sizeof(err)), -EPROTO);
 	assert_null(t.devs);
 }
 

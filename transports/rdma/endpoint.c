@@ -443,7 +443,7 @@ void xfer_rdma_ep_break(struct rdma_ep *ep, const char *why)
 }
 
 void xfer_rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
-		       enum ibv_wc_status st)
+			    enum ibv_wc_status st)
 {
 	struct rdma_ctx *c = ep->ctx;
 	enum xfer_status fail = ep->timed_out ? XFER_TIMEOUT : XFER_FAILED;
@@ -481,7 +481,7 @@ void xfer_rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now)
 			    now - ep->progress_ns > limit) {
 				ep->timed_out = true;
 				xfer_rdma_ep_break(ep, "no completion within the "
-					      "transfer timeout");
+						   "transfer timeout");
 			}
 		}
 }
@@ -496,7 +496,7 @@ static int refuse(struct xfer_hs_conn *reply, const char *why)
 }
 
 int xfer_rdma_ep_accept(struct rdma_ctx *c, const struct xfer_hs_conn *req,
-		   struct xfer_hs_conn *reply)
+			struct xfer_hs_conn *reply)
 {
 	struct rdma_ep *ep, *evicted;
 	const char *why = NULL;

@@ -393,13 +393,13 @@ static int resolve_matrix(struct rdma_topo *t)
 	for (size_t i = 0; i < t->ndevs; i++)
 		names[i] = t->devs[i].name;
 	ret = xfer_rdma_matrix_build(t->prio, t->nprio, names, t->ndevs,
-				&t->matrix);
+				     &t->matrix);
 	free(names);
 	return ret;
 }
 
 int xfer_rdma_topo_build(const char *sysfs_root, const char *device_names,
-		    const char *matrix_json, struct rdma_topo *out, char *err,
+			 const char *matrix_json, struct rdma_topo *out, char *err,
 		    size_t errlen)
 {
 	struct rdma_topo_dev *all = NULL;
@@ -414,7 +414,7 @@ int xfer_rdma_topo_build(const char *sysfs_root, const char *device_names,
 		return ret;
 	if (matrix_json) {
 		ret = xfer_rdma_prio_decode(matrix_json, strlen(matrix_json), &rows,
-				       &nrows, err, errlen);
+					    &nrows, err, errlen);
 		if (ret)
 			goto out;
 	}
@@ -528,7 +528,7 @@ static int build_any(struct rdma_row *r, size_t ndevs)
 }
 
 int xfer_rdma_matrix_build(const struct xfer_rdma_prio *rows, size_t nrows,
-		      const char *const *names, size_t ndevs,
+			   const char *const *names, size_t ndevs,
 		      struct rdma_matrix *out)
 {
 	bool *seen;
@@ -578,7 +578,7 @@ static const struct rdma_row *find_row(const struct rdma_matrix *m,
 }
 
 const struct rdma_row *xfer_rdma_matrix_find(const struct rdma_matrix *m,
-					const char *location)
+					     const char *location)
 {
 	const struct rdma_row *r = NULL;
 

@@ -59,7 +59,7 @@ struct rdma_topo {
  *         device), -ENOMEM.
  */
 int xfer_rdma_topo_build(const char *sysfs_root, const char *device_names,
-		    const char *matrix_json, struct rdma_topo *out, char *err,
+			 const char *matrix_json, struct rdma_topo *out, char *err,
 		    size_t errlen);
 
 void xfer_rdma_topo_free(struct rdma_topo *t);
@@ -70,7 +70,7 @@ void xfer_rdma_topo_free(struct rdma_topo *t);
  * @return 0, -ENOMEM.
  */
 int xfer_rdma_matrix_build(const struct xfer_rdma_prio *rows, size_t nrows,
-		      const char *const *names, size_t ndevs,
+			   const char *const *names, size_t ndevs,
 		      struct rdma_matrix *out);
 
 void xfer_rdma_matrix_free(struct rdma_matrix *m);
@@ -78,6 +78,6 @@ void xfer_rdma_matrix_free(struct rdma_matrix *m);
 /** The row for @p location: an exact match with at least one device, else
  *  the `*` row of the matrix, else m->any. Never NULL. */
 const struct rdma_row *xfer_rdma_matrix_find(const struct rdma_matrix *m,
-					const char *location);
+					     const char *location);
 
 #endif
