@@ -4,7 +4,8 @@
  * bodies; int64 fields come back as JSON strings. Every put carries this
  * engine's lease, kept alive every TTL/3, so the keys of an engine that
  * died expire (etcd_lease.c). A streaming watch on the prefix reports
- * changes (etcd_watch.c). This file: the ops and the kv requests.
+ * changes (etcd_watch.c). Requests go through etcd_req.c. This file: the
+ * ops and their results.
  *
  * evhttp callbacks never call the user: finished calls and notifications
  * queue up and run from the deferred queue, so a user callback may close
@@ -13,7 +14,6 @@
  * when a connect fails at once).
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,209 +32,13 @@
 
 #define ETCD_SCHEME "etcd://"
 
-/* ---- ops and their results ---- */
-
-struct etcd_op *etcd_op_new(struct etcd *e, enum etcd_op_kind kind,
-			    const char *key, const char *value, size_t vlen,
-			    xfer_store_cb cb, void *arg)
-{
-	size_t klen = key ? strlen(key) : 0;
-	struct etcd_op *op = calloc(1, sizeof(*op) + klen + 1 + vlen);
-
-	if (!op)
-		return NULL;
-	op->e = e;
-	op->kind = kind;
-	op->cb = cb;
-	op->arg = arg;
-	if (klen)
-		memcpy(op->key, key, klen);
-	op->value = op->key + klen + 1;
-	if (vlen)
-		memcpy(op->value, value, vlen);
-	op->vlen = vlen;
-	return op;
-}
-
-void etcd_op_move(struct etcd_op *op, struct etcd_op_q *q)
-{
-	if (op->q)
-		TAILQ_REMOVE(op->q, op, link);
-	op->q = q;
-	if (q)
-		TAILQ_INSERT_TAIL(q, op, link);
-}
-
-void etcd_op_free(struct etcd_op *op)
-{
-	etcd_op_move(op, NULL);
-	free(op->res);
-	free(op);
-}
-
-static void op_deliver(struct xfer_deferred_item *it, bool drop)
-{
-	struct etcd_op *op = container_of(it, struct etcd_op, done);
-
-	if (!drop)
-		op->cb(op->err, op->res, op->res_len, op->arg);
-	etcd_op_free(op);
-}
-
-void etcd_finish(struct etcd_op *op, int err)
-{
-	op->err = err;
-	etcd_op_move(op, NULL);
-	xfer_deferred_push(&op->e->deferred, &op->done, op_deliver);
-}
-
-/* ---- outages ---- */
-
-void etcd_outage(struct etcd *e, const char *why)
-{
-	if (e->warned)
-		return;
-	xfer_log(XFER_LOG_WARN, "etcd %s: %s; retrying", e->hostport, why);
-	e->warned = true;
-}
-
-void etcd_back(struct etcd *e)
-{
-	if (!e->warned)
-		return;
-	xfer_log(XFER_LOG_INFO, "etcd %s: reachable again", e->hostport);
-	e->warned = false;
-}
-
-void etcd_arm(struct event *ev, int ms)
-{
-	struct timeval tv = { ms / 1000, ms % 1000 * 1000 };
-
-	evtimer_add(ev, &tv);
-}
-
-int etcd_backoff(int *ms)
-{
-	int now = *ms;
-
-	*ms = now * 2 < ETCD_BACKOFF_MAX_MS ? now * 2 : ETCD_BACKOFF_MAX_MS;
-	return now;
-}
-
-/* ---- requests on the kv connection ---- */
-
-/* Go's HTTP/1.1 server answers 400 without a Host header; evhttp adds
- * none. */
-int etcd_add_headers(struct etcd *e, struct evhttp_request *req)
-{
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-
-	return evhttp_add_header(h, "Host", e->hostport) ||
-	       evhttp_add_header(h, "Content-Type", "application/json");
-}
-
-static void op_done(struct evhttp_request *req, void *arg);
-
-int etcd_op_send(struct etcd_op *op)
-{
-	static const char *const paths[] = {
-		[OP_GET] = "/v3/kv/range",
-		[OP_PUT] = "/v3/kv/put",
-		[OP_DEL] = "/v3/kv/deleterange",
-		[OP_GRANT] = "/v3/lease/grant",
-		[OP_KEEPALIVE] = "/v3/lease/keepalive",
-	};
-	struct etcd *e = op->e;
-	struct evhttp_request *req;
-	struct evbuffer *b;
-	int bad;
-
-	req = evhttp_request_new(op_done, op);
-	if (!req)
-		return -ENOMEM;
-	b = evhttp_request_get_output_buffer(req);
-	switch (op->kind) {
-	case OP_GRANT:
-		bad = evbuffer_add_printf(b, "{\"TTL\":%d}", ETCD_TTL_S) < 0;
-		break;
-	case OP_KEEPALIVE:
-		bad = evbuffer_add_printf(b, "{\"ID\":%" PRId64 "}",
-					  op->lease) < 0;
-		break;
-	case OP_PUT:
-		bad = evbuffer_add(b, "{", 1) ||
-		      etcd_add_b64_field(b, "key", op->key, strlen(op->key)) ||
-		      evbuffer_add(b, ",", 1) ||
-		      etcd_add_b64_field(b, "value", op->value, op->vlen) ||
-		      evbuffer_add_printf(b, ",\"lease\":%" PRId64 "}",
-					  op->lease) < 0;
-		break;
-	default:
-		bad = evbuffer_add(b, "{", 1) ||
-		      etcd_add_b64_field(b, "key", op->key, strlen(op->key)) ||
-		      evbuffer_add(b, "}", 1);
-		break;
-	}
-	if (bad || etcd_add_headers(e, req)) {
-		evhttp_request_free(req);
-		return -ENOMEM;
-	}
-	event_base_gettimeofday_cached(e->env.base, &op->sent);
-	etcd_op_move(op, &e->inflight);
-	/* On failure evhttp has dropped the request, without callback. */
-	if (evhttp_make_request(e->kv, req, EVHTTP_REQ_POST,
-				paths[op->kind])) {
-		etcd_op_move(op, NULL);
-		return -EIO;
-	}
-	return 0;
-}
-
-/* The HTTP status of @p op's answer and its JSON body in *root, or a
- * negative errno where none came: evhttp passes no request when the
- * connection broke, a request without status when the connect failed. */
-static int answer(struct etcd_op *op, struct evhttp_request *req,
-		  yajl_val *root)
-{
-	int st = req ? evhttp_request_get_response_code(req) : 0;
-	struct timeval now;
-
-	*root = NULL;
-	if (st) {
-		*root = etcd_parse_body(req);
-		return st;
-	}
-	event_base_gettimeofday_cached(op->e->env.base, &now);
-	if ((now.tv_sec - op->sent.tv_sec) * 1000 +
-	    (now.tv_usec - op->sent.tv_usec) / 1000 >= ETCD_TIMEOUT_S * 1000)
-		return -ETIMEDOUT;
-	return req ? -ECONNREFUSED : -EIO;
-}
-
-int etcd_http_errno(struct etcd *e, const char *what, int st, yajl_val root)
-{
-	const char *msg = YAJL_GET_STRING(etcd_json_get(root, "message", NULL));
-
-	xfer_log(XFER_LOG_WARN, "etcd %s: %s: HTTP %d %s", e->hostport, what,
-		 st, msg ? msg : "");
-	switch (st) {
-	case HTTP_BADREQUEST:
-		return -EINVAL;
-	case 429:
-	case HTTP_SERVUNAVAIL:
-		return -EAGAIN;
-	case 504:
-		return -ETIMEDOUT;
-	default:
-		return -EIO;
-	}
-}
+/* ---- results ---- */
 
 /* The result of a get, put or del: queued for the user, or a put sent
  * again when its lease was gone (expired in an outage, revoked). */
-static void user_done(struct etcd *e, struct etcd_op *op, int st,
-		      yajl_val root)
+static void user_done(struct etcd_op *op, int st, yajl_val root)
 {
+	struct etcd *e = op->e;
 	const char *b64;
 	yajl_val kvs;
 	ssize_t n;
@@ -242,87 +46,35 @@ static void user_done(struct etcd *e, struct etcd_op *op, int st,
 	if (op->kind == OP_PUT && st == HTTP_NOTFOUND && !op->retried) {
 		op->retried = true;
 		if (op->lease == e->lease)
-			etcd_lease_lost(e);
-		etcd_put_start(op);
+			xfer_etcd_lease_lost(e);
+		xfer_etcd_put_start(op);
 		return;
 	}
 	if (st < 0) {
-		etcd_finish(op, st);
+		xfer_etcd_finish(op, st);
 		return;
 	}
 	if (st != HTTP_OK) {
-		etcd_finish(op, etcd_http_errno(e, op->key, st, root));
+		xfer_etcd_finish(op, xfer_etcd_http_errno(e, op->key, st,
+							  root));
 		return;
 	}
-	kvs = etcd_json_get(root, "kvs", NULL);
+	kvs = xfer_etcd_json_get(root, "kvs", NULL);
 	if (!root || op->kind != OP_GET) {
-		etcd_finish(op, root ? 0 : -EIO);
+		xfer_etcd_finish(op, root ? 0 : -EIO);
 		return;
 	}
 	if (!YAJL_IS_ARRAY(kvs) || !kvs->u.array.len) {
-		etcd_finish(op, -ENOENT);
+		xfer_etcd_finish(op, -ENOENT);
 		return;
 	}
 	/* An empty value is left out. */
-	b64 = YAJL_GET_STRING(etcd_json_get(kvs->u.array.values[0], "value",
-					    NULL));
-	n = etcd_b64_decode(b64 ? b64 : "", &op->res);
+	b64 = YAJL_GET_STRING(xfer_etcd_json_get(kvs->u.array.values[0],
+						 "value", NULL));
+	n = xfer_etcd_b64_decode(b64 ? b64 : "", &op->res);
 	if (n >= 0)
 		op->res_len = (size_t)n;
-	etcd_finish(op, n >= 0 ? 0 : n == -ENOMEM ? -ENOMEM : -EIO);
-}
-
-/* A kv request got no answer: the server is out of reach. */
-static void kv_down(struct etcd *e, int err, bool user)
-{
-	/* Before the first answer, only failed calls need a reconnect. */
-	if (e->up_once || user)
-		e->kv_lost = true;
-	etcd_outage(e, strerror(-err));
-	/* A watch on a dead path (a partition) might never see an error. */
-	if (e->watch_up) {
-		evhttp_cancel_request(e->wreq);
-		etcd_watch_lost(e, strerror(-err));
-	}
-}
-
-static void kv_up(struct etcd *e)
-{
-	e->up_once = true;
-	etcd_back(e);
-	if (e->kv_lost && e->lease) {
-		e->kv_lost = false;
-		xfer_deferred_reconnected(&e->deferred);
-	}
-}
-
-static void op_done(struct evhttp_request *req, void *arg)
-{
-	struct etcd_op *op = arg;
-	struct etcd *e = op->e;
-	bool user = op->kind <= OP_DEL;
-	yajl_val root;
-	int st = answer(op, req, &root);
-
-	etcd_op_move(op, NULL);
-	switch (op->kind) {
-	case OP_GRANT:
-		etcd_op_free(op);
-		etcd_grant_done(e, st, root);
-		break;
-	case OP_KEEPALIVE:
-		etcd_keepalive_done(e, op->lease, st, root);
-		etcd_op_free(op);
-		break;
-	default:
-		user_done(e, op, st, root);
-		break;
-	}
-	yajl_tree_free(root);
-	if (st < 0)
-		kv_down(e, st, user);
-	else
-		kv_up(e);
+	xfer_etcd_finish(op, n >= 0 ? 0 : n == -ENOMEM ? -ENOMEM : -EIO);
 }
 
 /* ---- the ops ---- */
@@ -419,6 +171,7 @@ static int etcd_open(const char *conn, const struct xfer_store_env *env,
 		return -ENOMEM;
 	e->base.ops = &xfer_etcd_ops;
 	e->env = *env;
+	e->on_kv_down = xfer_etcd_watch_kv_down;
 	v6 = strchr(host, ':');
 	snprintf(e->hostport, sizeof(e->hostport), "%s%s%s:%u", v6 ? "[" : "",
 		 host, v6 ? "]" : "", port);
@@ -447,16 +200,16 @@ static int etcd_open(const char *conn, const struct xfer_store_env *env,
 	e->wbuf = evbuffer_new();
 	if (!e->wbuf)
 		goto err_free_wconn;
-	e->lease_ev = evtimer_new(base, etcd_lease_tick, e);
+	e->lease_ev = evtimer_new(base, xfer_etcd_lease_tick, e);
 	if (!e->lease_ev)
 		goto err_free_wbuf;
-	e->watch_ev = evtimer_new(base, etcd_watch_start, e);
+	e->watch_ev = evtimer_new(base, xfer_etcd_watch_start, e);
 	if (!e->watch_ev)
 		goto err_free_lease_ev;
 	if (xfer_deferred_init(&e->deferred, base, &e->env, etcd_release))
 		goto err_free_watch_ev;
-	etcd_lease_grant(e);
-	etcd_watch_start(-1, 0, e);
+	xfer_etcd_lease_grant(e);
+	xfer_etcd_watch_start(-1, 0, e);
 	*out = &e->base;
 	return 0;
 
@@ -484,22 +237,25 @@ static void call_start(struct xfer_store *s, enum etcd_op_kind kind,
 		       xfer_store_cb cb, void *arg)
 {
 	struct etcd *e = container_of(s, struct etcd, base);
-	struct etcd_op *op = etcd_op_new(e, kind, key, value, len, cb, arg);
+	struct etcd_op *op;
 	int ret;
 
+	op = xfer_etcd_op_new(e, kind, user_done, key, value, len);
 	if (!op) {
 		/* No way to call back without memory: the call is lost. */
 		xfer_log(XFER_LOG_ERROR, "etcd %s: no memory for \"%s\"",
 			 e->hostport, key);
 		return;
 	}
+	op->cb = cb;
+	op->arg = arg;
 	if (kind == OP_PUT) {
-		etcd_put_start(op);
+		xfer_etcd_put_start(op);
 		return;
 	}
-	ret = etcd_op_send(op);
+	ret = xfer_etcd_op_send(op);
 	if (ret)
-		etcd_finish(op, ret);
+		xfer_etcd_finish(op, ret);
 }
 
 static void etcd_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
@@ -531,7 +287,7 @@ static void etcd_free(struct etcd *e)
 	evhttp_connection_free(e->wconn);
 	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
 		while ((op = TAILQ_FIRST(qs[i])))
-			etcd_op_free(op);
+			xfer_etcd_op_free(op);
 	xfer_deferred_clear(&e->deferred);
 	event_free(e->watch_ev);
 	event_free(e->lease_ev);

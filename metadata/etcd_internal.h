@@ -1,7 +1,15 @@
 /*
- * The etcd backend's private parts, shared by its files: etcd.c (the ops
- * and the kv requests), etcd_lease.c (the lease every put carries),
- * etcd_watch.c (the watch stream), etcd_json.c (the gateway's encoding).
+ * The etcd backend's private parts, shared by its files, each calling
+ * only those below it (the lease and the watch not each other):
+ *
+ *   etcd.c        the ops: open, close, get/put/del and their results
+ *   etcd_lease.c  the lease every put carries
+ *   etcd_watch.c  the watch stream
+ *   etcd_req.c    requests, results, errors, outages, timers
+ *   etcd_json.c   the gateway's encoding
+ *
+ * A lower file reaches a higher one only through a function pointer the
+ * higher one set: a request's answered callback, e->on_kv_down.
  * Everything runs on the control reactor.
  */
 #ifndef XFER_ETCD_INTERNAL_H
@@ -37,6 +45,12 @@ enum etcd_op_kind {
 
 TAILQ_HEAD(etcd_op_q, etcd_op);
 
+/** The answer to @p op, out of its queue: HTTP status @p st with its JSON
+ *  body @p root (NULL if none, or not JSON), or a negative errno in @p st
+ *  where none came. The callback owns @p op (frees or finishes it);
+ *  @p root is freed once it returns. */
+typedef void (*etcd_answer_cb)(struct etcd_op *op, int st, yajl_val root);
+
 /* A request to the server; a user call's result, once finished. */
 struct etcd_op {
 	TAILQ_ENTRY(etcd_op) link;
@@ -44,6 +58,7 @@ struct etcd_op {
 	struct xfer_deferred_item done;  /* finished: queued for the user */
 	struct etcd *e;
 	enum etcd_op_kind kind;
+	etcd_answer_cb answered; /* set by the layer that made it */
 	struct timeval sent;
 	int64_t lease;           /* put, keepalive: the lease it went with */
 	bool retried;            /* put: sent again after a lost lease */
@@ -68,6 +83,9 @@ struct etcd {
 	struct event *lease_ev;   /* keepalive tick, or grant retry */
 	struct event *watch_ev;   /* watch retry */
 	struct xfer_deferred deferred;  /* results and notifications */
+	/* Set by etcd.c for etcd_req.c: a kv request got no answer (@p err,
+	 * a negative errno), the server seems out of reach. */
+	void (*on_kv_down)(struct etcd *e, int err);
 	/* Requests on kv; puts waiting for a lease. */
 	struct etcd_op_q inflight, waiting;
 	struct etcd_op *grant;    /* in flight */
@@ -84,65 +102,67 @@ struct etcd {
 	bool watch_missed;        /* events may have been missed */
 };
 
-/* ---- etcd.c: ops and kv requests ---- */
-
-struct etcd_op *etcd_op_new(struct etcd *e, enum etcd_op_kind kind,
-			    const char *key, const char *value, size_t vlen,
-			    xfer_store_cb cb, void *arg);
-/** Take @p op out of its queue and put it at the end of @p q (or none). */
-void etcd_op_move(struct etcd_op *op, struct etcd_op_q *q);
-void etcd_op_free(struct etcd_op *op);
-/** Queue @p op's result for the user; it runs in a later round. */
-void etcd_finish(struct etcd_op *op, int err);
-/** Send @p op on the kv connection. @return 0, -ENOMEM, -EIO. */
-int etcd_op_send(struct etcd_op *op);
-/** An HTTP error from the gateway, logged with etcd's message. */
-int etcd_http_errno(struct etcd *e, const char *what, int st, yajl_val root);
-/** The Host and Content-Type headers of every request. */
-int etcd_add_headers(struct etcd *e, struct evhttp_request *req);
-/** Log an outage once; etcd_back() logs its end. */
-void etcd_outage(struct etcd *e, const char *why);
-void etcd_back(struct etcd *e);
-/** Arm timer @p ev for @p ms. */
-void etcd_arm(struct event *ev, int ms);
-/** @return *ms, doubled for next time up to ETCD_BACKOFF_MAX_MS. */
-int etcd_backoff(int *ms);
-
 /* ---- etcd_lease.c ---- */
 
 /** Send a put with the lease, granting one first if there is none. */
-void etcd_put_start(struct etcd_op *op);
+void xfer_etcd_put_start(struct etcd_op *op);
 /** The lease is gone (expired, revoked): forget it. */
-void etcd_lease_lost(struct etcd *e);
+void xfer_etcd_lease_lost(struct etcd *e);
 /** Ask for a lease, unless a grant is in flight. */
-void etcd_lease_grant(struct etcd *e);
-void etcd_grant_done(struct etcd *e, int st, yajl_val root);
-void etcd_keepalive_done(struct etcd *e, int64_t lease, int st,
-			 yajl_val root);
+void xfer_etcd_lease_grant(struct etcd *e);
 /** The lease timer: a keepalive, or a grant retry. */
-void etcd_lease_tick(evutil_socket_t fd, short what, void *arg);
+void xfer_etcd_lease_tick(evutil_socket_t fd, short what, void *arg);
 
 /* ---- etcd_watch.c ---- */
 
 /** Start the watch stream (also the watch retry timer's callback). */
-void etcd_watch_start(evutil_socket_t fd, short what, void *arg);
-/** The stream is gone: start it again after a backoff. */
-void etcd_watch_lost(struct etcd *e, const char *why);
+void xfer_etcd_watch_start(evutil_socket_t fd, short what, void *arg);
+/** The kv connection got no answer (@p err): a watch on a dead path (a
+ *  partition) might never see an error, so a streaming one starts over. */
+void xfer_etcd_watch_kv_down(struct etcd *e, int err);
+
+/* ---- etcd_req.c ---- */
+
+/** A request of @p kind whose answer goes to @p answered; @p key (NULL:
+ *  none) and @p vlen bytes of @p value copied. @return NULL if no
+ *  memory. */
+struct etcd_op *xfer_etcd_op_new(struct etcd *e, enum etcd_op_kind kind,
+				 etcd_answer_cb answered, const char *key,
+				 const char *value, size_t vlen);
+/** Take @p op out of its queue and put it at the end of @p q (or none). */
+void xfer_etcd_op_move(struct etcd_op *op, struct etcd_op_q *q);
+void xfer_etcd_op_free(struct etcd_op *op);
+/** Queue @p op's result for the user; it runs in a later round. */
+void xfer_etcd_finish(struct etcd_op *op, int err);
+/** Send @p op on the kv connection. @return 0, -ENOMEM, -EIO. */
+int xfer_etcd_op_send(struct etcd_op *op);
+/** An HTTP error from the gateway, logged with etcd's message. */
+int xfer_etcd_http_errno(struct etcd *e, const char *what, int st,
+			 yajl_val root);
+/** The Host and Content-Type headers of every request. */
+int xfer_etcd_add_headers(struct etcd *e, struct evhttp_request *req);
+/** Log an outage once; xfer_etcd_back() logs its end. */
+void xfer_etcd_outage(struct etcd *e, const char *why);
+void xfer_etcd_back(struct etcd *e);
+/** Arm timer @p ev for @p ms. */
+void xfer_etcd_arm(struct event *ev, int ms);
+/** @return *ms, doubled for next time up to ETCD_BACKOFF_MAX_MS. */
+int xfer_etcd_backoff(int *ms);
 
 /* ---- etcd_json.c ---- */
 
 /** Append "name":"<base64 of data>". @return 0, -1 (no memory). */
-int etcd_add_b64_field(struct evbuffer *b, const char *name,
-		       const void *data, size_t len);
+int xfer_etcd_add_b64_field(struct evbuffer *b, const char *name,
+			    const void *data, size_t len);
 /** Decode @p s into a malloc'd *out (NUL-ended too). @return its length,
  *  -EPROTO (not base64) or -ENOMEM. */
-ssize_t etcd_b64_decode(const char *s, char **out);
+ssize_t xfer_etcd_b64_decode(const char *s, char **out);
 /** Field @p a, or @p a.@p b, of object @p v; NULL if absent. */
-yajl_val etcd_json_get(yajl_val v, const char *a, const char *b);
+yajl_val xfer_etcd_json_get(yajl_val v, const char *a, const char *b);
 /** An int64 field: the gateway writes them as strings, and leaves out
  *  zeros. */
-int64_t etcd_json_i64(yajl_val v);
+int64_t xfer_etcd_json_i64(yajl_val v);
 /** The whole body of an answer, parsed; NULL if it is not JSON. */
-yajl_val etcd_parse_body(struct evhttp_request *req);
+yajl_val xfer_etcd_parse_body(struct evhttp_request *req);
 
 #endif

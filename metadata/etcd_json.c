@@ -32,8 +32,8 @@ static int b64_add(struct evbuffer *out, const void *src, size_t len)
 	return evbuffer_commit_space(out, &v, 1);
 }
 
-int etcd_add_b64_field(struct evbuffer *b, const char *name,
-		       const void *data, size_t len)
+int xfer_etcd_add_b64_field(struct evbuffer *b, const char *name,
+			    const void *data, size_t len)
 {
 	if (evbuffer_add_printf(b, "\"%s\":\"", name) < 0 ||
 	    b64_add(b, data, len) || evbuffer_add(b, "\"", 1))
@@ -41,7 +41,7 @@ int etcd_add_b64_field(struct evbuffer *b, const char *name,
 	return 0;
 }
 
-ssize_t etcd_b64_decode(const char *s, char **out)
+ssize_t xfer_etcd_b64_decode(const char *s, char **out)
 {
 	size_t n = strlen(s), pad = 0;
 	int len;
@@ -72,21 +72,21 @@ ssize_t etcd_b64_decode(const char *s, char **out)
 	return len;
 }
 
-yajl_val etcd_json_get(yajl_val v, const char *a, const char *b)
+yajl_val xfer_etcd_json_get(yajl_val v, const char *a, const char *b)
 {
 	const char *path[] = { a, b, NULL };
 
 	return yajl_tree_get(v, path, yajl_t_any);
 }
 
-int64_t etcd_json_i64(yajl_val v)
+int64_t xfer_etcd_json_i64(yajl_val v)
 {
 	if (YAJL_IS_STRING(v))
 		return strtoll(v->u.string, NULL, 10);
 	return YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : 0;
 }
 
-yajl_val etcd_parse_body(struct evhttp_request *req)
+yajl_val xfer_etcd_parse_body(struct evhttp_request *req)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	const char *s;

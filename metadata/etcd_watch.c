@@ -19,17 +19,17 @@
 static void watch_done(struct evhttp_request *req, void *arg);
 static void watch_chunk(struct evhttp_request *req, void *arg);
 
-void etcd_watch_lost(struct etcd *e, const char *why)
+static void watch_lost(struct etcd *e, const char *why)
 {
 	e->wreq = NULL;
 	e->watch_up = false;
 	e->watch_missed = true;
 	evbuffer_drain(e->wbuf, evbuffer_get_length(e->wbuf));
-	etcd_outage(e, why);
-	etcd_arm(e->watch_ev, etcd_backoff(&e->watch_backoff_ms));
+	xfer_etcd_outage(e, why);
+	xfer_etcd_arm(e->watch_ev, xfer_etcd_backoff(&e->watch_backoff_ms));
 }
 
-void etcd_watch_start(evutil_socket_t fd, short what, void *arg)
+void xfer_etcd_watch_start(evutil_socket_t fd, short what, void *arg)
 {
 	struct etcd *e = arg;
 	struct evhttp_request *req;
@@ -44,11 +44,12 @@ void etcd_watch_start(evutil_socket_t fd, short what, void *arg)
 	b = evhttp_request_get_output_buffer(req);
 	/* An empty prefix watches from key "\0": every key. */
 	if (evbuffer_add_printf(b, "{\"create_request\":{") < 0 ||
-	    etcd_add_b64_field(b, "key", e->prefix, strlen(e->prefix) ?: 1) ||
+	    xfer_etcd_add_b64_field(b, "key", e->prefix,
+				    strlen(e->prefix) ?: 1) ||
 	    evbuffer_add(b, ",", 1) ||
-	    etcd_add_b64_field(b, "range_end", e->range_end,
-			       e->range_end_len) ||
-	    evbuffer_add(b, "}}", 2) || etcd_add_headers(e, req)) {
+	    xfer_etcd_add_b64_field(b, "range_end", e->range_end,
+				    e->range_end_len) ||
+	    evbuffer_add(b, "}}", 2) || xfer_etcd_add_headers(e, req)) {
 		evhttp_request_free(req);
 		goto err;
 	}
@@ -57,7 +58,15 @@ void etcd_watch_start(evutil_socket_t fd, short what, void *arg)
 		goto err;
 	return;
 err:
-	etcd_watch_lost(e, "cannot start the watch");
+	watch_lost(e, "cannot start the watch");
+}
+
+void xfer_etcd_watch_kv_down(struct etcd *e, int err)
+{
+	if (e->watch_up) {
+		evhttp_cancel_request(e->wreq);
+		watch_lost(e, strerror(-err));
+	}
 }
 
 static void watch_created(struct etcd *e)
@@ -65,10 +74,10 @@ static void watch_created(struct etcd *e)
 	e->watch_up = true;
 	e->watch_backoff_ms = ETCD_BACKOFF_MIN_MS;
 	/* A quiet stream is no failure; a dead one shows on the kv side,
-	 * which then starts the watch again (kv_down). */
+	 * which then starts the watch again (xfer_etcd_watch_kv_down). */
 	bufferevent_set_timeouts(evhttp_connection_get_bufferevent(e->wconn),
 				 NULL, NULL);
-	etcd_back(e);
+	xfer_etcd_back(e);
 	if (e->watch_missed) {
 		e->watch_missed = false;
 		xfer_deferred_resync(&e->deferred);
@@ -79,12 +88,12 @@ static void watch_created(struct etcd *e)
  * default): the key changed. */
 static void watch_event(struct etcd *e, yajl_val ev)
 {
-	const char *b64 = YAJL_GET_STRING(etcd_json_get(ev, "kv", "key"));
+	const char *b64 = YAJL_GET_STRING(xfer_etcd_json_get(ev, "kv", "key"));
 	size_t plen = strlen(e->prefix);
 	char *key;
 	ssize_t n;
 
-	if (!b64 || (n = etcd_b64_decode(b64, &key)) < 0)
+	if (!b64 || (n = xfer_etcd_b64_decode(b64, &key)) < 0)
 		return;
 	/* Only keys under the prefix, and only C strings. */
 	if ((size_t)n >= plen && !memcmp(key, e->prefix, plen) &&
@@ -100,13 +109,13 @@ static int watch_line(struct etcd *e, const char *line)
 	yajl_val root = yajl_tree_parse(line, NULL, 0), res, evs;
 	int ret = -EPROTO;
 
-	res = etcd_json_get(root, "result", NULL);
+	res = xfer_etcd_json_get(root, "result", NULL);
 	if (!YAJL_IS_OBJECT(res) ||
-	    YAJL_IS_TRUE(etcd_json_get(res, "canceled", NULL)))
+	    YAJL_IS_TRUE(xfer_etcd_json_get(res, "canceled", NULL)))
 		goto out;
-	if (YAJL_IS_TRUE(etcd_json_get(res, "created", NULL)))
+	if (YAJL_IS_TRUE(xfer_etcd_json_get(res, "created", NULL)))
 		watch_created(e);
-	evs = etcd_json_get(res, "events", NULL);
+	evs = xfer_etcd_json_get(res, "events", NULL);
 	for (size_t i = 0; YAJL_IS_ARRAY(evs) && i < evs->u.array.len; i++)
 		watch_event(e, evs->u.array.values[i]);
 	ret = 0;
@@ -137,7 +146,7 @@ static void watch_chunk(struct evhttp_request *req, void *arg)
 		/* evhttp allows this inside the chunk callback: it frees
 		 * the request once we return. */
 		evhttp_cancel_request(req);
-		etcd_watch_lost(e, why);
+		watch_lost(e, why);
 	}
 }
 
@@ -147,9 +156,9 @@ static void watch_done(struct evhttp_request *req, void *arg)
 	struct etcd *e = arg;
 
 	if (!req)
-		etcd_watch_lost(e, "watch connection lost");
+		watch_lost(e, "watch connection lost");
 	else if (!evhttp_request_get_response_code(req))
-		etcd_watch_lost(e, "cannot connect");
+		watch_lost(e, "cannot connect");
 	else
-		etcd_watch_lost(e, "watch stream ended");
+		watch_lost(e, "watch stream ended");
 }

@@ -2,7 +2,8 @@
  * Redis metadata (PROTOCOL.md §2): GET/SET/DEL on one connection, keyspace
  * notifications for the prefix on a second, both hiredis async connections
  * on the control reactor (redis_conn.c). This file: the ops, the requests
- * and the watch's messages.
+ * and the watch's messages; the connections tell it their state through
+ * conn_cbs.
  *
  * User callbacks (results, changed, reconnected) never run inside hiredis:
  * they are queued on the deferred queue and delivered from one zero-delay
@@ -56,44 +57,6 @@ static void finish(struct redis_store *s, struct redis_note *n, int err)
 	xfer_deferred_push(&s->deferred, &n->done, note_deliver);
 }
 
-void redis_fail_waiting(struct redis_store *s, int err)
-{
-	struct redis_note *n;
-
-	while ((n = TAILQ_FIRST(&s->waiting))) {
-		TAILQ_REMOVE(&s->waiting, n, link);
-		finish(s, n, err);
-	}
-}
-
-/* ---- the watch ---- */
-
-/* A pmessage on the subscriber: the key is the channel after s->chan. */
-void redis_watch_message(struct redis_store *s, const redisReply *r)
-{
-	const redisReply *ch;
-	const char *key;
-	size_t len;
-
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-	    r->element[0]->type != REDIS_REPLY_STRING ||
-	    strcasecmp(r->element[0]->str, "pmessage") ||
-	    r->element[2]->type != REDIS_REPLY_STRING)
-		return;
-	ch = r->element[2];
-	if (ch->len < s->chan_len + s->prefix_len ||
-	    memcmp(ch->str, s->chan, s->chan_len))
-		return;
-	key = ch->str + s->chan_len;
-	len = ch->len - s->chan_len;
-	if (memcmp(key, s->env.prefix, s->prefix_len) ||
-	    memchr(key, '\0', len))
-		return;
-	xfer_deferred_changed(&s->deferred, key, len);
-}
-
-/* ---- requests ---- */
-
 static int reply_err(struct redis_store *s, struct redis_note *n,
 		     const redisReply *r)
 {
@@ -134,35 +97,103 @@ static void req_reply(redisAsyncContext *ac, void *r, void *priv)
 		return;
 	}
 	if (r) {
-		redis_conn_answered(c);
+		xfer_redis_conn_answered(c);
 		finish(s, n, reply_err(s, n, r));
 	} else {
 		finish(s, n, c->drop_err);
 	}
 }
 
-void redis_req_send(struct redis_store *s, struct redis_note *n)
+static void req_send(struct redis_store *s, struct redis_note *n)
 {
 	struct redis_conn *c = &s->cmd;
 	int ret;
 
 	switch (n->kind) {
 	case N_GET:
-		ret = redis_conn_send(c, req_reply, n, "GET %s", n->key);
+		ret = xfer_redis_conn_send(c, req_reply, n, "GET %s", n->key);
 		break;
 	case N_PUT:
-		ret = redis_conn_send(c, req_reply, n, "SET %s %b", n->key,
-				      n->value, n->len);
+		ret = xfer_redis_conn_send(c, req_reply, n, "SET %s %b",
+					   n->key, n->value, n->len);
 		break;
 	default:
-		ret = redis_conn_send(c, req_reply, n, "DEL %s", n->key);
+		ret = xfer_redis_conn_send(c, req_reply, n, "DEL %s", n->key);
 		break;
 	}
 	if (ret) {
-		redis_conn_answered(c);   /* not sent: nothing to wait for */
+		/* Not sent: nothing to wait for. */
+		xfer_redis_conn_answered(c);
 		finish(s, n, ret);
 	}
 }
+
+/* ---- what the connections tell (conn_cbs) ---- */
+
+/* The next request waiting for the command connection, out of the queue;
+ * NULL when none waits, or when @p c is the subscriber. */
+static struct redis_note *next_waiting(struct redis_conn *c)
+{
+	struct redis_store *s = c->s;
+	struct redis_note *n = TAILQ_FIRST(&s->waiting);
+
+	if (c != &s->cmd || !n)
+		return NULL;
+	TAILQ_REMOVE(&s->waiting, n, link);
+	return n;
+}
+
+/* The command connection is up: send what waits for it. */
+static void conn_up(struct redis_conn *c)
+{
+	struct redis_note *n;
+
+	while ((n = next_waiting(c)))
+		req_send(c->s, n);
+}
+
+/* The command connection is down: what waits for it fails. */
+static void conn_down(struct redis_conn *c, int err)
+{
+	struct redis_note *n;
+
+	while ((n = next_waiting(c)))
+		finish(c->s, n, err);
+}
+
+/* The watch: a pmessage on the subscriber, whose key is the channel after
+ * s->chan. */
+static void watch_message(struct redis_conn *c, const redisReply *r)
+{
+	struct redis_store *s = c->s;
+	const redisReply *ch;
+	const char *key;
+	size_t len;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    strcasecmp(r->element[0]->str, "pmessage") ||
+	    r->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	ch = r->element[2];
+	if (ch->len < s->chan_len + s->prefix_len ||
+	    memcmp(ch->str, s->chan, s->chan_len))
+		return;
+	key = ch->str + s->chan_len;
+	len = ch->len - s->chan_len;
+	if (memcmp(key, s->env.prefix, s->prefix_len) ||
+	    memchr(key, '\0', len))
+		return;
+	xfer_deferred_changed(&s->deferred, key, len);
+}
+
+static const struct redis_conn_cbs conn_cbs = {
+	.up = conn_up,
+	.down = conn_down,
+	.message = watch_message,
+};
+
+/* ---- the ops ---- */
 
 static void req_start(struct xfer_store *st, enum redis_note_kind kind,
 		      const char *key, const char *value, size_t len,
@@ -189,7 +220,7 @@ static void req_start(struct xfer_store *st, enum redis_note_kind kind,
 	}
 	switch (s->cmd.step) {
 	case ST_UP:
-		redis_req_send(s, n);
+		req_send(s, n);
 		break;
 	case ST_DOWN:
 		finish(s, n, -ECONNREFUSED);
@@ -331,8 +362,8 @@ static void store_free(struct redis_store *s)
 	struct redis_note *n;
 
 	s->closing = true;
-	redis_conn_free(&s->cmd);
-	redis_conn_free(&s->sub);
+	xfer_redis_conn_free(&s->cmd);
+	xfer_redis_conn_free(&s->sub);
 	while ((n = TAILQ_FIRST(&s->waiting))) {
 		TAILQ_REMOVE(&s->waiting, n, link);
 		note_free(n);
@@ -392,11 +423,11 @@ static int redis_open(const char *conn, const struct xfer_store_env *env,
 	s->chan_len = strlen(s->chan);
 	if (xfer_deferred_init(&s->deferred, env->base, &s->env,
 			       store_release) ||
-	    redis_conn_init(s, &s->cmd, "command", false) ||
-	    redis_conn_init(s, &s->sub, "subscriber", true))
+	    xfer_redis_conn_init(s, &s->cmd, "command", false, &conn_cbs) ||
+	    xfer_redis_conn_init(s, &s->sub, "subscriber", true, &conn_cbs))
 		goto err_free;
-	redis_conn_start(&s->cmd);
-	redis_conn_start(&s->sub);
+	xfer_redis_conn_start(&s->cmd);
+	xfer_redis_conn_start(&s->sub);
 	*out = &s->pub;
 	return 0;
 err_free:

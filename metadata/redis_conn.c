@@ -4,7 +4,8 @@
  * subscriber (AUTH, CONFIG GET/SET notify-keyspace-events, PSUBSCRIBE).
  * Each runs its handshake one step at a time, drops itself when an answer
  * takes longer than STALL_MS, and retries after a growing backoff when it
- * is down. The store is up when both are.
+ * is down. The store is up when both are. What the layer above (redis.c)
+ * must hear goes through c->cbs: up, down, and the subscriber's messages.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -57,8 +58,7 @@ static void conn_lost(struct redis_conn *c, int err, const char *why)
 			 s->host, s->port, c->name, why);
 		s->warned = true;
 	}
-	if (c == &s->cmd)
-		redis_fail_waiting(s, err);
+	c->cbs->down(c, err);
 	evtimer_add(c->timer, &tv);
 	c->backoff_ms *= 2;
 	if (c->backoff_ms > BACKOFF_MAX_MS)
@@ -80,8 +80,8 @@ static void conn_drop(struct redis_conn *c, int err, const char *why)
 /* Send a command on @p c, counting the answer for the stall watchdog. A
  * command hiredis refuses (out of memory) is left to that watchdog too:
  * dropping here could free the context under hiredis's connect callback. */
-int redis_conn_send(struct redis_conn *c, redisCallbackFn *fn, void *priv,
-		    const char *fmt, ...)
+int xfer_redis_conn_send(struct redis_conn *c, redisCallbackFn *fn,
+			 void *priv, const char *fmt, ...)
 {
 	va_list ap;
 	int ret;
@@ -94,7 +94,7 @@ int redis_conn_send(struct redis_conn *c, redisCallbackFn *fn, void *priv,
 	return ret == REDIS_OK ? 0 : -ENOMEM;
 }
 
-void redis_conn_answered(struct redis_conn *c)
+void xfer_redis_conn_answered(struct redis_conn *c)
 {
 	c->busy--;
 	stall_arm(c);
@@ -119,19 +119,11 @@ static void store_up(struct redis_store *s)
 
 static void conn_up(struct redis_conn *c)
 {
-	struct redis_store *s = c->s;
-	struct redis_note *n;
-
 	c->step = ST_UP;
 	c->backoff_ms = BACKOFF_MIN_MS;
 	stall_arm(c);
-	if (c == &s->cmd) {
-		while ((n = TAILQ_FIRST(&s->waiting))) {
-			TAILQ_REMOVE(&s->waiting, n, link);
-			redis_req_send(s, n);
-		}
-	}
-	store_up(s);
+	c->cbs->up(c);
+	store_up(c->s);
 }
 
 /* Note what notify-keyspace-events lacks for the watch, from its value
@@ -182,10 +174,10 @@ static void hello_reply(redisAsyncContext *ac, void *r, void *priv)
 	if (!reply || c->ac != ac)
 		return;
 	if (c->step == ST_UP) {
-		redis_watch_message(s, reply);
+		c->cbs->message(c, reply);
 		return;
 	}
-	redis_conn_answered(c);
+	xfer_redis_conn_answered(c);
 	error = reply->type == REDIS_REPLY_ERROR;
 	switch (c->step) {
 	case ST_AUTH:
@@ -235,34 +227,36 @@ static void hello_next(struct redis_conn *c, enum redis_step from)
 			if (!pw)
 				continue;
 			if (user)
-				redis_conn_send(c, hello_reply, NULL, "AUTH %s %s",
-					  user, pw);
+				xfer_redis_conn_send(c, hello_reply, NULL,
+						     "AUTH %s %s", user, pw);
 			else
-				redis_conn_send(c, hello_reply, NULL, "AUTH %s", pw);
+				xfer_redis_conn_send(c, hello_reply, NULL,
+						     "AUTH %s", pw);
 			return;
 		case ST_SELECT:
 			if (c->is_sub || !s->db)
 				continue;
-			redis_conn_send(c, hello_reply, NULL, "SELECT %d", s->db);
+			xfer_redis_conn_send(c, hello_reply, NULL, "SELECT %d",
+					     s->db);
 			return;
 		case ST_CONFIG_GET:
 			if (!c->is_sub)
 				continue;
-			redis_conn_send(c, hello_reply, NULL,
-				  "CONFIG GET notify-keyspace-events");
+			xfer_redis_conn_send(c, hello_reply, NULL, "CONFIG GET "
+					     "notify-keyspace-events");
 			return;
 		case ST_CONFIG_SET:
 			if (!c->is_sub || !s->events[0])
 				continue;
-			redis_conn_send(c, hello_reply, NULL,
-				  "CONFIG SET notify-keyspace-events %s",
-				  s->events);
+			xfer_redis_conn_send(c, hello_reply, NULL, "CONFIG SET "
+					     "notify-keyspace-events %s",
+					     s->events);
 			return;
 		case ST_SUBSCRIBE:
 			if (!c->is_sub)
 				continue;
-			redis_conn_send(c, hello_reply, NULL, "PSUBSCRIBE %s",
-				  s->pattern);
+			xfer_redis_conn_send(c, hello_reply, NULL,
+					     "PSUBSCRIBE %s", s->pattern);
 			return;
 		default:
 			continue;
@@ -297,7 +291,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 			  ac->err ? ac->errstr : "connection closed");
 }
 
-void redis_conn_start(struct redis_conn *c)
+void xfer_redis_conn_start(struct redis_conn *c)
 {
 	struct redis_store *s = c->s;
 	redisAsyncContext *ac;
@@ -335,14 +329,14 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (!c->ac) {
-		redis_conn_start(c);
+		xfer_redis_conn_start(c);
 		return;
 	}
 	snprintf(why, sizeof(why), "no answer in %d ms", STALL_MS);
 	conn_drop(c, -ETIMEDOUT, why);
 }
 
-void redis_conn_free(struct redis_conn *c)
+void xfer_redis_conn_free(struct redis_conn *c)
 {
 	redisAsyncContext *ac = c->ac;
 
@@ -355,10 +349,12 @@ void redis_conn_free(struct redis_conn *c)
 }
 
 
-int redis_conn_init(struct redis_store *s, struct redis_conn *c,
-		    const char *name, bool is_sub)
+int xfer_redis_conn_init(struct redis_store *s, struct redis_conn *c,
+			 const char *name, bool is_sub,
+			 const struct redis_conn_cbs *cbs)
 {
 	c->s = s;
+	c->cbs = cbs;
 	c->name = name;
 	c->is_sub = is_sub;
 	c->backoff_ms = BACKOFF_MIN_MS;

@@ -2,7 +2,9 @@
  * The redis backend's private parts, shared by redis.c (the ops, the
  * requests and the watch's messages) and redis_conn.c (the two hiredis
  * connections: connect, handshake steps, stall watchdog, retries).
- * Everything runs on the control reactor.
+ * redis.c calls redis_conn.c; redis_conn.c calls back only through the
+ * struct redis_conn_cbs redis.c gives it. Everything runs on the control
+ * reactor.
  */
 #ifndef XFER_REDIS_INTERNAL_H
 #define XFER_REDIS_INTERNAL_H
@@ -33,9 +35,22 @@ enum redis_step {
 };
 
 struct redis_store;
+struct redis_conn;
+
+/* What a connection tells the layer above it (redis.c), as hiredis tells
+ * its user through callbacks: redis_conn.c calls nothing of redis.c. */
+struct redis_conn_cbs {
+	/** The handshake of @p c is done: it is up. */
+	void (*up)(struct redis_conn *c);
+	/** @p c is down: what waits on it fails with @p err. */
+	void (*down)(struct redis_conn *c, int err);
+	/** A message on @p c, which is up (the subscriber's pmessages). */
+	void (*message)(struct redis_conn *c, const redisReply *r);
+};
 
 struct redis_conn {
 	struct redis_store *s;
+	const struct redis_conn_cbs *cbs;
 	const char *name;        /* for the log */
 	bool is_sub;
 	redisAsyncContext *ac;   /* NULL while down */
@@ -85,30 +100,23 @@ struct redis_store {
 
 /* ---- redis_conn.c ---- */
 
-/** Set up @p c of @p s (not connected yet). @return 0, -ENOMEM. */
-int redis_conn_init(struct redis_store *s, struct redis_conn *c,
-		    const char *name, bool is_sub);
+/** Set up @p c of @p s (not connected yet); @p cbs, which must outlive
+ *  it, hears of its state. @return 0, -ENOMEM. */
+int xfer_redis_conn_init(struct redis_store *s, struct redis_conn *c,
+			 const char *name, bool is_sub,
+			 const struct redis_conn_cbs *cbs);
 /** Connect @p c and run its handshake; a failure retries after a
  *  backoff. */
-void redis_conn_start(struct redis_conn *c);
+void xfer_redis_conn_start(struct redis_conn *c);
 /** Drop @p c without callbacks and free its timer. */
-void redis_conn_free(struct redis_conn *c);
+void xfer_redis_conn_free(struct redis_conn *c);
 /** Send a command on @p c, counting the answer for the stall watchdog.
  *  @return 0, or -ENOMEM where hiredis refused it: the answer is counted
  *  all the same, left to the watchdog, unless the caller takes it back
- *  with redis_conn_answered(). */
-int redis_conn_send(struct redis_conn *c, redisCallbackFn *fn, void *priv,
-		    const char *fmt, ...);
+ *  with xfer_redis_conn_answered(). */
+int xfer_redis_conn_send(struct redis_conn *c, redisCallbackFn *fn,
+			 void *priv, const char *fmt, ...);
 /** A reply came: one answer less to wait for. */
-void redis_conn_answered(struct redis_conn *c);
-
-/* ---- redis.c ---- */
-
-/** Send @p n on the command connection, which is up. */
-void redis_req_send(struct redis_store *s, struct redis_note *n);
-/** Fail the requests that wait for the command connection. */
-void redis_fail_waiting(struct redis_store *s, int err);
-/** A message on the subscriber, which is up. */
-void redis_watch_message(struct redis_store *s, const redisReply *r);
+void xfer_redis_conn_answered(struct redis_conn *c);
 
 #endif
