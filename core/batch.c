@@ -1,6 +1,7 @@
 /*
- * Batches: validation at submit, task and batch accounting, completion
- * delivery on the control reactor, and the blocking wait.
+ * Batches: validation at submit, task and batch accounting, cancel, the
+ * notification a batch may carry, completion delivery on the control
+ * reactor, and the blocking wait.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 #include <time.h>
 
 #include "core/engine_internal.h"
+#include "core/notify_internal.h"
+#include "core/wait_internal.h"
 
 #define XFER_BATCH_MAX (1u << 24)
 
@@ -28,10 +31,14 @@ struct xfer_batch {
 	pthread_mutex_t lock;        /* guards the fields below */
 	pthread_cond_t idle;
 	size_t inflight;             /* tasks not terminal, + 1 during submit */
-	bool notify_pending;         /* deliver_job is queued */
+	bool deliver_pending;        /* deliver_job is queued or running */
 	struct xfer_job deliver_job;
 	xfer_batch_cb cb;
 	void *cb_arg;
+	/* A notification to send once every task completed. */
+	char *notify_name, *notify_msg;
+	struct xfer_segment *notify_seg; /* use held while it waits */
+	bool notifying;              /* sent, not yet acknowledged */
 };
 
 const char *xfer_status_str(enum xfer_status s)
@@ -69,16 +76,28 @@ struct xfer_batch *xfer_batch_new(struct xfer_engine *e, size_t capacity)
 	return b;
 }
 
+/* Forget the notification (sent, or not to be sent). */
+static void drop_notify(struct xfer_batch *b)
+{
+	free(b->notify_name);
+	free(b->notify_msg);
+	b->notify_name = b->notify_msg = NULL;
+	if (b->notify_seg)
+		xfer_segment_put(b->notify_seg);
+	b->notify_seg = NULL;
+}
+
 int xfer_batch_free(struct xfer_batch *b)
 {
 	struct slice_chunk *c, *next;
 
 	pthread_mutex_lock(&b->lock);
-	if (b->inflight || b->notify_pending) {
+	if (b->inflight || b->deliver_pending || b->notifying) {
 		pthread_mutex_unlock(&b->lock);
 		return -EBUSY;
 	}
 	pthread_mutex_unlock(&b->lock);
+	drop_notify(b);
 	for (c = b->chunks; c; c = next) {
 		next = c->next;
 		free(c);
@@ -117,19 +136,55 @@ static enum xfer_status outcome(unsigned seen)
 	return XFER_COMPLETED;
 }
 
-static void deliver(struct xfer_job *j)
+/* The round is over: wake waiters, then the callback with @p st. */
+static void finish(struct xfer_batch *b, enum xfer_status st)
 {
-	struct xfer_batch *b = container_of(j, struct xfer_batch, deliver_job);
 	xfer_batch_cb cb;
 	void *cb_arg;
 
 	pthread_mutex_lock(&b->lock);
-	b->notify_pending = false;
+	b->deliver_pending = false;
+	b->notifying = false;
+	pthread_cond_broadcast(&b->idle);
 	cb = b->cb;
 	cb_arg = b->cb_arg;
 	pthread_mutex_unlock(&b->lock);
 	/* Last touch of b: the callback may free it. */
-	cb(b, outcome(atomic_load(&b->seen)), cb_arg);
+	if (cb)
+		cb(b, st, cb_arg);
+}
+
+static void notified(struct xfer_engine *e, int result, void *arg)
+{
+	struct xfer_batch *b = arg;
+
+	(void)e;
+	drop_notify(b);
+	finish(b, result ? XFER_FAILED : XFER_COMPLETED);
+}
+
+static void deliver(struct xfer_job *j)
+{
+	struct xfer_batch *b = container_of(j, struct xfer_batch, deliver_job);
+	enum xfer_status st = outcome(atomic_load(&b->seen));
+	int ret;
+
+	if (!b->notify_name) {
+		finish(b, st);
+		return;
+	}
+	if (st != XFER_COMPLETED) { /* only after every task completed */
+		drop_notify(b);
+		finish(b, st);
+		return;
+	}
+	ret = xfer_notify_send(b->e, b->notify_seg, b->notify_name,
+			       b->notify_msg, notified, b);
+	if (ret) {
+		xfer_error_set(&b->e->err, ret, "batch notification: %s",
+			       strerror(-ret));
+		notified(b->e, ret, b);
+	}
 }
 
 /* @p n tasks (or the submit guard) of @p b are done. */
@@ -138,9 +193,12 @@ static void batch_release(struct xfer_batch *b, size_t n)
 	pthread_mutex_lock(&b->lock);
 	b->inflight -= n;
 	if (b->inflight == 0) {
-		pthread_cond_broadcast(&b->idle);
-		if (b->cb && !b->notify_pending) {
-			b->notify_pending = true;
+		if (b->notify_name)
+			b->notifying = true; /* waiters wait for the ack */
+		else
+			pthread_cond_broadcast(&b->idle);
+		if ((b->cb || b->notify_name) && !b->deliver_pending) {
+			b->deliver_pending = true;
 			b->deliver_job.fn = deliver;
 			xfer_reactor_post(&b->e->control, &b->deliver_job);
 		}
@@ -153,7 +211,7 @@ static void task_end(struct xfer_task *t, enum xfer_status st)
 	if (t->source)
 		atomic_fetch_sub(&t->source->users, 1);
 	if (t->segment)
-		atomic_fetch_sub(&t->segment->users, 1);
+		xfer_segment_put(t->segment);
 	atomic_fetch_or(&t->batch->seen, 1u << st);
 	atomic_store(&t->status, st);
 	batch_release(t->batch, 1);
@@ -164,6 +222,8 @@ void xfer_slice_done(struct xfer_slice *s, enum xfer_status st)
 	struct xfer_task *t = s->task;
 	int none = 0;
 
+	if (st == XFER_COMPLETED && atomic_load(&t->canceled))
+		st = XFER_CANCELED; /* what it brought was discarded */
 	if (st == XFER_COMPLETED)
 		atomic_fetch_add(&t->transferred, s->len);
 	else
@@ -173,6 +233,24 @@ void xfer_slice_done(struct xfer_slice *s, enum xfer_status st)
 
 		task_end(t, f ? (enum xfer_status)f : XFER_COMPLETED);
 	}
+}
+
+void xfer_slices_cancel(struct xfer_slice **head, struct xfer_slice ***tail,
+			size_t keep)
+{
+	struct xfer_slice **p = head, *s;
+
+	for (; keep && *p; keep--)
+		p = &(*p)->next;
+	while ((s = *p)) {
+		if (xfer_slice_canceled(s)) {
+			*p = s->next;
+			xfer_slice_done(s, XFER_CANCELED);
+		} else {
+			p = &s->next;
+		}
+	}
+	*tail = p;
 }
 
 /*
@@ -203,7 +281,7 @@ static void release_uses(struct xfer_task *t)
 	if (t->source)
 		atomic_fetch_sub(&t->source->users, 1);
 	if (t->segment)
-		atomic_fetch_sub(&t->segment->users, 1);
+		xfer_segment_put(t->segment);
 	t->source = NULL;
 	t->segment = NULL;
 }
@@ -276,11 +354,52 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		k = xfer_slice_count(reqs[i].length, slice_size);
 		xfer_slice_cut(t, &reqs[i], slice_size, s);
 		atomic_store(&t->slices_left, k);
-		atomic_store(&t->status, XFER_PENDING);
 		seg->tp->ops->submit(seg->tp, seg, s, k);
 		s += k;
 	}
 	batch_release(b, 1);
+	return 0;
+}
+
+int xfer_batch_submit_notify(struct xfer_batch *b,
+			     const struct xfer_request *reqs, size_t n,
+			     const char *name, const char *msg)
+{
+	struct xfer_engine *e = b->e;
+	int ret;
+
+	if (!reqs || n == 0 || !name || !msg)
+		return -EINVAL;
+	ret = xfer_notify_check(e, name, msg);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&b->lock);
+	ret = b->notify_name || b->inflight || b->deliver_pending ? -EBUSY : 0;
+	pthread_mutex_unlock(&b->lock);
+	if (ret)
+		return ret;
+	b->notify_seg = xfer_segment_acquire(&e->segs, reqs[0].target_id);
+	b->notify_name = strdup(name);
+	b->notify_msg = strdup(msg);
+	ret = !b->notify_seg ? -EINVAL :
+	      !b->notify_name || !b->notify_msg ? -ENOMEM : 0;
+	if (!ret)
+		ret = xfer_batch_submit(b, reqs, n);
+	if (ret)
+		drop_notify(b);
+	return ret;
+}
+
+int xfer_batch_cancel(struct xfer_batch *b)
+{
+	struct xfer_engine *e = b->e;
+	size_t n = atomic_load(&b->n);
+
+	for (size_t i = 0; i < n; i++)
+		if (atomic_load(&b->tasks[i].status) == XFER_WAITING)
+			atomic_store(&b->tasks[i].canceled, true);
+	for (int i = 0; e->tps[i]; i++)
+		e->tps[i]->ops->cancel(e->tps[i]);
 	return 0;
 }
 
@@ -307,22 +426,16 @@ int xfer_batch_wait(struct xfer_batch *b, int timeout_ms)
 	struct timespec deadline;
 	int ret = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
-	}
+	xfer_deadline(&deadline, timeout_ms);
 	pthread_mutex_lock(&b->lock);
-	while (b->inflight && ret == 0) {
+	while ((b->inflight || b->notifying) && ret == 0) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&b->idle, &b->lock);
 		else
 			ret = -pthread_cond_timedwait(&b->idle, &b->lock,
 						      &deadline);
 	}
-	if (!b->inflight)
+	if (!b->inflight && !b->notifying)
 		ret = 0;
 	pthread_mutex_unlock(&b->lock);
 	return ret;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/dns.h>
 #include <xfer/event.h>
 
 #include "core/desc_internal.h"
@@ -12,6 +13,8 @@
 #include "core/handshake_internal.h"
 #include "core/json_internal.h"
 #include "core/net_internal.h"
+#include "core/notify_internal.h"
+#include "core/wait_internal.h"
 
 const char *xfer_engine_last_error(const struct xfer_engine *e)
 {
@@ -121,6 +124,11 @@ static char *hs_descriptor(size_t *len, void *arg)
 	return own_descriptor(true, len, arg);
 }
 
+static int hs_notify(const struct xfer_hs_notify *n, void *arg)
+{
+	return xfer_notify_receive(arg, n->name, n->notify_msg);
+}
+
 /* ---- local memory ---- */
 
 static bool valid_location(const char *loc)
@@ -149,8 +157,9 @@ static int ntransports(const struct xfer_engine *e)
 	return n;
 }
 
-int xfer_register(struct xfer_engine *e, void *addr, size_t len,
-		  const char *location, bool remote_access)
+/* Register with the transports and the registry; describe it. */
+static int register_local(struct xfer_engine *e, void *addr, size_t len,
+			  const char *location, bool remote_access)
 {
 	uintptr_t a = (uintptr_t)addr;
 	struct xfer_buffer *b;
@@ -181,16 +190,16 @@ int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 		return ret;
 	}
 	ret = update_descriptor(e);
-	if (!ret)
-		xfer_meta_publish_ram(&e->meta);
-	else if (!xfer_buffers_remove(&e->buffers, a, &b)) {
+	if (ret && !xfer_buffers_remove(&e->buffers, a, &b)) {
 		unreg_buffer(e, b, ntransports(e));
 		xfer_buffer_free(b);
 	}
 	return ret;
 }
 
-int xfer_unregister(struct xfer_engine *e, void *addr)
+/* Take the buffer out of the registry and the transports; describe the
+ * segment without it. */
+static int unregister_local(struct xfer_engine *e, void *addr)
 {
 	struct xfer_buffer *b;
 	int ret = xfer_buffers_remove(&e->buffers, (uintptr_t)addr, &b);
@@ -200,11 +209,76 @@ int xfer_unregister(struct xfer_engine *e, void *addr)
 				      ret == -EBUSY ? "in use by a transfer"
 						    : "not a registered buffer");
 	ret = update_descriptor(e);
-	if (!ret)
-		xfer_meta_publish_ram(&e->meta);
 	unreg_buffer(e, b, ntransports(e));
 	xfer_buffer_free(b);
 	return ret;
+}
+
+int xfer_register_async(struct xfer_engine *e, void *addr, size_t len,
+			const char *location, bool remote_access,
+			xfer_done_cb cb, void *arg)
+{
+	int ret = cb ? register_local(e, addr, len, location, remote_access)
+		     : -EINVAL;
+
+	if (!ret && (ret = xfer_meta_publish_ram(&e->meta, cb, arg)))
+		unregister_local(e, addr);
+	return ret;
+}
+
+int xfer_unregister_async(struct xfer_engine *e, void *addr,
+			  xfer_done_cb cb, void *arg)
+{
+	int ret = cb ? unregister_local(e, addr) : -EINVAL;
+
+	return ret ? ret : xfer_meta_publish_ram(&e->meta, cb, arg);
+}
+
+/*
+ * The blocking forms wait for the store when it keeps keys (and refuse
+ * on the control reactor's thread, which would have to answer); with
+ * peer-to-peer metadata peers ask the engine itself: nothing to wait for.
+ */
+static int published(int ret, struct xfer_wait *w)
+{
+	if (ret) {
+		xfer_wait_drop(w);
+		xfer_wait_drop(w);
+		return ret;
+	}
+	xfer_wait_for(w, XFER_WAIT_MS); /* a store away is logged */
+	return 0;
+}
+
+int xfer_register(struct xfer_engine *e, void *addr, size_t len,
+		  const char *location, bool remote_access)
+{
+	struct xfer_wait *w;
+
+	if (!xfer_meta_keeps(&e->meta))
+		return register_local(e, addr, len, location, remote_access);
+	if (xfer_reactor_on_thread(&e->control))
+		return -EDEADLK;
+	w = xfer_wait_new();
+	if (!w)
+		return -ENOMEM;
+	return published(xfer_register_async(e, addr, len, location,
+					     remote_access, xfer_wait_cb, w),
+			 w);
+}
+
+int xfer_unregister(struct xfer_engine *e, void *addr)
+{
+	struct xfer_wait *w;
+
+	if (!xfer_meta_keeps(&e->meta))
+		return unregister_local(e, addr);
+	if (xfer_reactor_on_thread(&e->control))
+		return -EDEADLK;
+	w = xfer_wait_new();
+	if (!w)
+		return -ENOMEM;
+	return published(xfer_unregister_async(e, addr, xfer_wait_cb, w), w);
 }
 
 /* ---- what transports answer for the engine ---- */
@@ -338,6 +412,7 @@ static int listen_handshake(struct xfer_engine *e, uint16_t *port)
 						     "handshake_max_len").num,
 		.connection = hs_connection,
 		.descriptor = hs_descriptor,
+		.notify = hs_notify,
 		.arg = e,
 	};
 	struct sockaddr_storage ss;
@@ -382,10 +457,19 @@ static int open_meta(struct xfer_engine *e)
 	return xfer_meta_open(&e->meta, &env);
 }
 
+/* Drop what lives on the control base: segments and their operations,
+ * the resolver, notifications. The reactors are stopped. */
+static void control_fini(struct xfer_engine *e)
+{
+	xfer_segments_fini(&e->segs);
+	if (e->dns)
+		evdns_base_free(e->dns, 0);
+	xfer_notifier_fini(&e->notes);
+}
+
 /* Free what the engine holds once its reactors and transports are gone. */
 static void engine_release(struct xfer_engine *e)
 {
-	xfer_segments_fini(&e->segs);
 	xfer_buffers_fini(&e->buffers);
 	free(e->desc_json);
 	free(e->name);
@@ -411,6 +495,8 @@ static int engine_config(struct xfer_engine *e, const struct xfer_config *cfg)
 		return -EINVAL;
 	}
 	e->slice_size = (size_t)xfer_config_val(e->cfg, "slice_size").num;
+	e->hs_max_len = (uint32_t)xfer_config_val(e->cfg,
+						  "handshake_max_len").num;
 	e->rpc_port = (uint16_t)xfer_config_val(e->cfg, "rpc_port").num;
 	return 0;
 }
@@ -430,6 +516,7 @@ static struct xfer_engine *engine_new(struct event_base *base,
 	}
 	xfer_buffers_init(&e->buffers);
 	xfer_segments_init(&e->segs);
+	xfer_notifier_init(&e->notes);
 	pthread_mutex_init(&e->desc_lock, NULL);
 	xfer_error_init(&e->err);
 	ret = engine_config(e, cfg);
@@ -470,6 +557,15 @@ static struct xfer_engine *engine_new(struct event_base *base,
 	ret = start_transports(e, xfer_config_val(e->cfg, "protocol").str);
 	if (ret)
 		goto err_transports;
+	/* names in rpc_meta resolve on the reactor, never blocking it */
+	e->dns = evdns_base_new(e->control.base,
+				EVDNS_BASE_INITIALIZE_NAMESERVERS |
+				EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	ret = -ENOMEM;
+	if (!e->dns)
+		goto err_transports;
+	e->segs.e = e;
+	e->segs.dns = e->dns;
 	e->segs.meta = &e->meta;
 	e->segs.buffers = &e->buffers;
 	e->segs.tps = e->tps;
@@ -501,6 +597,7 @@ err_handshake:
 err_store:
 	xfer_meta_close(&e->meta);
 err_reactors:
+	control_fini(e);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_destroy(&e->workers[i]);
 	xfer_reactor_destroy(&e->control);
@@ -539,6 +636,7 @@ void xfer_engine_free(struct xfer_engine *e)
 	xfer_handshake_close(e->hs);
 	stop_transports(e);
 	xfer_meta_close(&e->meta);
+	control_fini(e);
 	for (i = 0; i < e->nworkers; i++)
 		xfer_reactor_destroy(&e->workers[i]);
 	xfer_reactor_destroy(&e->control);

@@ -13,6 +13,7 @@
 #include "core/config_internal.h"
 #include "core/log_internal.h"
 #include "core/meta_internal.h"
+#include "core/notify_internal.h"
 #include "core/segment_internal.h"
 #include "reactor/reactor_internal.h"
 #include "transports/transport.h"
@@ -37,6 +38,9 @@ struct xfer_engine {
 	struct xfer_meta meta;
 	struct xfer_segments segs;
 	struct xfer_hs_server *hs;
+	struct evdns_base *dns;
+	uint32_t hs_max_len;        /* largest handshake frame, bytes */
+	struct xfer_notifier notes;
 
 	/* The started transports, NULL-ended; main is the one the own
 	 * descriptor advertises, local the one serving the own segment. */

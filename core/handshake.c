@@ -85,10 +85,10 @@ static int answer(const struct xfer_hs_env *env, uint8_t type,
 		ret = xfer_hs_notify_decode(json, len, &n, err, sizeof(err));
 		if (ret)
 			break;
-		xfer_log(XFER_LOG_INFO, "notify from %s: %s", n.name,
-			 n.notify_msg);
+		ret = env->notify(&n, env->arg);
 		xfer_hs_notify_clear(&n);
-		n = (struct xfer_hs_notify){ .name = "", .notify_msg = "success" };
+		n = (struct xfer_hs_notify){ .name = "",
+					     .notify_msg = ret ? "" : "success" };
 		return xfer_hs_notify_encode(&n, out, out_len);
 	case XFER_HS_PROBE:
 		ret = xfer_json_check_object(json, len, err, sizeof(err));

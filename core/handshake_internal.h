@@ -59,6 +59,9 @@ struct xfer_hs_env {
 	/** The descriptor to answer a Metadata request with, malloc'd;
 	 *  NULL on ENOMEM. */
 	char *(*descriptor)(size_t *len, void *arg);
+	/** A notification arrived. @return 0 (answered "success"), or a
+	 *  negative errno (answered with an empty message: refused). */
+	int (*notify)(const struct xfer_hs_notify *n, void *arg);
 	void *arg;
 };
 

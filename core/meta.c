@@ -1,171 +1,29 @@
 /*
- * The engine's side of the metadata store (PROTOCOL.md §2): a blocking
- * bridge for API calls made on application threads, publication of the
- * engine's own keys, and reactions to the store's watch. Every store call
- * happens on the control reactor.
+ * The engine's side of the metadata store (PROTOCOL.md §2): publication of
+ * the engine's own keys, with a callback when a change is out; gets for
+ * opens and refreshes; the store's watch. Every store call happens on the
+ * control reactor; the blocking forms wait from other threads only.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <event2/event.h>
 
 #include "core/desc_internal.h"
 #include "core/log_internal.h"
 #include "core/meta_internal.h"
+#include "core/wait_internal.h"
 
 #define META_TIMEOUT_MS 15000 /* the slowest backend step is 10 s */
 
 enum { PUBLISH_RPC = 1, PUBLISH_RAM = 2 };
 
-/* One blocking call: shared by the caller and the reactor until both are
- * done with it (the caller may give up first). */
-struct meta_call {
-	struct xfer_job job;
-	struct xfer_meta *m;
-	enum xfer_store_op op;
-	char *key, *value;
-	size_t len;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int refs;
-	bool done;
-	int err;
-	char *out;
-	size_t out_len;
+static const char *const own_kind[] = {
+	[PUBLISH_RPC] = "rpc_meta/",
+	[PUBLISH_RAM] = "ram/",
 };
-
-static void call_put(struct meta_call *c)
-{
-	int refs;
-
-	pthread_mutex_lock(&c->lock);
-	refs = --c->refs;
-	pthread_mutex_unlock(&c->lock);
-	if (refs)
-		return;
-	pthread_cond_destroy(&c->cond);
-	pthread_mutex_destroy(&c->lock);
-	free(c->key);
-	free(c->value);
-	free(c->out);
-	free(c);
-}
-
-static void call_done(int err, const char *value, size_t len, void *arg)
-{
-	struct meta_call *c = arg;
-
-	pthread_mutex_lock(&c->lock);
-	c->err = err;
-	if (!err && value) {
-		c->out = malloc(len + 1);
-		if (c->out) {
-			memcpy(c->out, value, len);
-			c->out[len] = '\0';
-			c->out_len = len;
-		} else {
-			c->err = -ENOMEM;
-		}
-	}
-	c->done = true;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-	call_put(c);
-}
-
-/* Issue one store operation on the reactor (put and del only on a
- * backend that keeps keys: callers check). */
-static void store_op(struct xfer_meta *m, enum xfer_store_op op,
-		     const char *key, const char *value, size_t len,
-		     xfer_store_cb cb, void *arg)
-{
-	const struct xfer_store_ops *ops = m->store->ops;
-
-	if (op == XFER_STORE_GET)
-		ops->get(m->store, key, cb, arg);
-	else if (op == XFER_STORE_PUT)
-		ops->put(m->store, key, value, len, cb, arg);
-	else
-		ops->del(m->store, key, cb, arg);
-}
-
-static void call_run(struct xfer_job *j)
-{
-	struct meta_call *c = container_of(j, struct meta_call, job);
-
-	store_op(c->m, c->op, c->key, c->value, c->len, call_done, c);
-}
-
-/*
- * Run one store operation on the control reactor and wait for it, from an
- * application thread (*out malloc'd and NUL-ended for a get).
- * @return 0, the store's error, -ETIMEDOUT, or -EDEADLK when called on the
- *         thread that dispatches the control reactor.
- */
-static int call(struct xfer_meta *m, enum xfer_store_op op, const char *key,
-		const char *value, size_t len, char **out, size_t *out_len)
-{
-	struct xfer_reactor *r = m->env.control;
-	struct meta_call *c;
-	pthread_condattr_t ca;
-	struct timespec deadline;
-	int ret = 0;
-
-	if (r->running && xfer_reactor_on_thread(r))
-		return -EDEADLK; /* the reactor would wait for itself */
-	c = calloc(1, sizeof(*c));
-	if (!c || !(c->key = strdup(key)) ||
-	    (value && !(c->value = malloc(len ? len : 1)))) {
-		if (c)
-			free(c->key);
-		free(c);
-		return -ENOMEM;
-	}
-	if (value)
-		memcpy(c->value, value, len);
-	c->m = m;
-	c->op = op;
-	c->len = len;
-	c->refs = 2;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	c->job.fn = call_run;
-	xfer_reactor_post(r, &c->job);
-
-	/* Plugin mode before the application dispatches its base: drive it
-	 * here. -1 means it is dispatched already: by another thread, then
-	 * wait; by this one (a call from an application callback), then the
-	 * call cannot complete. */
-	while (!r->running && !c->done) {
-		if (event_base_loop(r->base, EVLOOP_ONCE) == 0)
-			continue;
-		if (xfer_reactor_on_thread(r))
-			ret = -EDEADLK;
-		break;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += META_TIMEOUT_MS / 1000;
-	pthread_mutex_lock(&c->lock);
-	while (!c->done && ret == 0)
-		ret = -pthread_cond_timedwait(&c->cond, &c->lock, &deadline);
-	if (c->done) {
-		ret = c->err;
-		if (!ret && out) {
-			*out = c->out;
-			*out_len = c->out_len;
-			c->out = NULL;
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
-	call_put(c);
-	return ret;
-}
 
 /* prefix + kind + name, malloc'd; NULL on ENOMEM. */
 static char *key_of(struct xfer_meta *m, const char *kind, const char *name)
@@ -178,18 +36,74 @@ static char *key_of(struct xfer_meta *m, const char *kind, const char *name)
 	return key;
 }
 
-int xfer_meta_get_sync(struct xfer_meta *m, const char *kind,
-		       const char *name, char **out, size_t *out_len)
+/* The value of own key @p what, malloc'd; NULL on ENOMEM. */
+static char *own_value(struct xfer_meta *m, unsigned what, bool buffers,
+		       size_t *len)
 {
-	char *key = key_of(m, kind, name);
-	int ret;
+	char *json;
 
-	if (!key)
-		return -ENOMEM;
-	ret = call(m, XFER_STORE_GET, key, NULL, 0, out, out_len);
-	free(key);
-	return ret;
+	if (what == PUBLISH_RAM)
+		return m->env.descriptor(buffers, len, m->env.arg);
+	return xfer_rpc_meta_encode(m->host, m->port, &json, len) ? NULL : json;
 }
+
+/* ---- the blocking bridge: a put or delete waited for ---- */
+
+struct call {
+	struct xfer_job job;
+	struct xfer_meta *m;
+	struct xfer_wait *w;
+	char *key, *value;      /* value NULL: a delete */
+	size_t len;
+};
+
+static void call_done(int err, const char *value, size_t len, void *arg)
+{
+	struct call *c = arg;
+
+	(void)value;
+	(void)len;
+	xfer_wait_done(c->w, err);
+	free(c->key);
+	free(c->value);
+	free(c);
+}
+
+static void call_run(struct xfer_job *j)
+{
+	struct call *c = container_of(j, struct call, job);
+	struct xfer_store *s = c->m->store;
+
+	if (c->value)
+		s->ops->put(s, c->key, c->value, c->len, call_done, c);
+	else
+		s->ops->del(s, c->key, call_done, c);
+}
+
+/* Put (@p value) or delete own key @p what on the control reactor and
+ * wait, from another thread. @return 0, the store's error, -ETIMEDOUT,
+ * -ENOMEM. */
+static int call(struct xfer_meta *m, unsigned what, bool put, bool buffers)
+{
+	struct call *c = calloc(1, sizeof(*c));
+
+	if (!c || !(c->key = key_of(m, own_kind[what], m->name)) ||
+	    (put && !(c->value = own_value(m, what, buffers, &c->len))) ||
+	    !(c->w = xfer_wait_new())) {
+		if (c) {
+			free(c->key);
+			free(c->value);
+		}
+		free(c);
+		return -ENOMEM;
+	}
+	c->m = m;
+	c->job.fn = call_run;
+	xfer_reactor_post(m->env.control, &c->job);
+	return (int)xfer_wait_for(c->w, META_TIMEOUT_MS);
+}
+
+/* ---- gets ---- */
 
 int xfer_meta_get(struct xfer_meta *m, const char *kind, const char *name,
 		  xfer_store_cb cb, void *arg)
@@ -205,102 +119,121 @@ int xfer_meta_get(struct xfer_meta *m, const char *kind, const char *name,
 
 /* ---- publication of the engine's own keys ---- */
 
+/* Callbacks that wait for the next ram put to be out. */
+struct xfer_meta_waiter {
+	struct xfer_meta_waiter *next;
+	xfer_done_cb cb;
+	void *arg;
+};
+
+/* One put of own key @p what, and those it answers. */
+struct put {
+	struct xfer_meta *m;
+	struct xfer_meta_waiter *waiters;
+};
+
+static void run_waiters(struct xfer_meta *m, struct xfer_meta_waiter *w, int err)
+{
+	struct xfer_meta_waiter *next;
+
+	for (; w; w = next) {
+		next = w->next;
+		w->cb(m->env.arg, err, w->arg);
+		free(w);
+	}
+}
+
 static void publish_done(int err, const char *value, size_t len, void *arg)
 {
-	struct xfer_meta *m = arg;
+	struct put *p = arg;
+	struct xfer_meta *m = p->m;
 
 	(void)value;
 	(void)len;
-	if (err)
+	if (err) /* the reconnect will republish */
 		xfer_error_set(m->env.err, err, "metadata %s: publish: %s",
 			       m->env.conn, strerror(-err));
+	run_waiters(m, p->waiters, err);
+	free(p);
 }
 
-static const char *const own_kind[] = {
-	[PUBLISH_RPC] = "rpc_meta/",
-	[PUBLISH_RAM] = "ram/",
-};
-
-/* The value of own key @p what (PUBLISH_RPC or PUBLISH_RAM), malloc'd;
- * NULL on ENOMEM. */
-static char *own_value(struct xfer_meta *m, unsigned what, size_t *len)
-{
-	char *json;
-
-	if (what == PUBLISH_RAM)
-		return m->env.descriptor(true, len, m->env.arg);
-	return xfer_rpc_meta_encode(m->host, m->port, &json, len) ? NULL : json;
-}
-
-/* Put own key @p what: from the reactor, answered to publish_done(). */
-static void put_own(struct xfer_meta *m, unsigned what)
+/* Put own key @p what from the reactor, answered to publish_done(). */
+static void put_own(struct xfer_meta *m, unsigned what, struct xfer_meta_waiter *w)
 {
 	char *key = key_of(m, own_kind[what], m->name), *json;
+	struct put *p = calloc(1, sizeof(*p));
 	size_t len;
 
-	json = own_value(m, what, &len);
-	if (key && json)
-		store_op(m, XFER_STORE_PUT, key, json, len, publish_done, m);
+	json = own_value(m, what, true, &len);
+	if (p) {
+		p->m = m;
+		p->waiters = w;
+	}
+	if (key && json && p)
+		m->store->ops->put(m->store, key, json, len, publish_done, p);
+	else if (p)
+		publish_done(-ENOMEM, NULL, 0, p);
 	else
-		publish_done(-ENOMEM, NULL, 0, m);
+		run_waiters(m, w, -ENOMEM);
 	free(key);
 	free(json);
 }
 
-/* Put own key @p what from an application thread and wait for it. */
-static int put_own_sync(struct xfer_meta *m, unsigned what)
-{
-	char *key = key_of(m, own_kind[what], m->name), *json;
-	size_t len;
-	int ret = -ENOMEM;
-
-	json = own_value(m, what, &len);
-	if (key && json)
-		ret = call(m, XFER_STORE_PUT, key, json, len, NULL, NULL);
-	free(key);
-	free(json);
-	return ret;
-}
-
-/* Coalesced: however many registers happened since, the latest state. */
+/* Coalesced: however many changes happened since, the latest state. */
 static void publish_run(struct xfer_job *j)
 {
 	struct xfer_meta *m = container_of(j, struct xfer_meta, publish_job);
 	unsigned what = atomic_exchange(&m->publish_flags, 0);
+	struct xfer_meta_waiter *w;
 
+	pthread_mutex_lock(&m->lock);
+	w = m->waiters;
+	m->waiters = NULL;
+	pthread_mutex_unlock(&m->lock);
+	if (!(m->flags & XFER_STORE_KEEPS)) {
+		run_waiters(m, w, 0); /* peers ask the engine itself */
+		return;
+	}
 	if (what & PUBLISH_RPC)
-		put_own(m, PUBLISH_RPC);
+		put_own(m, PUBLISH_RPC, NULL);
 	if (what & PUBLISH_RAM)
-		put_own(m, PUBLISH_RAM);
+		put_own(m, PUBLISH_RAM, w);
+	else
+		run_waiters(m, w, 0);
 }
 
 static void publish(struct xfer_meta *m, unsigned what)
 {
-	if (!(m->flags & XFER_STORE_KEEPS))
-		return;
 	if (atomic_fetch_or(&m->publish_flags, what) == 0) {
 		m->publish_job.fn = publish_run;
 		xfer_reactor_post(m->env.control, &m->publish_job);
 	}
 }
 
-void xfer_meta_publish_ram(struct xfer_meta *m)
+int xfer_meta_publish_ram(struct xfer_meta *m, xfer_done_cb cb, void *arg)
 {
-	int ret;
+	struct xfer_meta_waiter *w = calloc(1, sizeof(*w));
 
-	if (!(m->flags & XFER_STORE_KEEPS))
-		return;
-	/* Synchronous, so a peer that opens us after register() returns
-	 * sees the buffer; on the reactor's own thread it cannot wait. */
-	ret = put_own_sync(m, PUBLISH_RAM);
-	if (ret == -EDEADLK)
-		publish(m, PUBLISH_RAM);
-	else if (ret) /* the reconnect will republish */
-		publish_done(ret, NULL, 0, m);
+	if (!w)
+		return -ENOMEM;
+	w->cb = cb;
+	w->arg = arg;
+	pthread_mutex_lock(&m->lock);
+	w->next = m->waiters;
+	m->waiters = w;
+	pthread_mutex_unlock(&m->lock);
+	publish(m, PUBLISH_RAM);
+	return 0;
 }
 
-/* The first publication is synchronous, so a server that is down makes
- * the engine fail at once with a clear error. */
+bool xfer_meta_keeps(const struct xfer_meta *m)
+{
+	return m->flags & XFER_STORE_KEEPS;
+}
+
+/* The first publication waits, so a server that is down makes the engine
+ * fail at once with a clear error; on the control reactor's own thread
+ * (plugin mode) it goes out when the application dispatches its base. */
 int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
 		    uint16_t port)
 {
@@ -311,34 +244,113 @@ int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
 	m->port = port;
 	if (!(m->flags & XFER_STORE_KEEPS))
 		return 0;
-	ret = put_own_sync(m, PUBLISH_RPC);
+	if (xfer_reactor_on_thread(m->env.control)) {
+		publish(m, PUBLISH_RPC | PUBLISH_RAM);
+		return 0;
+	}
+	ret = call(m, PUBLISH_RPC, true, true);
 	if (!ret)
-		ret = put_own_sync(m, PUBLISH_RAM);
+		ret = call(m, PUBLISH_RAM, true, true);
 	if (ret)
 		xfer_log(XFER_LOG_ERROR, "metadata server %s: %s", m->env.conn,
 			 strerror(-ret));
 	return ret;
 }
 
-/* On free: ram without buffers, then both keys deleted (PROTOCOL.md §2). */
-void xfer_meta_stop(struct xfer_meta *m)
-{
-	char *rpc, *ram, *json;
-	size_t len;
+/* ---- withdrawal ---- */
 
-	if (!(m->flags & XFER_STORE_KEEPS))
-		return;
-	rpc = key_of(m, own_kind[PUBLISH_RPC], m->name);
-	ram = key_of(m, own_kind[PUBLISH_RAM], m->name);
-	json = m->env.descriptor(false, &len, m->env.arg);
-	if (rpc && ram && json) {
-		call(m, XFER_STORE_PUT, ram, json, len, NULL, NULL);
-		call(m, XFER_STORE_DEL, rpc, NULL, 0, NULL, NULL);
-		call(m, XFER_STORE_DEL, ram, NULL, 0, NULL, NULL);
+/* One store call on a private base, driven here. */
+struct oneshot {
+	struct event_base *base;
+	int err;
+	bool done;
+};
+
+static void oneshot_done(int err, const char *value, size_t len, void *arg)
+{
+	struct oneshot *o = arg;
+
+	(void)value;
+	(void)len;
+	o->err = err;
+	o->done = true;
+	event_base_loopbreak(o->base);
+}
+
+static void oneshot_changed(const char *key, void *arg)
+{
+	(void)key;
+	(void)arg;
+}
+
+static void oneshot_reconnected(void *arg)
+{
+	(void)arg;
+}
+
+/*
+ * Withdraw the own keys through a connection of our own on a private
+ * base, so that the application's base is never dispatched here (plugin
+ * mode, on its thread): ram without buffers, then both keys deleted.
+ */
+static void stop_private(struct xfer_meta *m)
+{
+	static const struct timeval limit = { META_TIMEOUT_MS / 1000, 0 };
+	struct oneshot o = { .base = event_base_new() };
+	struct xfer_store_env env = {
+		.base = o.base,
+		.prefix = m->prefix,
+		.changed = oneshot_changed,
+		.reconnected = oneshot_reconnected,
+		.user = m->env.user,
+		.password = m->env.password,
+		.handshake_max_len = m->env.handshake_max_len,
+	};
+	const struct xfer_store_ops *ops = m->store->ops;
+	char *ram = key_of(m, own_kind[PUBLISH_RAM], m->name);
+	char *rpc = key_of(m, own_kind[PUBLISH_RPC], m->name);
+	struct xfer_store *s = NULL;
+	size_t len;
+	char *json = own_value(m, PUBLISH_RAM, false, &len);
+
+	if (!o.base || !ram || !rpc || !json ||
+	    ops->open(m->env.conn, &env, &s))
+		goto out;
+	for (int step = 0; step < 3 && !o.err; step++) {
+		o.done = false;
+		if (step == 0)
+			ops->put(s, ram, json, len, oneshot_done, &o);
+		else
+			ops->del(s, step == 1 ? rpc : ram, oneshot_done, &o);
+		event_base_loopexit(o.base, &limit);
+		event_base_dispatch(o.base);
+		if (!o.done)
+			o.err = -ETIMEDOUT;
 	}
+	ops->close(s);
+out:
+	if (o.err || !s)
+		xfer_log(XFER_LOG_WARN, "metadata %s: keys of %s not withdrawn",
+			 m->env.conn, m->name);
 	free(json);
 	free(rpc);
 	free(ram);
+	if (o.base)
+		event_base_free(o.base);
+}
+
+/* On free: ram without buffers, then both keys deleted (PROTOCOL.md §2). */
+void xfer_meta_stop(struct xfer_meta *m)
+{
+	if (!(m->flags & XFER_STORE_KEEPS) || !m->name)
+		return;
+	if (xfer_reactor_on_thread(m->env.control)) {
+		stop_private(m);
+		return;
+	}
+	call(m, PUBLISH_RAM, true, false);
+	call(m, PUBLISH_RPC, false, false);
+	call(m, PUBLISH_RAM, false, false);
 }
 
 /* ---- the watch ---- */
@@ -378,6 +390,7 @@ int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)
 
 	memset(m, 0, sizeof(*m));
 	m->env = *env;
+	pthread_mutex_init(&m->lock, NULL);
 	if (!ops) {
 		xfer_log(XFER_LOG_ERROR, "metadata server '%s': unknown backend",
 			 env->conn);
@@ -397,8 +410,16 @@ int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)
 	return ret;
 }
 
+/* Pending waiters never run: the engine is being freed. */
 void xfer_meta_close(struct xfer_meta *m)
 {
+	struct xfer_meta_waiter *w, *next;
+
 	m->store->ops->close(m->store);
+	for (w = m->waiters; w; w = next) {
+		next = w->next;
+		free(w);
+	}
+	pthread_mutex_destroy(&m->lock);
 	free(m->prefix);
 }

@@ -7,10 +7,13 @@
 #ifndef XFER_META_INTERNAL_H
 #define XFER_META_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <xfer/xfer.h>
 
 #include "metadata/store.h"
 #include "reactor/reactor_internal.h"
@@ -32,6 +35,8 @@ struct xfer_meta_env {
 	void *arg;
 };
 
+struct xfer_meta_waiter;
+
 struct xfer_meta {
 	struct xfer_meta_env env;  /* strings stay the caller's */
 	struct xfer_store *store;
@@ -42,6 +47,8 @@ struct xfer_meta {
 	uint16_t port;
 	struct xfer_job publish_job;
 	atomic_uint publish_flags; /* what publish_job will put */
+	pthread_mutex_t lock;      /* waiters */
+	struct xfer_meta_waiter *waiters;    /* for the next ram put */
 };
 
 /**
@@ -53,25 +60,26 @@ int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env);
 /** Close the backend; the reactor is stopped. */
 void xfer_meta_close(struct xfer_meta *m);
 
+/** Does the backend keep keys (so that publishing waits for it)? */
+bool xfer_meta_keeps(const struct xfer_meta *m);
+
 /** Publish rpc_meta (@p host:@p port) and ram of segment @p name (kept
- *  by the caller); fails if the server cannot be reached. */
+ *  by the caller): waited for, so an unreachable server fails it; on the
+ *  control reactor's thread (plugin mode) sent when the base runs. */
 int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
 		    uint16_t port);
-/** Publish ram without buffers, then delete both keys. */
+/** Publish ram without buffers, then delete both keys; waited for (on the
+ *  control reactor's thread, through a connection of its own). */
 void xfer_meta_stop(struct xfer_meta *m);
-/** Republish ram after register/unregister: before returning, or soon
- *  when called on the control reactor's thread. A server that is away
- *  gets it when it is back. */
-void xfer_meta_publish_ram(struct xfer_meta *m);
-
 /**
- * Get @p kind @p name ("ram/", "rpc_meta/") and wait for it, from an
- * application thread (*out malloc'd and NUL-ended).
- * @return 0, the store's error, -ETIMEDOUT, or -EDEADLK when called on the
- *         thread that dispatches the control reactor.
+ * Republish ram after register/unregister, coalesced with other changes;
+ * @p cb(engine, 0 or the store's error, @p arg) runs on the control
+ * reactor once the put that carries this change is answered (with a store
+ * that keeps nothing: soon). A server that is away gets it when it is
+ * back. Any thread. @return 0, -ENOMEM (then @p cb never runs).
  */
-int xfer_meta_get_sync(struct xfer_meta *m, const char *kind,
-		       const char *name, char **out, size_t *out_len);
+int xfer_meta_publish_ram(struct xfer_meta *m, xfer_done_cb cb, void *arg);
+
 /** Start a get of @p kind @p name on the control reactor (from it).
  *  @return 0 (@p cb runs later), or -ENOMEM (it never runs). */
 int xfer_meta_get(struct xfer_meta *m, const char *kind, const char *name,

@@ -1,18 +1,48 @@
-/* Opening segments by name through the metadata store; the segment table. */
+/*
+ * Segments: the table of an engine's open segments; opening one by name
+ * (rpc_meta, the host's address, the descriptor, the transport's state),
+ * refreshing its descriptor and closing it, each asynchronous on the
+ * control reactor, with blocking forms that wait for them.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/dns.h>
+#include <event2/util.h>
+
 #include "core/desc_internal.h"
 #include "core/engine_internal.h"
 #include "core/json_internal.h"
 #include "core/net_internal.h"
+#include "core/wait_internal.h"
+
+enum op_kind { OP_OPEN, OP_REFRESH, OP_CLOSE };
+
+/* An open, refresh or close on its way, finishing on the control reactor;
+ * in ss->ops (under ss->lock) until it does. */
+struct xfer_segment_op {
+	LIST_ENTRY(xfer_segment_op) link;
+	enum op_kind kind;
+	struct xfer_job job;
+	struct xfer_segments *ss;
+	/* An open's own new segment; a refreshed one (a use held); a
+	 * closing one, NULL once destroyed. */
+	struct xfer_segment *seg;
+	struct evdns_getaddrinfo_request *dns;
+	int err;                   /* what the name lookup found */
+	bool resync;               /* refresh after events may be lost */
+	xfer_segment_cb open_cb;   /* opens */
+	xfer_done_cb done_cb;      /* refreshes, closes */
+	void *arg;
+};
 
 void xfer_segments_init(struct xfer_segments *ss)
 {
 	memset(ss, 0, sizeof(*ss));
 	pthread_mutex_init(&ss->lock, NULL);
+	LIST_INIT(&ss->ops);
 }
 
 /* Hand a transport's per-segment state back to it. */
@@ -34,6 +64,46 @@ static void segment_destroy(struct xfer_segment *seg)
 	free(seg);
 }
 
+static struct xfer_segment *segment_new(struct xfer_segments *ss,
+					const char *name)
+{
+	struct xfer_segment *seg = calloc(1, sizeof(*seg));
+
+	if (!seg || !(seg->name = strdup(name))) {
+		free(seg);
+		return NULL;
+	}
+	seg->set = ss;
+	pthread_rwlock_init(&seg->lock, NULL);
+	return seg;
+}
+
+static struct xfer_segment_op *op_new(struct xfer_segments *ss,
+				      enum op_kind kind, void *arg)
+{
+	struct xfer_segment_op *op = calloc(1, sizeof(*op));
+
+	if (!op)
+		return NULL;
+	op->ss = ss;
+	op->kind = kind;
+	op->arg = arg;
+	pthread_mutex_lock(&ss->lock);
+	LIST_INSERT_HEAD(&ss->ops, op, link);
+	pthread_mutex_unlock(&ss->lock);
+	return op;
+}
+
+static void op_free(struct xfer_segment_op *op)
+{
+	pthread_mutex_lock(&op->ss->lock);
+	LIST_REMOVE(op, link);
+	pthread_mutex_unlock(&op->ss->lock);
+	if (op->dns)
+		evdns_getaddrinfo_cancel(op->dns);
+	free(op);
+}
+
 void xfer_segments_release(struct xfer_segments *ss)
 {
 	for (size_t i = 0; i < ss->n; i++)
@@ -43,8 +113,17 @@ void xfer_segments_release(struct xfer_segments *ss)
 		}
 }
 
+/* The operations still running never finish: their callbacks are not
+ * called (the engine is being freed). */
 void xfer_segments_fini(struct xfer_segments *ss)
 {
+	struct xfer_segment_op *op;
+
+	while ((op = LIST_FIRST(&ss->ops))) {
+		if (op->kind != OP_REFRESH) /* not in the table */
+			segment_destroy(op->seg);
+		op_free(op);
+	}
 	for (size_t i = 0; i < ss->n; i++)
 		segment_destroy(ss->v[i]);
 	free(ss->v);
@@ -114,120 +193,7 @@ err_free:
 	return ret;
 }
 
-/* Fetch a remote segment's location and descriptor; pick its transport. */
-static int fetch_remote(struct xfer_segments *ss, struct xfer_segment *seg)
-{
-	char err[128], *json;
-	size_t len;
-	int ret;
-
-	ret = xfer_meta_get_sync(ss->meta, "rpc_meta/", seg->name, &json, &len);
-	if (ret)
-		return xfer_error_set(ss->err, ret, "open %s: rpc_meta: %s",
-				      seg->name, strerror(-ret));
-	ret = xfer_rpc_meta_decode(json, len, &seg->host, &seg->rpc_port, err,
-				   sizeof(err));
-	free(json);
-	if (ret)
-		return xfer_error_set(ss->err, ret, "open %s: rpc_meta: %s",
-				      seg->name, err);
-	ret = xfer_net_resolve(seg->host, 0, &seg->addr, &seg->addrlen);
-	if (ret)
-		return xfer_error_set(ss->err, ret, "open %s: host %s does not "
-				      "resolve", seg->name, seg->host);
-	ret = xfer_meta_get_sync(ss->meta, "ram/", seg->name, &json, &len);
-	if (ret)
-		return xfer_error_set(ss->err, ret, "open %s: %s", seg->name,
-				      strerror(-ret));
-	ret = parse_desc(ss, seg->name, json, len, &seg->desc);
-	free(json);
-	if (ret)
-		return ret;
-	seg->tp = find_transport(ss, seg->desc->protocol);
-	ret = seg->tp->ops->open(seg->tp, seg);
-	if (ret)
-		return xfer_error_set(ss->err, ret, "open %s: %s", seg->name,
-				      strerror(-ret));
-	return 0;
-}
-
-/* ---- refresh after a watch event, on the control reactor ---- */
-
-/* A refresh in flight; @resync: after a possible loss of events, when a
- * missing key may just not be republished yet. */
-struct refresh {
-	struct xfer_segment *seg;
-	bool resync;
-};
-
-static void refresh_done(int err, const char *json, size_t len, void *arg)
-{
-	struct refresh *rf = arg;
-	struct xfer_segment *seg = rf->seg;
-	struct xfer_desc *d = NULL, *old;
-	void *old_priv;
-
-	if (err == -ENOENT && !rf->resync) {
-		xfer_log(XFER_LOG_INFO, "segment %s is gone", seg->name);
-		atomic_store(&seg->gone, true);
-	} else if (err) {
-		/* The server is away: keep serving from the cached one. */
-		xfer_log(XFER_LOG_WARN, "segment %s: refresh: %s", seg->name,
-			 strerror(-err));
-	} else if (!parse_desc(seg->set, seg->name, json, len, &d)) {
-		pthread_rwlock_wrlock(&seg->lock);
-		old = seg->desc;
-		old_priv = seg->tp_priv;
-		seg->desc = d;
-		if (strcmp(d->protocol, old->protocol) ||
-		    seg->tp->ops->open(seg->tp, seg)) {
-			seg->desc = old; /* keep what worked */
-			seg->tp_priv = old_priv;
-			old = d;
-			old_priv = NULL;
-		}
-		pthread_rwlock_unlock(&seg->lock);
-		release_priv(seg, old_priv == seg->tp_priv ? NULL : old_priv);
-		xfer_desc_free(old);
-		atomic_store(&seg->gone, false);
-	}
-	atomic_fetch_sub(&seg->users, 1);
-	free(rf);
-}
-
-void xfer_segments_refresh(struct xfer_segments *ss, const char *name)
-{
-	struct xfer_segment **todo;
-	size_t n = 0;
-
-	pthread_mutex_lock(&ss->lock);
-	todo = calloc(ss->n ? ss->n : 1, sizeof(*todo));
-	for (size_t i = 0; todo && i < ss->n; i++) {
-		struct xfer_segment *seg = ss->v[i];
-
-		if (seg && !seg->local && (!name || !strcmp(seg->name, name))) {
-			atomic_fetch_add(&seg->users, 1); /* until refresh_done */
-			todo[n++] = seg;
-		}
-	}
-	pthread_mutex_unlock(&ss->lock);
-	for (size_t i = 0; i < n; i++) {
-		struct refresh *rf = malloc(sizeof(*rf));
-
-		if (rf)
-			*rf = (struct refresh){ todo[i], name == NULL };
-		if (!rf || xfer_meta_get(ss->meta, "ram/", todo[i]->name,
-					 refresh_done, rf)) {
-			xfer_log(XFER_LOG_WARN, "segment %s: refresh: %s",
-				 todo[i]->name, strerror(ENOMEM));
-			atomic_fetch_sub(&todo[i]->users, 1);
-			free(rf);
-		}
-	}
-	free(todo);
-}
-
-/* ---- the public calls ---- */
+/* ---- the table ---- */
 
 /* The open segment named @p name, or NULL. Caller holds ss->lock. */
 static struct xfer_segment *find_by_name(struct xfer_segments *ss,
@@ -239,41 +205,15 @@ static struct xfer_segment *find_by_name(struct xfer_segments *ss,
 	return NULL;
 }
 
-int64_t xfer_segment_open(struct xfer_engine *e, const char *name)
+/* Put @p seg in the table. @return its id, or the id of one of the same
+ * name that got there first (then @p seg is destroyed), or -ENOMEM. */
+static int64_t insert(struct xfer_segments *ss, struct xfer_segment *seg)
 {
-	struct xfer_segments *ss = &e->segs;
-	struct xfer_segment *seg, *old, **v;
+	struct xfer_segment *old, **v;
 	int64_t id;
-	int ret;
-
-	if (!name || !*name || strlen(name) >= XFER_JSON_MAX_STR)
-		return xfer_error_set(&e->err, -EINVAL, "open: bad segment name");
-	pthread_mutex_lock(&ss->lock);
-	old = find_by_name(ss, name);
-	pthread_mutex_unlock(&ss->lock);
-	if (old)
-		return old->id;
-
-	seg = calloc(1, sizeof(*seg));
-	if (!seg || !(seg->name = strdup(name))) {
-		free(seg);
-		return -ENOMEM;
-	}
-	seg->set = ss;
-	pthread_rwlock_init(&seg->lock, NULL);
-	if (!strcmp(name, ss->own_name)) {
-		seg->local = true;
-		seg->tp = e->local;
-	} else {
-		ret = fetch_remote(ss, seg);
-		if (ret) {
-			segment_destroy(seg);
-			return ret;
-		}
-	}
 
 	pthread_mutex_lock(&ss->lock);
-	old = find_by_name(ss, name); /* another thread may have won */
+	old = find_by_name(ss, seg->name);
 	if (old) {
 		id = old->id;
 		goto out_unlock;
@@ -308,23 +248,426 @@ struct xfer_segment *xfer_segment_acquire(struct xfer_segments *ss,
 	return seg;
 }
 
-int xfer_segment_close(struct xfer_engine *e, int64_t id)
+void xfer_segment_get(struct xfer_segment *seg)
+{
+	atomic_fetch_add(&seg->users, 1);
+}
+
+static void closed(struct xfer_job *j)
+{
+	struct xfer_segment_op *op = container_of(j, struct xfer_segment_op,
+						  job);
+
+	op->done_cb(op->ss->e, 0, op->arg);
+	op_free(op);
+}
+
+void xfer_segment_put(struct xfer_segment *seg)
+{
+	struct xfer_segment_op *op;
+
+	if (atomic_fetch_sub(&seg->users, 1) != 1 ||
+	    !atomic_load(&seg->closing))
+		return;
+	op = seg->close_op;
+	op->seg = NULL;
+	segment_destroy(seg);
+	op->job.fn = closed; /* the callback runs on the control reactor */
+	xfer_reactor_post(&op->ss->e->control, &op->job);
+}
+
+/* ---- opening ---- */
+
+/* An open ends: the segment's id, or a negative errno. */
+static void open_end(struct xfer_segment_op *op, int64_t id)
+{
+	if (id < 0)
+		segment_destroy(op->seg);
+	else if (op->seg)
+		id = insert(op->ss, op->seg);
+	op->seg = NULL;
+	op->open_cb(op->ss->e, id, op->arg);
+	op_free(op);
+}
+
+static void ram_done(int err, const char *json, size_t len, void *arg)
+{
+	struct xfer_segment_op *op = arg;
+	struct xfer_segments *ss = op->ss;
+	struct xfer_segment *seg = op->seg;
+	int ret = err;
+
+	if (err)
+		ret = xfer_error_set(ss->err, err, "open %s: %s", seg->name,
+				     strerror(-err));
+	else
+		ret = parse_desc(ss, seg->name, json, len, &seg->desc);
+	if (!ret) {
+		seg->tp = find_transport(ss, seg->desc->protocol);
+		ret = seg->tp->ops->open(seg->tp, seg);
+		if (ret)
+			xfer_error_set(ss->err, ret, "open %s: %s", seg->name,
+				       strerror(-ret));
+	}
+	open_end(op, ret ? ret : 0);
+}
+
+/* The host is known: fetch the descriptor. */
+static void fetch_ram(struct xfer_segment_op *op)
+{
+	if (xfer_meta_get(op->ss->meta, "ram/", op->seg->name, ram_done, op))
+		open_end(op, -ENOMEM);
+}
+
+static void after_lookup(struct xfer_job *j)
+{
+	struct xfer_segment_op *op = container_of(j, struct xfer_segment_op,
+						  job);
+
+	if (op->err) {
+		xfer_error_set(op->ss->err, op->err, "open %s: host %s does "
+			       "not resolve", op->seg->name, op->seg->host);
+		open_end(op, op->err);
+	} else {
+		fetch_ram(op);
+	}
+}
+
+/* The lookup may end inside evdns_getaddrinfo(): go on from a job. */
+static void resolved(int result, struct evutil_addrinfo *ai, void *arg)
+{
+	struct xfer_segment_op *op = arg;
+	struct xfer_segment *seg = op->seg;
+
+	op->dns = NULL;
+	if (result == EVUTIL_EAI_CANCEL)
+		return; /* the engine is being freed */
+	op->err = result || !ai ? -ENOENT : 0;
+	if (!op->err) {
+		memcpy(&seg->addr, ai->ai_addr, ai->ai_addrlen);
+		seg->addrlen = ai->ai_addrlen;
+	}
+	if (ai)
+		evutil_freeaddrinfo(ai);
+	op->job.fn = after_lookup;
+	xfer_reactor_post(&op->ss->e->control, &op->job);
+}
+
+static void rpc_done(int err, const char *json, size_t len, void *arg)
+{
+	static const struct evutil_addrinfo hints = {
+		.ai_socktype = SOCK_STREAM,
+	};
+	struct xfer_segment_op *op = arg;
+	struct xfer_segment *seg = op->seg;
+	char why[128];
+	int ret;
+
+	if (err) {
+		xfer_error_set(op->ss->err, err, "open %s: rpc_meta: %s",
+			       seg->name, strerror(-err));
+		open_end(op, err);
+		return;
+	}
+	ret = xfer_rpc_meta_decode(json, len, &seg->host, &seg->rpc_port, why,
+				   sizeof(why));
+	if (ret) {
+		xfer_error_set(op->ss->err, ret, "open %s: rpc_meta: %s",
+			       seg->name, why);
+		open_end(op, ret);
+		return;
+	}
+	if (!xfer_net_parse(seg->host, 0, &seg->addr, &seg->addrlen)) {
+		fetch_ram(op);
+		return;
+	}
+	/* A name: resolved on the reactor, never blocking it. The request
+	 * may finish at once, inside this call. */
+	op->dns = evdns_getaddrinfo(op->ss->dns, seg->host, NULL, &hints,
+				    resolved, op);
+}
+
+static void open_start(struct xfer_job *j)
+{
+	struct xfer_segment_op *op = container_of(j, struct xfer_segment_op,
+						  job);
+	struct xfer_segments *ss = op->ss;
+	struct xfer_segment *seg = op->seg, *old;
+	int64_t id = -1;
+
+	pthread_mutex_lock(&ss->lock);
+	old = find_by_name(ss, seg->name);
+	if (old)
+		id = old->id;
+	pthread_mutex_unlock(&ss->lock);
+	if (id >= 0) {
+		segment_destroy(seg);
+		op->seg = NULL;
+		open_end(op, id);
+	} else if (seg->local) {
+		open_end(op, 0);
+	} else if (xfer_meta_get(ss->meta, "rpc_meta/", seg->name, rpc_done,
+				 op)) {
+		open_end(op, -ENOMEM);
+	}
+}
+
+int xfer_segment_open_async(struct xfer_engine *e, const char *name,
+			    xfer_segment_cb cb, void *arg)
 {
 	struct xfer_segments *ss = &e->segs;
-	struct xfer_segment *seg = NULL;
-	int ret = -ENOENT;
+	struct xfer_segment_op *op;
 
+	if (!name || !*name || strlen(name) >= XFER_JSON_MAX_STR || !cb)
+		return xfer_error_set(&e->err, -EINVAL, "open: bad segment "
+				      "name or callback");
+	op = op_new(ss, OP_OPEN, arg);
+	if (!op)
+		return -ENOMEM;
+	op->seg = segment_new(ss, name);
+	if (!op->seg) {
+		op_free(op);
+		return -ENOMEM;
+	}
+	op->open_cb = cb;
+	if (!strcmp(name, ss->own_name)) {
+		op->seg->local = true;
+		op->seg->tp = e->local;
+	}
+	op->job.fn = open_start;
+	xfer_reactor_post(&e->control, &op->job);
+	return 0;
+}
+
+static void open_waited(struct xfer_engine *e, int64_t id, void *arg)
+{
+	(void)e;
+	xfer_wait_done(arg, id);
+}
+
+int64_t xfer_segment_open(struct xfer_engine *e, const char *name)
+{
+	struct xfer_segments *ss = &e->segs;
+	struct xfer_segment *seg;
+	struct xfer_wait *w;
+	int64_t id = -1;
+	int ret;
+
+	if (name) {
+		pthread_mutex_lock(&ss->lock);
+		seg = find_by_name(ss, name);
+		if (seg)
+			id = seg->id;
+		pthread_mutex_unlock(&ss->lock);
+		if (id >= 0)
+			return id;
+		if (!strcmp(name, ss->own_name)) { /* nothing to wait for */
+			seg = segment_new(ss, name);
+			if (!seg)
+				return -ENOMEM;
+			seg->local = true;
+			seg->tp = e->local;
+			return insert(ss, seg);
+		}
+	}
+	if (xfer_reactor_on_thread(&e->control))
+		return xfer_error_set(&e->err, -EDEADLK, "open: on the engine's "
+				      "callback thread: use "
+				      "xfer_segment_open_async()");
+	w = xfer_wait_new();
+	if (!w)
+		return -ENOMEM;
+	ret = xfer_segment_open_async(e, name, open_waited, w);
+	if (ret) {
+		xfer_wait_drop(w);
+		xfer_wait_drop(w);
+		return ret;
+	}
+	return xfer_wait_for(w, XFER_WAIT_MS);
+}
+
+/* ---- refreshing ---- */
+
+/* A refresh ends: 0, -ENOENT (the key is gone), or another error. */
+static void refresh_end(struct xfer_segment_op *op, int ret)
+{
+	if (op->done_cb)
+		op->done_cb(op->ss->e, ret, op->arg);
+	xfer_segment_put(op->seg);
+	op_free(op);
+}
+
+static void refresh_done(int err, const char *json, size_t len, void *arg)
+{
+	struct xfer_segment_op *op = arg;
+	struct xfer_segment *seg = op->seg;
+	struct xfer_desc *d = NULL, *old;
+	void *old_priv;
+	int ret = err;
+
+	if (err == -ENOENT && !op->resync) {
+		xfer_log(XFER_LOG_INFO, "segment %s is gone", seg->name);
+		atomic_store(&seg->gone, true);
+	} else if (err) {
+		/* The server is away: keep serving from the cached one. */
+		xfer_log(XFER_LOG_WARN, "segment %s: refresh: %s", seg->name,
+			 strerror(-err));
+	} else if (!(ret = parse_desc(seg->set, seg->name, json, len, &d))) {
+		pthread_rwlock_wrlock(&seg->lock);
+		old = seg->desc;
+		old_priv = seg->tp_priv;
+		seg->desc = d;
+		if (strcmp(d->protocol, old->protocol) ||
+		    (ret = seg->tp->ops->open(seg->tp, seg))) {
+			seg->desc = old; /* keep what worked */
+			seg->tp_priv = old_priv;
+			old = d;
+			old_priv = NULL;
+			ret = ret ? ret : -EPROTONOSUPPORT;
+		}
+		pthread_rwlock_unlock(&seg->lock);
+		release_priv(seg, old_priv == seg->tp_priv ? NULL : old_priv);
+		xfer_desc_free(old);
+		atomic_store(&seg->gone, false);
+	}
+	refresh_end(op, ret);
+}
+
+/* On the control reactor: refetch @p seg's descriptor (a use is held). */
+static void refresh_start(struct xfer_segment_op *op)
+{
+	if (op->seg->local)
+		refresh_end(op, 0);
+	else if (xfer_meta_get(op->ss->meta, "ram/", op->seg->name,
+			       refresh_done, op))
+		refresh_end(op, -ENOMEM);
+}
+
+void xfer_segments_refresh(struct xfer_segments *ss, const char *name)
+{
+	struct xfer_segment_op *op;
+
+	pthread_mutex_lock(&ss->lock);
+	for (size_t i = 0; i < ss->n; i++) {
+		struct xfer_segment *seg = ss->v[i];
+
+		if (!seg || seg->local || (name && strcmp(seg->name, name)))
+			continue;
+		pthread_mutex_unlock(&ss->lock); /* op_new takes it */
+		op = op_new(ss, OP_REFRESH, NULL);
+		pthread_mutex_lock(&ss->lock);
+		if (!op) {
+			xfer_log(XFER_LOG_WARN, "segment %s: refresh: %s",
+				 seg->name, strerror(ENOMEM));
+			continue;
+		}
+		xfer_segment_get(seg); /* until refresh_end */
+		op->seg = seg;
+		op->resync = name == NULL;
+		pthread_mutex_unlock(&ss->lock); /* the get may fail at once */
+		refresh_start(op);
+		pthread_mutex_lock(&ss->lock);
+	}
+	pthread_mutex_unlock(&ss->lock);
+}
+
+static void refresh_job(struct xfer_job *j)
+{
+	refresh_start(container_of(j, struct xfer_segment_op, job));
+}
+
+int xfer_segment_refresh_async(struct xfer_engine *e, int64_t id,
+			       xfer_done_cb cb, void *arg)
+{
+	struct xfer_segment_op *op;
+
+	if (!cb)
+		return -EINVAL;
+	op = op_new(&e->segs, OP_REFRESH, arg);
+	if (!op)
+		return -ENOMEM;
+	op->seg = xfer_segment_acquire(&e->segs, id);
+	if (!op->seg) {
+		op_free(op);
+		return xfer_error_set(&e->err, -ENOENT, "refresh: no segment "
+				      "%lld", (long long)id);
+	}
+	op->done_cb = cb;
+	op->job.fn = refresh_job;
+	xfer_reactor_post(&e->control, &op->job);
+	return 0;
+}
+
+int xfer_segment_refresh(struct xfer_engine *e, int64_t id)
+{
+	struct xfer_wait *w;
+	int ret;
+
+	if (xfer_reactor_on_thread(&e->control))
+		return -EDEADLK;
+	w = xfer_wait_new();
+	if (!w)
+		return -ENOMEM;
+	ret = xfer_segment_refresh_async(e, id, xfer_wait_cb, w);
+	if (ret) {
+		xfer_wait_drop(w);
+		xfer_wait_drop(w);
+		return ret;
+	}
+	return (int)xfer_wait_for(w, XFER_WAIT_MS);
+}
+
+/* ---- closing ---- */
+
+/* Take @p id out of the table; @p busy_ok: even while it is used. */
+static struct xfer_segment *take(struct xfer_segments *ss, int64_t id,
+				 bool busy_ok, int *ret)
+{
+	struct xfer_segment *seg = NULL;
+
+	*ret = -ENOENT;
 	pthread_mutex_lock(&ss->lock);
 	if (id >= 0 && (uint64_t)id < ss->n && ss->v[id]) {
 		seg = ss->v[id];
-		ret = atomic_load(&seg->users) ? -EBUSY : 0;
-		if (!ret)
+		*ret = !busy_ok && atomic_load(&seg->users) ? -EBUSY : 0;
+		if (!*ret)
 			ss->v[id] = NULL;
 	}
 	pthread_mutex_unlock(&ss->lock);
-	if (!ret)
-		segment_destroy(seg);
+	return *ret ? NULL : seg;
+}
+
+int xfer_segment_close(struct xfer_engine *e, int64_t id)
+{
+	int ret;
+	struct xfer_segment *seg = take(&e->segs, id, false, &ret);
+
+	segment_destroy(seg);
 	return ret;
+}
+
+int xfer_segment_close_async(struct xfer_engine *e, int64_t id,
+			     xfer_done_cb cb, void *arg)
+{
+	struct xfer_segment_op *op = cb ? op_new(&e->segs, OP_CLOSE, arg)
+					: NULL;
+	struct xfer_segment *seg;
+	int ret;
+
+	if (!op)
+		return cb ? -ENOMEM : -EINVAL;
+	op->done_cb = cb;
+	seg = take(&e->segs, id, true, &ret);
+	if (!seg) {
+		op_free(op);
+		return ret;
+	}
+	op->seg = seg;
+	seg->close_op = op;
+	atomic_fetch_add(&seg->users, 1);
+	atomic_store(&seg->closing, true);
+	xfer_segment_put(seg); /* destroys it now if nothing uses it */
+	return 0;
 }
 
 int xfer_segment_buffer(struct xfer_engine *e, int64_t id, size_t index,
@@ -358,6 +701,6 @@ int xfer_segment_buffer(struct xfer_engine *e, int64_t id, size_t index,
 		}
 		pthread_rwlock_unlock(&seg->lock);
 	}
-	atomic_fetch_sub(&seg->users, 1);
+	xfer_segment_put(seg);
 	return ret;
 }

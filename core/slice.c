@@ -1,4 +1,4 @@
-/* Cutting requests into slices, and counting them back into tasks. */
+/* Cutting requests into slices. */
 #include "core/slice_internal.h"
 
 /* A tail shorter than a quarter slice rides with the last full slice

@@ -7,6 +7,7 @@
 #define XFER_SLICE_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,7 @@ struct xfer_task {
 	atomic_uint_fast64_t transferred;
 	atomic_size_t slices_left;
 	_Atomic int failure;         /* first failure status, 0 = none */
+	_Atomic bool canceled;       /* xfer_batch_cancel() asked */
 	struct xfer_buffer *source;  /* use held while in flight */
 	struct xfer_segment *segment;
 };
@@ -48,8 +50,24 @@ size_t xfer_slice_count(uint64_t len, size_t slice_size);
 void xfer_slice_cut(struct xfer_task *t, const struct xfer_request *req,
 		    size_t slice_size, struct xfer_slice *out);
 
-/** Report one slice; the task ends with its last slice. Any thread; the
+/** Report one slice; the task ends with its last slice. A slice of a
+ *  canceled task that completes counts as CANCELED. Any thread; the
  *  caller must not touch @p s afterwards. */
 void xfer_slice_done(struct xfer_slice *s, enum xfer_status st);
+
+/**
+ * End the slices of canceled tasks in the list at *@p head (linked by
+ * ->next; @p tail points at the last ->next, or at @p head when empty) as
+ * CANCELED, but the first @p keep; *@p tail follows.
+ */
+void xfer_slices_cancel(struct xfer_slice **head, struct xfer_slice ***tail,
+			size_t keep);
+
+/** Was the slice's task canceled? Then a transport ends it CANCELED if it
+ *  has not gone out, and writes nothing more of it into local memory. */
+static inline bool xfer_slice_canceled(const struct xfer_slice *s)
+{
+	return atomic_load(&s->task->canceled);
+}
 
 #endif

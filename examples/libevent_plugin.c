@@ -5,7 +5,8 @@
  * created on it with workers = 0, so it starts no thread: its sockets,
  * timers and completion callbacks are all events of this base, and the
  * batch callback runs on main's thread. The target is an ordinary threaded
- * engine standing in for a remote peer.
+ * engine standing in for a remote peer. Nothing here blocks the loop: the
+ * segment is opened with the asynchronous call, from inside the loop.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,11 +22,20 @@
 struct app {
 	struct event_base *base;
 	struct xfer_engine *init;
+	const char *peer;
 	pthread_t main_thread;
 	struct xfer_request reqs[NREQ];
 	uint8_t *src, *dst;
 	const char *failed; /* NULL once the read checked out */
 };
+
+static void fail(struct app *a, const char *why)
+{
+	fprintf(stderr, "libevent_plugin: %s: %s\n", why,
+		xfer_engine_last_error(a->init));
+	a->failed = why;
+	event_base_loopbreak(a->base);
+}
 
 static void on_batch(struct xfer_batch *b, enum xfer_status outcome, void *arg)
 {
@@ -43,20 +53,38 @@ static void on_batch(struct xfer_batch *b, enum xfer_status outcome, void *arg)
 	event_base_loopbreak(a->base);
 }
 
-/* Submitting from an event shows the engine needs no thread of its own. */
+/* The peer's segment is open: read its first buffer in NREQ requests. */
+static void on_open(struct xfer_engine *e, int64_t seg, void *arg)
+{
+	struct app *a = arg;
+	struct xfer_batch *b;
+	uint64_t addr, len;
+
+	if (seg < 0 || xfer_segment_buffer(e, seg, 0, &addr, &len, NULL)) {
+		fail(a, "open");
+		return;
+	}
+	for (size_t i = 0; i < NREQ; i++)
+		a->reqs[i] = (struct xfer_request){
+			XFER_READ, a->dst + i * (LEN / NREQ), seg,
+			addr + i * (LEN / NREQ), LEN / NREQ,
+		};
+	b = xfer_batch_new(e, NREQ);
+	if (!b || xfer_batch_set_callback(b, on_batch, a) ||
+	    xfer_batch_submit(b, a->reqs, NREQ))
+		fail(a, "submit");
+}
+
+/* Starting from an event shows the engine needs no thread of its own. */
 static void on_start(evutil_socket_t fd, short what, void *arg)
 {
 	struct app *a = arg;
-	struct xfer_batch *b = xfer_batch_new(a->init, NREQ);
 
 	(void)fd, (void)what;
-	if (!b || xfer_batch_set_callback(b, on_batch, a) ||
-	    xfer_batch_submit(b, a->reqs, NREQ)) {
-		fprintf(stderr, "libevent_plugin: submit: %s\n",
-			xfer_engine_last_error(a->init));
-		a->failed = "submit failed";
-		event_base_loopbreak(a->base);
-	}
+	/* the blocking form would wait for this very loop */
+	if (xfer_segment_open(a->init, a->peer) != -EDEADLK ||
+	    xfer_segment_open_async(a->init, a->peer, on_open, a))
+		fail(a, "open");
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -77,8 +105,6 @@ int main(void)
 	struct xfer_engine *target;
 	struct xfer_config *cfg = xfer_config_new();
 	struct event *start, *timeout;
-	uint64_t addr, len;
-	int64_t seg;
 
 	for (size_t i = 0; i < LEN; i++)
 		remote[i] = (uint8_t)(i * 13 + 5);
@@ -98,16 +124,12 @@ int main(void)
 		return 1;
 	}
 	if (xfer_register(target, remote, LEN, "cpu:0", true) ||
-	    xfer_register(a.init, local, LEN, "cpu:0", false) ||
-	    (seg = xfer_segment_open(a.init, xfer_engine_name(target))) < 0 ||
-	    xfer_segment_buffer(a.init, seg, 0, &addr, &len, NULL)) {
+	    xfer_register(a.init, local, LEN, "cpu:0", false)) {
 		fprintf(stderr, "libevent_plugin: setup: %s / %s\n",
 			xfer_engine_last_error(target), xfer_engine_last_error(a.init));
 		return 1;
 	}
-	for (size_t i = 0; i < NREQ; i++)
-		a.reqs[i] = (struct xfer_request){ XFER_READ, local + i * (LEN / NREQ),
-						   seg, addr + i * (LEN / NREQ), LEN / NREQ };
+	a.peer = xfer_engine_name(target);
 
 	start = evtimer_new(a.base, on_start, &a);
 	timeout = evtimer_new(a.base, on_timeout, &a);

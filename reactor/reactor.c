@@ -67,6 +67,11 @@ int xfer_reactor_init(struct xfer_reactor *r, struct event_base *base,
 	r->tail = &r->head;
 	pthread_mutex_init(&r->lock, NULL);
 	r->owns_base = base == NULL;
+	if (base) { /* the application's thread owns it: until it runs our
+		     * events elsewhere, the one that makes the engine */
+		atomic_store(&r->last_thread, pthread_self());
+		atomic_store(&r->seen_thread, true);
+	}
 	r->base = base ? base : event_base_new();
 	if (!r->base)
 		goto err_lock;
@@ -137,6 +142,47 @@ void xfer_reactor_post(struct xfer_reactor *r, struct xfer_job *j)
 		ssize_t n = write(r->wake_fd, &one, sizeof(one));
 		(void)n;
 	}
+}
+
+/* A job run on the reactor for a waiting caller. */
+struct run_job {
+	struct xfer_job job;
+	void (*fn)(void *arg);
+	void *arg;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+};
+
+static void run_one(struct xfer_job *j)
+{
+	struct run_job *rj = container_of(j, struct run_job, job);
+
+	rj->fn(rj->arg);
+	pthread_mutex_lock(&rj->lock);
+	rj->done = true;
+	pthread_cond_signal(&rj->cond);
+	pthread_mutex_unlock(&rj->lock);
+}
+
+void xfer_reactor_run(struct xfer_reactor *r, void (*fn)(void *arg),
+		      void *arg)
+{
+	struct run_job rj = { .job.fn = run_one, .fn = fn, .arg = arg };
+
+	if (xfer_reactor_on_thread(r)) {
+		fn(arg);
+		return;
+	}
+	pthread_mutex_init(&rj.lock, NULL);
+	pthread_cond_init(&rj.cond, NULL);
+	xfer_reactor_post(r, &rj.job);
+	pthread_mutex_lock(&rj.lock);
+	while (!rj.done)
+		pthread_cond_wait(&rj.cond, &rj.lock);
+	pthread_mutex_unlock(&rj.lock);
+	pthread_cond_destroy(&rj.cond);
+	pthread_mutex_destroy(&rj.lock);
 }
 
 static void do_break(struct xfer_job *j)

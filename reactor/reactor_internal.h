@@ -61,6 +61,14 @@ int xfer_reactor_start(struct xfer_reactor *r);
  */
 void xfer_reactor_post(struct xfer_reactor *r, struct xfer_job *job);
 
+/**
+ * Run @p fn(@p arg) on the reactor's thread and wait for it: at once when
+ * the caller is that thread, else as a job (in plugin mode, once the
+ * application's thread dispatches the base). Any thread.
+ */
+void xfer_reactor_run(struct xfer_reactor *r, void (*fn)(void *arg),
+		      void *arg);
+
 /** Stop and join the thread (if any); queued jobs are dropped unrun (their
  *  owners free them). */
 void xfer_reactor_stop(struct xfer_reactor *r);
@@ -68,8 +76,9 @@ void xfer_reactor_stop(struct xfer_reactor *r);
 /** Free the reactor's events and, if owned, its base. After stop. */
 void xfer_reactor_destroy(struct xfer_reactor *r);
 
-/** Is the caller the thread that dispatches @p r (ours, or in plugin mode
- *  the application's, once it has run one of our events)? */
+/** Is the caller the thread that dispatches @p r: ours, or in plugin mode
+ *  the application's (the one that made the reactor, until another runs
+ *  its events)? */
 bool xfer_reactor_on_thread(struct xfer_reactor *r);
 
 /** CPU seconds used by the reactor's thread so far (0 without one). */

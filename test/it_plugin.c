@@ -105,6 +105,41 @@ static void dispatch_for_ms(struct event_base *base, int ms)
 	assert_true(event_base_dispatch(base) >= 0);
 }
 
+struct open_res {
+	struct event_base *base;
+	int64_t id;
+	bool done;
+};
+
+static void opened(struct xfer_engine *e, int64_t id, void *arg)
+{
+	struct open_res *r = arg;
+
+	(void)e;
+	r->id = id;
+	r->done = true;
+	event_base_loopbreak(r->base);
+}
+
+/*
+ * Open @p name from the base's own thread: the blocking form refuses at
+ * once, the asynchronous one completes while the base is dispatched.
+ */
+static int64_t open_on_base(struct xfer_engine *p, struct event_base *base,
+			    const char *name)
+{
+	struct open_res r = { .base = base };
+	int64_t t0 = th_now_ms();
+
+	assert_int_equal(xfer_segment_open(p, name), -EDEADLK);
+	assert_true(th_now_ms() - t0 < 100);
+	assert_int_equal(xfer_segment_open_async(p, name, opened, &r), 0);
+	assert_false(r.done); /* never inside the call */
+	dispatch_bounded(base);
+	assert_true(r.done);
+	return r.id;
+}
+
 /*
  * The initiator is a plugin engine with @workers workers; a WRITE batch and
  * a READ batch are submitted before the base runs and complete while the
@@ -144,8 +179,7 @@ static int run_initiator(int workers)
 	n1 = th_count_threads();
 
 	assert_int_equal(xfer_register(p, pbuf, BUF_LEN, "cpu:0", true), 0);
-	/* opening blocks this thread; the base need not be dispatched */
-	seg = xfer_segment_open(p, xfer_engine_name(t));
+	seg = open_on_base(p, base, xfer_engine_name(t));
 	assert_true(seg >= 0);
 	raddr = (uintptr_t)tbuf;
 	assert_int_equal(th_segment_find(p, seg, raddr), BUF_LEN);

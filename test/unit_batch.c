@@ -138,23 +138,23 @@ static void test_transitions(void **state)
 	assert_int_equal(xfer_batch_submit(b, r, 3), 0);
 	assert_int_equal(nheld, 7);
 	for (int i = 0; i < 3; i++)
-		expect(b, i, XFER_PENDING, 0);
+		expect(b, i, XFER_WAITING, 0);
 	assert_int_equal(xfer_batch_free(b), -EBUSY);
 	assert_int_equal(xfer_batch_set_callback(b, on_done, NULL), -EBUSY);
 	assert_int_equal(xfer_unregister(F.e, F.mem), -EBUSY);
 	assert_int_equal(xfer_segment_close(F.e, F.seg), -EBUSY);
 
-	/* transferred grows slice by slice while the task stays PENDING */
+	/* transferred grows slice by slice while the task stays WAITING */
 	xfer_slice_done(held[0], XFER_COMPLETED);
-	expect(b, 0, XFER_PENDING, SLICE);
+	expect(b, 0, XFER_WAITING, SLICE);
 	xfer_slice_done(held[2], XFER_COMPLETED);
-	expect(b, 0, XFER_PENDING, 2 * SLICE);
+	expect(b, 0, XFER_WAITING, 2 * SLICE);
 	xfer_slice_done(held[1], XFER_COMPLETED);
 	expect(b, 0, XFER_COMPLETED, 3 * SLICE);
 
 	/* a task ends with its first failure, whatever comes after */
 	xfer_slice_done(held[3], XFER_TIMEOUT);
-	expect(b, 1, XFER_PENDING, 0);
+	expect(b, 1, XFER_WAITING, 0);
 	xfer_slice_done(held[4], XFER_COMPLETED);
 	expect(b, 1, XFER_TIMEOUT, SLICE);
 	xfer_slice_done(held[5], XFER_FAILED);
@@ -253,7 +253,7 @@ static void test_rounds(void **state)
 	assert_int_equal(xfer_batch_size(b), 3);
 	struct xfer_task_status ts;
 	assert_int_equal(xfer_batch_status(b, 3, &ts), -ERANGE);
-	expect(b, 2, XFER_PENDING, 0);
+	expect(b, 2, XFER_WAITING, 0);
 	assert_int_equal(xfer_batch_wait(b, 10), -ETIMEDOUT);
 	xfer_slice_done(held[2], XFER_FAILED);
 	run_base();

@@ -99,6 +99,11 @@ static int def_connection(struct xfer_transport *t,
 	return -EOPNOTSUPP;
 }
 
+static void def_cancel(struct xfer_transport *t)
+{
+	(void)t;
+}
+
 static int def_device_stats(struct xfer_transport *t, size_t i,
 			    const char **name, uint64_t *bytes)
 {
@@ -134,6 +139,7 @@ static void fill(void)
 		FILL(release);
 		FILL(submit);
 		FILL(connection);
+		FILL(cancel);
 		FILL(device_stats);
 		table[i] = f;
 		if (f->codec)

@@ -103,6 +103,13 @@ struct xfer_transport_ops {
 	int (*connection)(struct xfer_transport *t,
 			  const struct xfer_hs_conn *req,
 			  struct xfer_hs_conn *reply);
+	/** Some tasks were canceled (xfer_slice_canceled()): end their
+	 *  slices that have not gone out as CANCELED; from the return on,
+	 *  write nothing of theirs into local memory (slices on the wire
+	 *  finish, and what they bring is discarded). Any thread; waits for
+	 *  the transport's reactors to pass between events. Default:
+	 *  nothing, every slice is done within submit. */
+	void (*cancel)(struct xfer_transport *t);
 	/** Per-device counter @p i. @return 0, -ENOENT past the last
 	 *  device. Default: -ENOENT, no devices. */
 	int (*device_stats)(struct xfer_transport *t, size_t i,

@@ -11,7 +11,13 @@
  *    set errno;
  *  - lengths and offsets are in bytes, timeouts in the unit their name says;
  *  - every handle is opaque and every *_new has a *_free;
- *  - if a call that takes a callback fails, the callback is never called.
+ *  - if a call that takes a callback fails, the callback is never called;
+ *  - calls that wait on the network or the metadata store have an
+ *    asynchronous form (*_async) whose callback runs on the engine's
+ *    callback base: the application's event_base with
+ *    xfer_engine_new_on_base(), else the engine's control thread. Their
+ *    blocking forms are for other threads: called on that base's thread
+ *    they fail at once with -EDEADLK (they would wait for themselves).
  */
 #ifndef XFER_XFER_H
 #define XFER_XFER_H
@@ -35,6 +41,23 @@ extern "C" {
 struct xfer_engine;
 struct xfer_batch;
 
+/**
+ * Completion of an asynchronous call: @p result is 0 or a negative errno,
+ * as the call's blocking form would return. Runs once, on the engine's
+ * callback base, never inside the call that started it.
+ */
+typedef void (*xfer_done_cb)(struct xfer_engine *e, int result, void *arg);
+
+/** Completion of xfer_segment_open_async(): the segment's id (>= 0) or a
+ *  negative errno. As xfer_done_cb otherwise. */
+typedef void (*xfer_segment_cb)(struct xfer_engine *e, int64_t segment_id,
+				void *arg);
+
+/** A notification arrived: @p name and @p msg (NUL-ended, valid during
+ *  the call). Runs on the engine's callback base. */
+typedef void (*xfer_notify_cb)(struct xfer_engine *e, const char *name,
+			       const char *msg, void *arg);
+
 /** Operation of a request, as the seed's TransferRequest::OpCode. */
 enum xfer_opcode {
 	XFER_READ = 0,  /**< copy target → source (local) */
@@ -42,15 +65,19 @@ enum xfer_opcode {
 };
 
 /**
- * Status of a task, exactly the seed's TransferStatusEnum.
- * WAITING: created, not yet handed to a transport; PENDING: in flight;
- * the other five are terminal.
+ * Status of a task, exactly the seed's TransferStatusEnum (values and
+ * meanings): WAITING while in transfer, then one of the five terminal
+ * ones. PENDING is never reported (the seeds do not use it either); it
+ * keeps its value so the numbering stays the seeds'.
  */
 enum xfer_status {
-	XFER_WAITING = 0,
-	XFER_PENDING,
+	XFER_WAITING = 0, /**< submitted, in transfer */
+	XFER_PENDING,     /**< not used */
 	XFER_INVALID,   /**< the request was refused at submit; nothing was sent */
-	XFER_CANCELED,  /**< never sent: the engine shut down first */
+	/** xfer_batch_cancel() ended it before all its bytes moved (nothing
+	 *  of it is written into local memory after it says so), or the
+	 *  engine shut down before it was sent */
+	XFER_CANCELED,
 	XFER_COMPLETED,
 	XFER_TIMEOUT,   /**< no progress within the transfer timeout */
 	XFER_FAILED,    /**< the peer refused it or the connection broke */
@@ -230,44 +257,107 @@ int xfer_engine_device_stats(struct xfer_engine *e, size_t index,
 
 /**
  * Register [addr, addr+len) as a buffer of the local segment (Mooncake's
- * registerLocalMemory). The memory stays the caller's; it must stay mapped
- * until xfer_unregister().
+ * registerLocalMemory) and wait until peers can see it: with a store that
+ * keeps keys, until the updated descriptor is published (a server that is
+ * away gets it when it is back; that is logged, not an error here). The
+ * memory stays the caller's; it must stay mapped until xfer_unregister().
  * @param location where the memory lives, `cpu:N` or `*`; copied.
  * @param remote_access whether peers may read and write it.
  * With protocol "rdma" the range is registered as a memory region on every
  * device (local write, remote read and write; ibv_reg_mr(3)).
  * @return 0; -EINVAL for NULL addr, len 0, an overflowing range or a bad
  *         location; -EEXIST if the range overlaps a registered buffer;
- *         -ENOMEM; the negated errno of ibv_reg_mr. Any thread.
+ *         -ENOMEM; the negated errno of ibv_reg_mr; -EDEADLK on the
+ *         engine's callback base with a store that keeps keys (nothing is
+ *         registered: use xfer_register_async()). Any thread.
  */
 XFER_EXPORT
 int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 		  const char *location, bool remote_access);
 
 /**
- * Unregister the buffer that starts at @p addr.
+ * xfer_register() without the wait: the buffer is registered, and usable
+ * as a source, when this returns; @p cb runs once peers can see it, with
+ * 0 or the store's error (-ECONNREFUSED, -ETIMEDOUT ...; the engine
+ * republishes when the server is back).
+ * @return as xfer_register() (never -EDEADLK); on failure nothing is
+ *         registered and @p cb is never called. Any thread.
+ */
+XFER_EXPORT
+int xfer_register_async(struct xfer_engine *e, void *addr, size_t len,
+			const char *location, bool remote_access,
+			xfer_done_cb cb, void *arg);
+
+/**
+ * Unregister the buffer that starts at @p addr, and wait until peers see
+ * it gone (as xfer_register()). Peers' requests to it are refused from
+ * the moment this is called; its memory is the caller's again when it
+ * returns.
  * @return 0; -ENOENT if no buffer starts there; -EBUSY while a task in
  *         flight uses it as its source, or while a peer's request to it
- *         is being served (the buffer stays registered). Any thread.
+ *         is being served (the buffer stays registered); -EDEADLK as
+ *         xfer_register(). Any thread.
  */
 XFER_EXPORT
 int xfer_unregister(struct xfer_engine *e, void *addr);
 
 /**
- * Open a segment by name and return its id (Mooncake's openSegment). In
- * p2p mode @p name is `host:port` and the descriptor is fetched from that
- * peer's handshake port (a Metadata request, PROTOCOL.md §1); the engine's
- * own name opens the local segment, served by memcpy. Opening a name that
- * is already open returns the same id.
- * Blocks the calling thread for at most 5 s per network step; do not call
- * it from a reactor callback of the peer it opens.
- * @return an id ≥ 0, or -EINVAL (malformed name), -ECONNREFUSED,
- *         -ETIMEDOUT, -EHOSTUNREACH (peer unreachable), -EPROTO (the peer
- *         answered with a bad descriptor), -EPROTONOSUPPORT (a transport
- *         this engine lacks), -ENOMEM. Any thread.
+ * xfer_unregister() without the wait: the buffer is gone and its memory
+ * the caller's again when this returns; @p cb says when peers see it.
+ * @return as xfer_unregister() (never -EDEADLK); on failure @p cb is
+ *         never called. Any thread.
+ */
+XFER_EXPORT
+int xfer_unregister_async(struct xfer_engine *e, void *addr,
+			  xfer_done_cb cb, void *arg);
+
+/**
+ * Open a segment by name (Mooncake's openSegment) and call @p cb with its
+ * id. In p2p mode @p name is `host:port` and the descriptor is fetched
+ * from that peer's handshake port (a Metadata request, PROTOCOL.md §1);
+ * with a central store from the store (rpc_meta, then ram; a host name in
+ * rpc_meta is resolved with evdns on the reactor). The engine's own name
+ * opens the local segment, served by memcpy. A name already open gets the
+ * same id. Each network step has its own timeout (5 s for a handshake, up
+ * to 10 s for a store).
+ * @p cb gets the id ≥ 0, or -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH
+ * (peer unreachable), -ENOENT (no such segment, or its host does not
+ * resolve), -EPROTO (a bad descriptor), -EPROTONOSUPPORT (a transport
+ * this engine lacks), -ENOMEM.
+ * @return 0; -EINVAL (malformed name, NULL @p cb), -ENOMEM (then @p cb is
+ *         never called). Any thread.
+ */
+XFER_EXPORT
+int xfer_segment_open_async(struct xfer_engine *e, const char *name,
+			    xfer_segment_cb cb, void *arg);
+
+/**
+ * xfer_segment_open_async() and wait: an id ≥ 0, or a negative errno as
+ * its callback gets, or -EINVAL, or -EDEADLK on the engine's callback
+ * base (unless @p name is open already or the engine's own: nothing to
+ * wait for). Any thread.
  */
 XFER_EXPORT
 int64_t xfer_segment_open(struct xfer_engine *e, const char *name);
+
+/**
+ * Fetch the descriptor of an open segment again (from the store, or the
+ * peer itself in p2p mode, which has no watch), for the buffers a peer
+ * registered since; transfers in flight keep their view. @p cb gets 0,
+ * -ENOENT (the segment's key is gone: its transfers fail from now on),
+ * or the error of the fetch (the cached descriptor stays).
+ * @return 0; -ENOENT (unknown id), -EINVAL (NULL @p cb), -ENOMEM (then
+ *         @p cb is never called). Any thread.
+ */
+XFER_EXPORT
+int xfer_segment_refresh_async(struct xfer_engine *e, int64_t segment_id,
+			       xfer_done_cb cb, void *arg);
+
+/** xfer_segment_refresh_async() and wait: 0 or a negative errno, as its
+ *  callback gets or it returns, or -EDEADLK on the engine's callback
+ *  base. Any thread. */
+XFER_EXPORT
+int xfer_segment_refresh(struct xfer_engine *e, int64_t segment_id);
 
 /**
  * Close a segment id. @return 0, -ENOENT for an unknown id, -EBUSY while
@@ -275,6 +365,17 @@ int64_t xfer_segment_open(struct xfer_engine *e, const char *name);
  */
 XFER_EXPORT
 int xfer_segment_close(struct xfer_engine *e, int64_t segment_id);
+
+/**
+ * Close a segment id once nothing uses it: the id is unknown from this
+ * call on (new requests to it are INVALID), tasks in flight finish, and
+ * then @p cb gets 0.
+ * @return 0; -ENOENT for an unknown id, -EINVAL (NULL @p cb), -ENOMEM
+ *         (then @p cb is never called). Any thread.
+ */
+XFER_EXPORT
+int xfer_segment_close_async(struct xfer_engine *e, int64_t segment_id,
+			     xfer_done_cb cb, void *arg);
 
 /**
  * Describe buffer @p index of an open segment: the address peers use as
@@ -302,7 +403,7 @@ struct xfer_request {
 /** Progress of one task. */
 struct xfer_task_status {
 	enum xfer_status status;
-	/** Bytes known to have arrived; a lower bound while PENDING. */
+	/** Bytes known to have arrived; a lower bound while WAITING. */
 	uint64_t transferred;
 };
 
@@ -378,6 +479,83 @@ int xfer_batch_wait(struct xfer_batch *b, int timeout_ms);
  */
 XFER_EXPORT
 int xfer_batch_free(struct xfer_batch *b);
+
+/**
+ * Cancel a batch: every task not yet terminal ends CANCELED, unless it
+ * completes or fails first. Slices not yet sent are never sent; from the
+ * return on, nothing more of a canceled task is written into local memory
+ * (a READ on the wire is read to its end and discarded); with RDMA, work
+ * already posted to the NIC completes first, so a canceled READ may write
+ * its slice until its task ends. Each task says CANCELED only once
+ * nothing of it can still arrive; the callback runs once, as usual.
+ * Waits for the reactors that move the batch's slices to pass between
+ * events (in plugin mode, the application's thread to dispatch its base).
+ * @return 0. Any thread, also from a callback; not concurrently with a
+ *         submit on the same batch.
+ */
+XFER_EXPORT
+int xfer_batch_cancel(struct xfer_batch *b);
+
+/**
+ * xfer_batch_submit(), and once every task of the batch is COMPLETED, a
+ * notification (@p name, @p msg) to the owner of the segment of
+ * @p reqs[0] (Mooncake's submitTransferWithNotify). If any task ends
+ * otherwise, nothing is sent. The batch's callback runs after the peer
+ * acknowledged the notification, with COMPLETED, or FAILED if it could
+ * not be delivered (the tasks stay COMPLETED; xfer_engine_last_error()
+ * says why); xfer_batch_wait() waits for it too. One notification per
+ * batch at a time.
+ * @return as xfer_batch_submit(), and -EINVAL (NULL @p name or @p msg, or
+ *         an unknown segment in @p reqs[0]), -EMSGSIZE (the notification
+ *         exceeds handshake_max_len), -EBUSY (a notification is pending,
+ *         or tasks are in flight). Any thread.
+ */
+XFER_EXPORT
+int xfer_batch_submit_notify(struct xfer_batch *b,
+			     const struct xfer_request *reqs, size_t n,
+			     const char *name, const char *msg);
+
+/**
+ * Send a notification (@p name, @p msg; Mooncake's Notify message,
+ * PROTOCOL.md §1) to the owner of an open segment; @p cb gets 0 once the
+ * peer has queued it, -ENOBUFS if the peer refused it (its queue is
+ * full), or the handshake's error (-ECONNREFUSED, -ETIMEDOUT ...). To the
+ * own segment it goes to the own queue.
+ * @return 0; -ENOENT (unknown id), -EINVAL (NULL @p name or @p msg),
+ *         -EMSGSIZE (the body exceeds handshake_max_len), -ENOMEM (then
+ *         @p cb is never called). Any thread.
+ */
+XFER_EXPORT
+int xfer_notify_async(struct xfer_engine *e, int64_t segment_id,
+		      const char *name, const char *msg, xfer_done_cb cb,
+		      void *arg);
+
+/** xfer_notify_async() and wait: 0 or a negative errno, as its callback
+ *  gets or it returns, or -EDEADLK on the engine's callback base. Any
+ *  thread. */
+XFER_EXPORT
+int xfer_notify(struct xfer_engine *e, int64_t segment_id, const char *name,
+		const char *msg);
+
+/**
+ * Have notifications that arrive (and those queued) delivered to @p cb,
+ * in order, on the engine's callback base; NULL: keep them queued for
+ * xfer_engine_notify_pop(). At most 4096 notifications and 16 MiB of
+ * them wait unread; more are refused, and their senders told so
+ * (-ENOBUFS, or an empty reply message for Mooncake's).
+ * @return 0. Any thread.
+ */
+XFER_EXPORT
+int xfer_engine_set_notify_cb(struct xfer_engine *e, xfer_notify_cb cb,
+			      void *arg);
+
+/**
+ * Take the oldest queued notification (Mooncake's getNotifsFromEngine):
+ * @p name and @p msg malloc'd, NUL-ended, the caller's to free().
+ * @return 0, -EAGAIN if none is queued. Any thread.
+ */
+XFER_EXPORT
+int xfer_engine_notify_pop(struct xfer_engine *e, char **name, char **msg);
 
 /** Name of a status, "COMPLETED" etc.; static storage. */
 XFER_EXPORT

@@ -128,6 +128,27 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	progress_all(arg);
 }
 
+static void ctx_cancel(void *arg)
+{
+	struct rdma_ctx *c = arg;
+	struct rdma_ep_list *lists[] = { &c->pool.eps, &c->retired };
+	struct rdma_ep *ep;
+
+	pthread_mutex_lock(&c->lock);
+	xfer_slices_cancel(&c->in_head, &c->in_tail, 0);
+	pthread_mutex_unlock(&c->lock);
+	for (int list = 0; list < 2; list++)
+		TAILQ_FOREACH(ep, lists[list], link)
+			xfer_slices_cancel(&ep->wait_head, &ep->wait_tail, 0);
+}
+
+void xfer_rdma_ctx_cancel(struct rdma_ctx *c)
+{
+	/* Posted work completes: the NIC may write a READ's slice until
+	 * then, and the task ends only after it. */
+	xfer_reactor_run(c->r, ctx_cancel, c);
+}
+
 /* Slices from submitters: find or make their endpoints, queue, post. */
 static void on_kick(struct xfer_job *j)
 {
@@ -311,40 +332,29 @@ static int setup_events(struct rdma_ctx *c)
 }
 
 /* Setup run on the worker thread, with the opener waiting. */
-struct setup_job {
-	struct xfer_job job;
+struct setup {
 	struct rdma_ctx *c;
 	int ret;
-	bool done;
 };
 
-static void run_setup(struct xfer_job *j)
+static void run_setup(void *arg)
 {
-	struct setup_job *sj = container_of(j, struct setup_job, job);
-	struct rdma_ctx *c = sj->c;
+	struct setup *su = arg;
 
-	pin_here(c);
-	sj->ret = setup_events(c);
-	pthread_mutex_lock(&c->lock);
-	sj->done = true;
-	pthread_cond_broadcast(&c->accepted);
-	pthread_mutex_unlock(&c->lock);
+	pin_here(su->c);
+	su->ret = setup_events(su->c);
 }
 
-/* Run @p sj on the context's worker and wait; inline when the context
- * shares the control reactor (nothing dispatches it yet). */
+/* Set up on the context's worker; inline when the context shares the
+ * control reactor (nothing dispatches it yet). */
 static int setup_on_worker(struct rdma_ctx *c)
 {
-	struct setup_job sj = { .job.fn = run_setup, .c = c };
+	struct setup su = { .c = c };
 
 	if (c->r != &c->own)
 		return setup_events(c);
-	xfer_reactor_post(c->r, &sj.job);
-	pthread_mutex_lock(&c->lock);
-	while (!sj.done)
-		pthread_cond_wait(&c->accepted, &c->lock);
-	pthread_mutex_unlock(&c->lock);
-	return sj.ret;
+	xfer_reactor_run(c->r, run_setup, &su);
+	return su.ret;
 }
 
 int xfer_rdma_ctx_open(struct rdma_transport *t, struct rdma_ctx *c,
@@ -363,7 +373,6 @@ int xfer_rdma_ctx_open(struct rdma_transport *t, struct rdma_ctx *c,
 	xfer_rdma_pool_init(&c->pool, (size_t)t->k[K_MAX_EP].num);
 	TAILQ_INIT(&c->retired);
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->accepted, NULL);
 	if (asprintf(&c->nic_path, "%s@%s", env->name, c->name) < 0) {
 		c->nic_path = NULL;
 		return -ENOMEM;
@@ -478,6 +487,5 @@ void xfer_rdma_ctx_close(struct rdma_ctx *c)
 	if (c->verbs)
 		ibv_close_device(c->verbs);
 	free(c->nic_path);
-	pthread_cond_destroy(&c->accepted);
 	pthread_mutex_destroy(&c->lock);
 }

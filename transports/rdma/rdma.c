@@ -201,25 +201,27 @@ static void rdma_submit(struct xfer_transport *t, struct xfer_segment *seg,
 	xfer_rdma_submit(rdma_of(t), seg, s, n);
 }
 
+static void rdma_cancel(struct xfer_transport *tp)
+{
+	struct rdma_transport *t = rdma_of(tp);
+
+	for (int i = 0; i < t->nctx; i++)
+		xfer_rdma_ctx_cancel(&t->ctx[i]);
+}
+
 /* A passive Connection request, answered on the context's worker. */
-struct accept_job {
-	struct xfer_job job;
+struct accept {
 	struct rdma_ctx *c;
 	const struct xfer_hs_conn *req;
 	struct xfer_hs_conn *reply;
 	int ret;
-	bool done;
 };
 
-static void run_accept(struct xfer_job *j)
+static void run_accept(void *arg)
 {
-	struct accept_job *aj = container_of(j, struct accept_job, job);
+	struct accept *a = arg;
 
-	aj->ret = xfer_rdma_ep_accept(aj->c, aj->req, aj->reply);
-	pthread_mutex_lock(&aj->c->lock);
-	aj->done = true;
-	pthread_cond_broadcast(&aj->c->accepted);
-	pthread_mutex_unlock(&aj->c->lock);
+	a->ret = xfer_rdma_ep_accept(a->c, a->req, a->reply);
 }
 
 static int rdma_connection(struct xfer_transport *tp,
@@ -227,25 +229,18 @@ static int rdma_connection(struct xfer_transport *tp,
 			   struct xfer_hs_conn *reply)
 {
 	struct rdma_transport *t = rdma_of(tp);
-	struct accept_job aj = { .job.fn = run_accept, .req = req,
-				 .reply = reply };
+	struct accept a = { .req = req, .reply = reply };
 
-	for (int i = 0; i < t->nctx && !aj.c; i++)
+	for (int i = 0; i < t->nctx && !a.c; i++)
 		if (!strcmp(req->peer_nic_path, t->ctx[i].nic_path))
-			aj.c = &t->ctx[i];
-	if (!aj.c) {
+			a.c = &t->ctx[i];
+	if (!a.c) {
 		reply->reply_msg = strdup("no such NIC path here");
 		return reply->reply_msg ? 0 : -ENOMEM;
 	}
-	if (aj.c->r == tp->env->control)
-		return xfer_rdma_ep_accept(aj.c, req, reply);
 	/* The worker owns the endpoints; it never waits on this thread. */
-	xfer_reactor_post(aj.c->r, &aj.job);
-	pthread_mutex_lock(&aj.c->lock);
-	while (!aj.done)
-		pthread_cond_wait(&aj.c->accepted, &aj.c->lock);
-	pthread_mutex_unlock(&aj.c->lock);
-	return aj.ret;
+	xfer_reactor_run(a.c->r, run_accept, &a);
+	return a.ret;
 }
 
 static int rdma_device_stats(struct xfer_transport *tp, size_t i,
@@ -309,6 +304,7 @@ const struct xfer_transport_ops xfer_rdma_ops = {
 	.open = rdma_open,
 	.release = rdma_release,
 	.submit = rdma_submit,
+	.cancel = rdma_cancel,
 	.connection = rdma_connection,
 	.device_stats = rdma_device_stats,
 	.fini = rdma_fini,

@@ -120,7 +120,6 @@ struct rdma_ctx {
 	struct xfer_slice *in_head, **in_tail; /* from submitters */
 	bool kick_pending;
 	struct xfer_job kick;
-	pthread_cond_t accepted;      /* a passive Connection was answered */
 
 	int outstanding;              /* WRs posted, not completed */
 	struct rdma_pool pool;
@@ -177,6 +176,8 @@ int xfer_rdma_peer_of(struct xfer_slice *s, char *path, size_t len,
 int xfer_rdma_ctx_open(struct rdma_transport *t, struct rdma_ctx *c,
 		       int index);
 void xfer_rdma_ctx_close(struct rdma_ctx *c);
+/** End the waiting slices of canceled tasks, on the context's worker. */
+void xfer_rdma_ctx_cancel(struct rdma_ctx *c);
 
 /* endpoint.c: on the context's worker */
 struct rdma_ep *xfer_rdma_ep_new(struct rdma_ctx *c, const char *peer_path);

@@ -19,6 +19,9 @@
 #include "transports/tcp/tcp_internal.h"
 
 #define SEND_MAX (4u << 20) /* bytes per sendmsg */
+#define DISCARD_LEN 65536   /* READ payload of a canceled task goes here */
+
+static _Thread_local uint8_t discard[DISCARD_LEN];
 
 /* Per-slice state, in the slice's transport scratch space. */
 struct tcp_slice {
@@ -222,7 +225,13 @@ static int conn_recv(struct tcp_conn *c)
 						  x->status_got;
 				iov[k++].iov_len = 8 - x->status_got;
 			}
-			if (s->opcode == XFER_READ) {
+			if (s->opcode == XFER_READ && xfer_slice_canceled(s)) {
+				size_t left = s->len - x->data_got;
+
+				iov[k].iov_base = discard;
+				iov[k++].iov_len = left < DISCARD_LEN ? left
+								     : DISCARD_LEN;
+			} else if (s->opcode == XFER_READ) {
 				iov[k].iov_base = (uint8_t *)s->local + x->data_got;
 				iov[k++].iov_len = s->len - x->data_got;
 			}
@@ -361,6 +370,18 @@ static void conn_kick(struct xfer_job *j)
 		conn_fail(c, XFER_FAILED);
 }
 
+void xfer_tcp_conn_cancel(struct tcp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	xfer_slices_cancel(&c->inbox.head, &c->inbox.tail, 0);
+	pthread_mutex_unlock(&c->lock);
+	/* a head partly on the wire goes out whole: the stream needs it */
+	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
+	if (c->fd >= 0 && !c->connecting)
+		set_writing(c, c->sendq.head != NULL);
+	touch(c);
+}
+
 void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
 			   size_t n)
 {
@@ -409,6 +430,11 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 	q_init(&c->waitq);
 	c->kick_job.fn = conn_kick;
 	return c;
+}
+
+struct xfer_reactor *xfer_tcp_conn_reactor(const struct tcp_conn *c)
+{
+	return c->r;
 }
 
 /* With the reactors stopped: slices on the wire fail, the rest were never

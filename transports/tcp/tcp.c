@@ -147,6 +147,27 @@ static void tcp_submit(struct xfer_transport *t, struct xfer_segment *seg,
 	}
 }
 
+static void conn_cancel(void *arg)
+{
+	xfer_tcp_conn_cancel(arg);
+}
+
+/* Each connection on its own reactor; peers and connections live as long
+ * as the transport, so the list can be walked unlocked once taken. */
+static void tcp_cancel(struct xfer_transport *tp)
+{
+	struct tcp_transport *t = container_of(tp, struct tcp_transport, base);
+	struct tcp_peer *p;
+
+	pthread_mutex_lock(&t->lock);
+	p = SLIST_FIRST(&t->peers);
+	pthread_mutex_unlock(&t->lock);
+	for (; p; p = SLIST_NEXT(p, link))
+		for (int i = 0; i < p->nconns; i++)
+			xfer_reactor_run(xfer_tcp_conn_reactor(p->conns[i]),
+					 conn_cancel, p->conns[i]);
+}
+
 static void tcp_fini(struct xfer_transport *tp)
 {
 	struct tcp_transport *t = container_of(tp, struct tcp_transport, base);
@@ -227,5 +248,6 @@ const struct xfer_transport_ops xfer_tcp_ops = {
 	.describe = tcp_describe,
 	.open = tcp_open,
 	.submit = tcp_submit,
+	.cancel = tcp_cancel,
 	.fini = tcp_fini,
 };

@@ -64,5 +64,10 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
 			   size_t n);
 void xfer_tcp_conn_free(struct tcp_conn *c);
+/** On the connection's reactor: end the unsent slices of canceled tasks
+ *  (the READ payloads of those on the wire are discarded on arrival). */
+void xfer_tcp_conn_cancel(struct tcp_conn *c);
+/** The reactor that owns @p c. */
+struct xfer_reactor *xfer_tcp_conn_reactor(const struct tcp_conn *c);
 
 #endif
