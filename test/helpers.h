@@ -39,6 +39,10 @@ long th_check(const void *buf, size_t len, uint64_t seed);
 /** Offset of the first byte of @p buf that is not @p byte, or -1. */
 long th_check_byte(const void *buf, size_t len, uint8_t byte);
 
+/** A listening socket on 127.0.0.1, a free port into *@p port (fails the
+ *  test if it cannot be made). */
+int th_listen(uint16_t *port);
+
 /** Blocking TCP connection to 127.0.0.1:@p port (fails the test if not). */
 int th_connect(uint16_t port);
 

@@ -73,22 +73,6 @@ static struct fake F;
 
 /* ---- the fake peer ---- */
 
-static int listen_any(uint16_t *port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	assert_true(fd >= 0);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(fd, 64), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	*port = ntohs(sa.sin_port);
-	return fd;
-}
-
 static void put_le64(uint8_t *p, uint64_t v)
 {
 	for (int k = 0; k < 8; k++)
@@ -348,8 +332,8 @@ static int setup(void **state)
 
 	(void)state;
 	memset(&F, 0, sizeof(F));
-	F.hs_lfd = listen_any(&F.hs_port);
-	F.data_lfd = listen_any(&F.data_port);
+	F.hs_lfd = th_listen(&F.hs_port);
+	F.data_lfd = th_listen(&F.data_port);
 	assert_int_equal(pipe(F.stop), 0);
 	snprintf(F.name, sizeof(F.name), "127.0.0.1:%u", F.hs_port);
 	F.mem = th_alloc(MEM_LEN);
@@ -549,7 +533,7 @@ static void test_peer_silent(void **state)
 static void test_peer_data_port_closed(void **state)
 {
 	uint16_t dead;
-	int fd = listen_any(&dead);
+	int fd = th_listen(&dead);
 	int64_t id;
 
 	(void)state;
