@@ -140,6 +140,20 @@ int xfer_hs_notify_encode(const struct xfer_hs_notify *n, char **json,
 	return xfer_json_finish(g, failed, json, len);
 }
 
+/* A Notify field: a string as long as the frame allows (the frame was
+ * bounded by handshake_max_len, as the sender's check is), not a name. */
+static int notify_field(yajl_val root, const char *key, char **out,
+			char *err, size_t errlen)
+{
+	yajl_val v = xfer_json_get(root, key);
+
+	if (!YAJL_IS_STRING(v))
+		return xfer_json_fail(err, errlen, "%s: %s", key,
+				      v ? "must be a string" : "missing");
+	*out = strdup(v->u.string);
+	return *out ? 0 : xfer_json_oom(err, errlen);
+}
+
 int xfer_hs_notify_decode(const char *json, size_t len,
 			  struct xfer_hs_notify *n, char *err, size_t errlen)
 {
@@ -150,10 +164,10 @@ int xfer_hs_notify_decode(const char *json, size_t len,
 	ret = xfer_json_parse(json, len, &root, err, errlen);
 	if (ret)
 		return ret;
-	ret = xfer_json_get_str(root, "", "name", &n->name, err, errlen);
+	ret = notify_field(root, "name", &n->name, err, errlen);
 	if (!ret)
-		ret = xfer_json_get_str(root, "", "notify_msg", &n->notify_msg,
-					err, errlen);
+		ret = notify_field(root, "notify_msg", &n->notify_msg, err,
+				   errlen);
 	if (ret)
 		xfer_hs_notify_clear(n);
 	yajl_tree_free(root);

@@ -86,6 +86,7 @@ static struct xfer_notice *pop(struct xfer_notifier *nf)
 		STAILQ_REMOVE_HEAD(&nf->queue, link);
 		nf->n--;
 		nf->bytes -= n->bytes;
+		nf->full = false;
 	}
 	pthread_mutex_unlock(&nf->lock);
 	return n;
@@ -133,6 +134,8 @@ int xfer_notify_receive(struct xfer_engine *e, const char *name,
 {
 	struct xfer_notifier *nf = &e->notes;
 	struct xfer_notice *n = calloc(1, sizeof(*n));
+	size_t unread = 0;
+	bool log = false;
 	int ret = 0;
 
 	if (!n || !(n->name = strdup(name)) || !(n->msg = strdup(msg))) {
@@ -145,6 +148,11 @@ int xfer_notify_receive(struct xfer_engine *e, const char *name,
 	if (nf->n >= XFER_NOTIFY_QUEUE_MAX ||
 	    nf->bytes + n->bytes > XFER_NOTIFY_QUEUE_BYTES) {
 		ret = -ENOBUFS;
+		/* one line until there is room again: a flood of refusals
+		 * must not become a flood of log lines */
+		log = !nf->full;
+		nf->full = true;
+		unread = nf->n;
 	} else {
 		STAILQ_INSERT_TAIL(&nf->queue, n, link);
 		nf->n++;
@@ -153,8 +161,10 @@ int xfer_notify_receive(struct xfer_engine *e, const char *name,
 	}
 	pthread_mutex_unlock(&nf->lock);
 	if (ret) {
-		xfer_log(XFER_LOG_WARN, "notification from %.64s refused: %zu "
-			 "unread", name, nf->n);
+		if (log)
+			xfer_log(XFER_LOG_WARN, "notification from %.64s "
+				 "refused: %zu unread (more are refused "
+				 "silently until some are read)", name, unread);
 		notice_free(n);
 	}
 	return ret;

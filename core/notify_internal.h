@@ -27,6 +27,7 @@ struct xfer_notifier {
 	pthread_mutex_t lock;           /* the queue and the callback */
 	STAILQ_HEAD(, xfer_notice) queue;
 	size_t n, bytes;
+	bool full;                      /* refused one since the last pop */
 	xfer_notify_cb cb;
 	void *cb_arg;
 	bool deliver_pending;

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,18 +48,28 @@ void th_set_num(struct xfer_config *cfg, const char *key, long long value)
 	th_set(cfg, key, num);
 }
 
+struct xfer_engine *th_engine_try(int workers)
+{
+	struct xfer_config *cfg = xfer_config_new();
+	struct xfer_engine *e = NULL;
+	char num[24];
+
+	snprintf(num, sizeof(num), "%d", workers);
+	if (cfg && !xfer_config_set(cfg, "bind_addr", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "local_server_name", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "rpc_port", "0") &&
+	    !xfer_config_set(cfg, "workers", num))
+		e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	return e;
+}
+
 struct xfer_engine *th_engine(int workers)
 {
-	struct xfer_config *cfg = th_config();
-	struct xfer_engine *e;
+	struct xfer_engine *e = th_engine_try(workers);
 
-	th_set(cfg, "bind_addr", "127.0.0.1");
-	th_set(cfg, "local_server_name", "127.0.0.1");
-	th_set(cfg, "rpc_port", "0");
-	th_set_num(cfg, "workers", workers);
-	e = xfer_engine_new(cfg);
-	xfer_config_free(cfg);
-	assert_non_null(e);
+	if (!e)
+		fail_msg("engine with %d workers: %s", workers, strerror(errno));
 	return e;
 }
 
@@ -112,14 +124,27 @@ int th_listen(uint16_t *port)
 	return fd;
 }
 
-int th_connect(uint16_t port)
+int th_connect_try(uint16_t port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ret;
 
-	assert_true(fd >= 0);
+	if (fd < 0)
+		return -errno;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return fd;
+	ret = -errno;
+	close(fd);
+	return ret;
+}
+
+int th_connect(uint16_t port)
+{
+	int fd = th_connect_try(port);
+
+	if (fd < 0)
+		fail_msg("connect to 127.0.0.1:%u: %s", port, strerror(-fd));
 	return fd;
 }
 
@@ -160,6 +185,26 @@ uint16_t th_free_port(void)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
 	close(fd);
 	return ntohs(a.sin_port);
+}
+
+int th_wait_exit(pid_t pid, int timeout_ms)
+{
+	int pidfd = pidfd_open(pid, 0);
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+	int status = 0, n;
+
+	if (pidfd < 0)
+		return -errno;
+	while ((n = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	close(pidfd);
+	if (n == 0)
+		return -ETIMEDOUT;
+	if (n < 0)
+		return -errno;
+	if (waitpid(pid, &status, 0) != pid)
+		return -errno;
+	return status;
 }
 
 int th_count_threads(void)

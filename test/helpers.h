@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <event2/event.h>
 #include <xfer/xfer.h>
 
@@ -30,6 +31,10 @@ void th_set_num(struct xfer_config *cfg, const char *key, long long value);
  *  fails the test (cmocka) if it cannot be made. */
 struct xfer_engine *th_engine(int workers);
 
+/** th_engine() without cmocka (a forked child may call it): NULL, with
+ *  errno, if it cannot be made. */
+struct xfer_engine *th_engine_try(int workers);
+
 /** Fill @p buf with a pattern derived from @p seed and each byte's offset. */
 void th_fill(void *buf, size_t len, uint64_t seed);
 
@@ -45,6 +50,9 @@ int th_listen(uint16_t *port);
 
 /** Blocking TCP connection to 127.0.0.1:@p port (fails the test if not). */
 int th_connect(uint16_t port);
+
+/** th_connect() without cmocka (any thread): the fd, or -errno. */
+int th_connect_try(uint16_t port);
 
 /** Port part of a `host:port` segment name. */
 uint16_t th_name_port(const char *name);
@@ -62,6 +70,11 @@ uint16_t th_free_port(void);
 /** Remove the tree at @p dir, files and folders, depth first.
  *  @return 0, or -1 if something could not be removed. */
 int th_rm_tree(const char *dir);
+
+/** Wait up to @p timeout_ms for child @p pid to exit, and reap it.
+ *  @return its wait status (>= 0), -ETIMEDOUT (not reaped), or -errno.
+ *  No cmocka asserts. */
+int th_wait_exit(pid_t pid, int timeout_ms);
 
 /** Threads of this process (entries of /proc/self/task), or -1. */
 int th_count_threads(void);

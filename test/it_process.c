@@ -21,7 +21,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,21 +53,13 @@ child_main(size_t size, int namefd, int gofd)
 {
 	size_t total = total_len(size);
 	size_t r = GAP, w = 2 * GAP + size;
-	struct xfer_config *cfg = xfer_config_new();
-	struct xfer_engine *e;
+	struct xfer_engine *e = th_engine_try(1);
 	struct pollfd pfd = { .fd = gofd, .events = POLLIN };
 	const char *name;
 	uint8_t *buf = NULL, *p;
 	char go;
 	int rc = CHILD_OK;
 
-	if (!cfg || xfer_config_set(cfg, "bind_addr", "127.0.0.1") ||
-	    xfer_config_set(cfg, "local_server_name", "127.0.0.1") ||
-	    xfer_config_set(cfg, "rpc_port", "0") ||
-	    xfer_config_set(cfg, "workers", "1"))
-		_exit(CHILD_NO_ENGINE);
-	e = xfer_engine_new(cfg);
-	xfer_config_free(cfg);
 	if (!e)
 		_exit(CHILD_NO_ENGINE);
 	if (posix_memalign((void **)&buf, 4096, total) != 0)
@@ -124,21 +115,6 @@ static void read_name(int fd, char *name, size_t cap)
 	}
 	assert_true(n + 1 < cap);
 	name[n] = '\0';
-}
-
-/* Wait up to @timeout_ms for the child to exit; @return its wait status. */
-static int wait_child(int timeout_ms)
-{
-	int pidfd = pidfd_open(child_pid, 0);
-	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
-	int status = 0;
-
-	assert_true(pidfd >= 0);
-	assert_int_equal(poll(&pfd, 1, timeout_ms), 1);
-	close(pidfd);
-	assert_int_equal(waitpid(child_pid, &status, 0), child_pid);
-	child_pid = -1;
-	return status;
 }
 
 static int teardown(void **state)
@@ -205,7 +181,9 @@ static void run_pair(size_t size)
 
 	assert_int_equal(write(gop[1], "g", 1), 1);
 	close(gop[1]);
-	status = wait_child(10000);
+	status = th_wait_exit(child_pid, 10000);
+	assert_true(status >= 0);
+	child_pid = -1;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != CHILD_OK)
 		fail_msg("child: %s %d", WIFEXITED(status) ? "exit" : "signal",
 			 WIFEXITED(status) ? WEXITSTATUS(status) :
