@@ -239,15 +239,11 @@ int xfer_unregister_async(struct xfer_engine *e, void *addr,
  * on the control reactor's thread, which would have to answer); with
  * peer-to-peer metadata peers ask the engine itself: nothing to wait for.
  */
-static int published(int ret, struct xfer_wait *w)
+static int published(int started, struct xfer_wait *w)
 {
-	if (ret) {
-		xfer_wait_drop(w);
-		xfer_wait_drop(w);
-		return ret;
-	}
-	xfer_wait_for(w, XFER_WAIT_MS); /* a store away is logged */
-	return 0;
+	int64_t ret = xfer_wait_result(w, started);
+
+	return started ? (int)ret : 0; /* a store away is logged */
 }
 
 int xfer_register(struct xfer_engine *e, void *addr, size_t len,

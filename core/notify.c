@@ -319,18 +319,13 @@ int xfer_notify(struct xfer_engine *e, int64_t segment_id, const char *name,
 		const char *msg)
 {
 	struct xfer_wait *w;
-	int ret;
 
 	if (xfer_reactor_on_thread(&e->control))
 		return -EDEADLK;
 	w = xfer_wait_new();
 	if (!w)
 		return -ENOMEM;
-	ret = xfer_notify_async(e, segment_id, name, msg, xfer_wait_cb, w);
-	if (ret) {
-		xfer_wait_drop(w);
-		xfer_wait_drop(w);
-		return ret;
-	}
-	return (int)xfer_wait_for(w, XFER_WAIT_MS);
+	return (int)xfer_wait_result(w, xfer_notify_async(e, segment_id, name,
+							  msg, xfer_wait_cb,
+							  w));
 }

@@ -451,7 +451,6 @@ int64_t xfer_segment_open(struct xfer_engine *e, const char *name)
 	struct xfer_segment *seg;
 	struct xfer_wait *w;
 	int64_t id = -1;
-	int ret;
 
 	if (name) {
 		pthread_mutex_lock(&ss->lock);
@@ -477,13 +476,8 @@ int64_t xfer_segment_open(struct xfer_engine *e, const char *name)
 	w = xfer_wait_new();
 	if (!w)
 		return -ENOMEM;
-	ret = xfer_segment_open_async(e, name, open_waited, w);
-	if (ret) {
-		xfer_wait_drop(w);
-		xfer_wait_drop(w);
-		return ret;
-	}
-	return xfer_wait_for(w, XFER_WAIT_MS);
+	return xfer_wait_result(w, xfer_segment_open_async(e, name, open_waited,
+							   w));
 }
 
 /* ---- refreshing ---- */
@@ -601,20 +595,15 @@ int xfer_segment_refresh_async(struct xfer_engine *e, int64_t id,
 int xfer_segment_refresh(struct xfer_engine *e, int64_t id)
 {
 	struct xfer_wait *w;
-	int ret;
 
 	if (xfer_reactor_on_thread(&e->control))
 		return -EDEADLK;
 	w = xfer_wait_new();
 	if (!w)
 		return -ENOMEM;
-	ret = xfer_segment_refresh_async(e, id, xfer_wait_cb, w);
-	if (ret) {
-		xfer_wait_drop(w);
-		xfer_wait_drop(w);
-		return ret;
-	}
-	return (int)xfer_wait_for(w, XFER_WAIT_MS);
+	return (int)xfer_wait_result(w, xfer_segment_refresh_async(e, id,
+								   xfer_wait_cb,
+								   w));
 }
 
 /* ---- closing ---- */

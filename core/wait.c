@@ -76,6 +76,15 @@ void xfer_deadline(struct timespec *ts, int timeout_ms)
 	}
 }
 
+int64_t xfer_wait_result(struct xfer_wait *w, int64_t started)
+{
+	if (!started)
+		return xfer_wait_for(w, XFER_WAIT_MS);
+	xfer_wait_drop(w);
+	xfer_wait_drop(w);
+	return started;
+}
+
 int64_t xfer_wait_for(struct xfer_wait *w, int timeout_ms)
 {
 	struct timespec deadline;

@@ -36,4 +36,9 @@ void xfer_wait_drop(struct xfer_wait *w);
  *  its reference. @return the result, or -ETIMEDOUT. */
 int64_t xfer_wait_for(struct xfer_wait *w, int timeout_ms);
 
+/** After starting an asynchronous call with xfer_wait_cb: its callback's
+ *  result (waiting up to XFER_WAIT_MS), or @p started if it failed to
+ *  start (then its callback never runs). Drops both references. */
+int64_t xfer_wait_result(struct xfer_wait *w, int64_t started);
+
 #endif
