@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include <xfer/event.h>
+
 #include "bench/bench_internal.h"
 
 static void set(struct xfer_config *cfg, const char *key, const char *value)
@@ -57,13 +59,21 @@ static struct xfer_config *engine_config(const struct bench_opts *o,
 
 struct xfer_engine *bench_engine_new(const struct bench_opts *o,
 				     const char *name, const char *bind,
-				     long rpc_port)
+				     long rpc_port, struct event_base *base)
 {
 	struct xfer_config *cfg = engine_config(o, name, bind, rpc_port);
-	struct xfer_engine *e = xfer_engine_new(cfg);
+	struct xfer_engine *e;
 
+	if (base) {
+		/* no thread: everything on the base, whatever --workers says */
+		set(cfg, "workers", "0");
+		e = xfer_engine_new_on_base(base, cfg);
+	} else {
+		e = xfer_engine_new(cfg);
+	}
 	if (!e)
-		die_api(NULL, "xfer_engine_new", -errno);
+		die_api(NULL, base ? "xfer_engine_new_on_base" :
+			"xfer_engine_new", -errno);
 	xfer_config_free(cfg);
 	return e;
 }

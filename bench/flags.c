@@ -56,7 +56,9 @@ static void usage(FILE *f)
 	      "  --workers N                       engine workers (from the config)\n"
 	      "  --bind_addr ADDR, --rpc_port PORT\n"
 	      "  --verify                          check every byte against a pattern\n"
-	      "  --json                            one JSON line instead of text\n",
+	      "  --json                            one JSON line instead of text\n"
+	      "  --plugin                          initiator on the bench's event_base,\n"
+	      "                                    no thread, no waiting; loop stalls\n",
 	      f);
 }
 
@@ -129,7 +131,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 		O_MODE = 256, O_OPERATION, O_PROTOCOL, O_METADATA, O_NAME,
 		O_SEGMENT, O_BATCH, O_BLOCK, O_BUFFER, O_DURATION, O_THREADS,
 		O_VERIFY, O_JSON, O_WORKERS, O_BIND, O_RPC_PORT, O_HELP,
-		O_DEVICE, O_AUTO, O_MATRIX,
+		O_DEVICE, O_AUTO, O_MATRIX, O_PLUGIN,
 	};
 	static const struct option longopts[] = {
 		{ "mode", required_argument, NULL, O_MODE },
@@ -152,6 +154,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 		{ "device_name", required_argument, NULL, O_DEVICE },
 		{ "auto_discovery", no_argument, NULL, O_AUTO },
 		{ "nic_priority_matrix", required_argument, NULL, O_MATRIX },
+		{ "plugin", no_argument, NULL, O_PLUGIN },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -227,6 +230,9 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 		case O_JSON:
 			o->json = true;
 			break;
+		case O_PLUGIN:
+			o->plugin = true;
+			break;
 		case O_WORKERS:
 			o->workers = (long)parse_u64("workers", optarg, 0, 64);
 			break;
@@ -277,8 +283,11 @@ void bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 			o->buffer_size = need > (1ul << 30) ? need : 1ul << 30;
 		}
 	}
-	if (o->mode == BENCH_TARGET)
+	if (o->mode == BENCH_TARGET) {
+		if (o->plugin)
+			die("--plugin is for the initiator and loopback modes");
 		return;
+	}
 	if (o->mode == BENCH_INITIATOR && !o->segment_id)
 		die("--mode initiator needs --segment_id (the target's segment name)");
 	if (o->buffer_size < need)

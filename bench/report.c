@@ -1,7 +1,8 @@
 /*
  * xfer-bench: the report of a run. Throughput, latency percentiles, CPU
- * seconds per GB, bytes per RDMA device: Mooncake's result line and ours
- * as text, or all of it as one JSON line (--json).
+ * seconds per GB, bytes per RDMA device, the loop's stalls (--plugin):
+ * Mooncake's result line and ours as text, or all of it as one JSON line
+ * (--json).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -33,6 +34,14 @@ void bench_percentiles(struct bench_result *r, double *lat_us)
 	r->p50 = percentile(lat_us, r->batches, 0.50);
 	r->p99 = percentile(lat_us, r->batches, 0.99);
 	r->p999 = percentile(lat_us, r->batches, 0.999);
+}
+
+void bench_stalls(struct bench_result *r, double *gaps_ms, size_t n)
+{
+	qsort(gaps_ms, n, sizeof(*gaps_ms), cmp_double);
+	r->have_stall = true;
+	r->stall_max_ms = n ? gaps_ms[n - 1] : 0;
+	r->stall_p99_ms = percentile(gaps_ms, n, 0.99);
 }
 
 static void print_num(const char *key, double v, bool have, bool last)
@@ -96,7 +105,13 @@ void bench_report(const struct bench_opts *o, const struct bench_result *r,
 		print_num("cpu_s_per_gb_target", r->cpu_target_s / gb,
 			  r->have_target && ran && gb > 0, false);
 		print_num("cpu_s_initiator", r->cpu_init_s, r->have_init, false);
-		print_num("cpu_s_target", r->cpu_target_s, r->have_target, true);
+		print_num("cpu_s_target", r->cpu_target_s, r->have_target, false);
+		print_num("loop_stall_max_ms", r->stall_max_ms, r->have_stall,
+			  false);
+		print_num("loop_stall_p99_ms", r->stall_p99_ms, r->have_stall,
+			  false);
+		/* a failed check ends the run before the report */
+		printf("\"verified\":%s", ran && o->verify ? "true" : "null");
 		if (ran)
 			print_nics(e, true);
 		printf("}\n");
@@ -110,6 +125,9 @@ void bench_report(const struct bench_opts *o, const struct bench_result *r,
 	}
 	printf("Test completed: duration %.2f, batch count %lu, throughput %.2f GB/s\n",
 	       r->duration_s, (unsigned long)r->batches, gbps);
+	if (r->have_stall)
+		printf("loop stall: max %.2f ms, p99 %.2f ms\n",
+		       r->stall_max_ms, r->stall_p99_ms);
 	printf("latency (us): p50 %.1f p99 %.1f p999 %.1f\n",
 	       r->p50, r->p99, r->p999);
 	if (r->have_target)

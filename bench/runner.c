@@ -1,8 +1,10 @@
 /*
- * xfer-bench: the runs. Engines and their buffers, batches of requests,
- * the timed loop of each submitting thread, and the modes: a target that
+ * xfer-bench: the runs. Engines and their buffers, batches of requests
+ * and the steps of a region (--verify around the timed batches), the
+ * timed loop of each submitting thread, and the modes: a target that
  * serves, an initiator (alone or with its target in this process, in
- * loopback mode) that moves batches.
+ * loopback mode) that moves batches. plugin.c drives the same regions
+ * from an event loop instead of threads.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,26 +16,6 @@
 #include <time.h>
 
 #include "bench/bench_internal.h"
-
-/* One submitting thread and what it measured. */
-struct worker {
-	pthread_t tid;
-	struct xfer_engine *e;
-	int64_t seg;
-	enum xfer_opcode op;
-	size_t batch_size, block_size;
-	uint64_t region_off;       /* offset of the region in both buffers */
-	uint8_t *local;            /* local region */
-	uint64_t remote;           /* target address of the region */
-	const uint8_t *target_view; /* loopback: the target's region, to check */
-	bool verify;
-	const struct timespec *deadline;
-	struct xfer_request *reqs;
-	uint8_t *expect;           /* the pattern of the region, for --verify */
-	double *lat_us;
-	size_t nlat, cap;
-	double cpu_s;
-};
 
 static inline uint8_t pattern(uint64_t i)
 {
@@ -106,7 +88,7 @@ static uint8_t *alloc_buffer(size_t len)
 	return p;
 }
 
-static void register_buffer(struct xfer_engine *e, void *p, size_t len)
+void bench_register(struct xfer_engine *e, void *p, size_t len)
 {
 	int ret = xfer_register(e, p, len, "cpu:0", true);
 
@@ -123,14 +105,14 @@ static uint8_t *target_buffer(const struct bench_opts *o,
 
 	if (o->verify)
 		fill_pattern(buf, 0, o->buffer_size);
-	register_buffer(e, buf, o->buffer_size);
+	bench_register(e, buf, o->buffer_size);
 	return buf;
 }
 
-/* Submit the worker's requests with @p op as one batch and wait for it. */
-static double run_batch(struct worker *w, enum xfer_opcode op)
+struct xfer_batch *bench_batch_submit(struct bench_worker *w,
+				      enum xfer_opcode op, xfer_batch_cb cb,
+				      void *arg)
 {
-	struct timespec t0, t1;
 	struct xfer_batch *b;
 	int ret;
 
@@ -139,13 +121,24 @@ static double run_batch(struct worker *w, enum xfer_opcode op)
 	b = xfer_batch_new(w->e, w->batch_size);
 	if (!b)
 		die_api(w->e, "xfer_batch_new", -errno);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (cb) {
+		ret = xfer_batch_set_callback(b, cb, arg);
+		if (ret)
+			die_api(w->e, "xfer_batch_set_callback", ret);
+	}
+	w->batch_op = op;
+	clock_gettime(CLOCK_MONOTONIC, &w->batch_t0);
 	ret = xfer_batch_submit(b, w->reqs, w->batch_size);
 	if (ret)
 		die_api(w->e, "xfer_batch_submit", ret);
-	ret = xfer_batch_wait(b, -1);
-	if (ret)
-		die_api(w->e, "xfer_batch_wait", ret);
+	return b;
+}
+
+double bench_batch_end(struct bench_worker *w, struct xfer_batch *b)
+{
+	struct timespec t1;
+	int ret;
+
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	for (size_t i = 0; i < w->batch_size; i++) {
 		struct xfer_task_status st;
@@ -155,17 +148,17 @@ static double run_batch(struct worker *w, enum xfer_opcode op)
 			die_api(w->e, "xfer_batch_status", ret);
 		if (st.status != XFER_COMPLETED)
 			die("task %zu (%s of %zu bytes at 0x%" PRIx64 ") ended %s",
-			    i, bench_op_names[op],
+			    i, bench_op_names[w->batch_op],
 			    w->block_size, w->reqs[i].target_offset,
 			    xfer_status_str(st.status));
 	}
 	ret = xfer_batch_free(b);
 	if (ret)
 		die_api(w->e, "xfer_batch_free", ret);
-	return ts_diff(&t0, &t1) * 1e6;
+	return ts_diff(&w->batch_t0, &t1) * 1e6;
 }
 
-static void record_latency(struct worker *w, double us)
+static void record_latency(struct bench_worker *w, double us)
 {
 	if (w->nlat == w->cap) {
 		w->cap = w->cap ? w->cap * 2 : 4096;
@@ -176,41 +169,85 @@ static void record_latency(struct worker *w, double us)
 	w->lat_us[w->nlat++] = us;
 }
 
-static void *worker_main(void *arg)
+/*
+ * The batches of a region: with --verify write, first one that clears the
+ * remote region (the local one is still zero), so the final check cannot
+ * pass on a pre-filled target; then the timed ones; then, with --verify
+ * write and no view of the target, one that reads the region back.
+ */
+int bench_worker_next(struct bench_worker *w, bool stop)
 {
-	struct worker *w = arg;
 	size_t region = w->batch_size * w->block_size;
-	struct timespec now;
 
-	if (w->verify && w->op == XFER_WRITE) {
-		/* Clear the remote region first (the local one is still zero),
-		 * so the final check cannot pass on a pre-filled target. */
-		run_batch(w, XFER_WRITE);
-		memcpy(w->local, w->expect, region);
-	}
-	for (;;) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (!ts_before(&now, w->deadline))
-			break;
-		/* Stale bytes of an earlier batch must not pass the check. */
-		if (w->verify && w->op == XFER_READ)
-			memset(w->local, 0, region);
-		record_latency(w, run_batch(w, w->op));
-		if (w->verify && w->op == XFER_READ)
-			check_pattern(w->local, w->expect, w->region_off, region,
-				      "read");
-	}
-	if (w->verify && w->op == XFER_WRITE) {
+	switch (w->phase) {
+	case BENCH_CLEAR:
+		return XFER_WRITE;
+	case BENCH_RUN:
+		if (!stop) {
+			/* Stale bytes of an earlier batch must not pass the check. */
+			if (w->verify && w->op == XFER_READ)
+				memset(w->local, 0, region);
+			return w->op;
+		}
+		w->phase = BENCH_DONE;
+		if (!w->verify || w->op != XFER_WRITE)
+			return -1;
 		if (w->target_view) {
 			check_pattern(w->target_view, w->expect, w->region_off,
 				      region, "write");
-		} else {
-			/* The local region becomes the scratch buffer. */
-			memset(w->local, 0, region);
-			run_batch(w, XFER_READ);
-			check_pattern(w->local, w->expect, w->region_off, region,
-				      "write");
+			return -1;
 		}
+		/* The local region becomes the scratch buffer. */
+		memset(w->local, 0, region);
+		w->phase = BENCH_CHECK;
+		return XFER_READ;
+	default:
+		return -1;
+	}
+}
+
+void bench_worker_done(struct bench_worker *w, double us)
+{
+	size_t region = w->batch_size * w->block_size;
+
+	switch (w->phase) {
+	case BENCH_CLEAR:
+		memcpy(w->local, w->expect, region);
+		w->phase = BENCH_RUN;
+		break;
+	case BENCH_RUN:
+		record_latency(w, us);
+		if (w->verify && w->op == XFER_READ)
+			check_pattern(w->local, w->expect, w->region_off, region,
+				      "read");
+		break;
+	case BENCH_CHECK:
+		check_pattern(w->local, w->expect, w->region_off, region,
+			      "write");
+		w->phase = BENCH_DONE;
+		break;
+	default:
+		break;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct bench_worker *w = arg;
+	struct xfer_batch *b;
+	struct timespec now;
+	int op, ret;
+
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		op = bench_worker_next(w, !ts_before(&now, w->deadline));
+		if (op < 0)
+			break;
+		b = bench_batch_submit(w, op, NULL, NULL);
+		ret = xfer_batch_wait(b, -1);
+		if (ret)
+			die_api(w->e, "xfer_batch_wait", ret);
+		bench_worker_done(w, bench_batch_end(w, b));
 	}
 	w->cpu_s = thread_cpu_s();
 	return NULL;
@@ -261,7 +298,7 @@ void bench_run_target(const struct bench_opts *o)
 		die("pthread_sigmask: %s", strerror(ret));
 
 	e = bench_engine_new(o, o->local_server_name, o->bind_addr,
-			     o->rpc_port);
+			     o->rpc_port, NULL);
 	buf = target_buffer(o, e);
 	printf("xfer-bench target: segment %s\n", xfer_engine_name(e));
 	fflush(stdout);
@@ -278,64 +315,59 @@ void bench_run_target(const struct bench_opts *o)
 	free(buf);
 }
 
-/* Initiator and loopback modes. */
-void bench_run_initiator(const struct bench_opts *o)
+void bench_initiator_new(const struct bench_opts *o,
+			 struct bench_initiator *in, struct event_base *base)
 {
-	struct xfer_engine *target = NULL, *e;
-	uint8_t *target_buf = NULL, *local;
-	size_t region = o->batch_size * o->block_size;
-	struct timespec start, deadline, end;
-	struct bench_result r = { .have_init = true };
-	const char *seg_name = o->segment_id;
-	double cpu_init0, cpu_target0 = 0;
-	uint64_t remote_addr, remote_len;
-	struct worker *w;
-	double *lat;
-	int64_t seg;
-	int ret;
-
+	*in = (struct bench_initiator){ .seg_name = o->segment_id, .seg = -1 };
 	if (o->mode == BENCH_LOOPBACK) {
 		const char *bind = o->bind_addr ? o->bind_addr : "127.0.0.1";
 
-		target = bench_engine_new(o, o->local_server_name, bind,
-					  o->rpc_port);
-		target_buf = target_buffer(o, target);
-		seg_name = xfer_engine_name(target);
+		in->target = bench_engine_new(o, o->local_server_name, bind,
+					      o->rpc_port, NULL);
+		in->target_buf = target_buffer(o, in->target);
+		in->seg_name = xfer_engine_name(in->target);
 		/* its own default name: with a central store, names must differ */
-		e = bench_engine_new(o, NULL, bind, 0);
+		in->e = bench_engine_new(o, NULL, bind, 0, base);
 	} else {
-		e = bench_engine_new(o, o->local_server_name, o->bind_addr,
-				     o->rpc_port);
+		in->e = bench_engine_new(o, o->local_server_name, o->bind_addr,
+					 o->rpc_port, base);
 	}
+	in->local = alloc_buffer(o->buffer_size);
+}
 
-	seg = xfer_segment_open(e, seg_name);
-	if (seg < 0)
-		die_api(e, "xfer_segment_open", (int)seg);
-	ret = xfer_segment_buffer(e, seg, 0, &remote_addr, &remote_len, NULL);
+void bench_initiator_regions(const struct bench_opts *o,
+			     struct bench_initiator *in, int64_t seg)
+{
+	size_t region = o->batch_size * o->block_size;
+	uint64_t remote_addr, remote_len;
+	struct bench_worker *w;
+	int ret;
+
+	in->seg = seg;
+	ret = xfer_segment_buffer(in->e, seg, 0, &remote_addr, &remote_len,
+				  NULL);
 	if (ret)
-		die_api(e, "xfer_segment_buffer", ret);
+		die_api(in->e, "xfer_segment_buffer", ret);
 	if (remote_len < region * o->threads)
 		die("segment %s: buffer 0 has %" PRIu64 " bytes, %zu threads need %zu",
-		    seg_name, remote_len, o->threads, region * o->threads);
-	local = alloc_buffer(o->buffer_size);
-	register_buffer(e, local, o->buffer_size);
+		    in->seg_name, remote_len, o->threads, region * o->threads);
 
-	w = calloc(o->threads, sizeof(*w));
+	in->w = w = calloc(o->threads, sizeof(*w));
 	if (!w)
 		die("out of memory");
 	for (size_t t = 0; t < o->threads; t++) {
-		w[t] = (struct worker){
-			.e = e,
-			.seg = seg,
+		w[t] = (struct bench_worker){
+			.e = in->e,
 			.op = o->op,
+			.phase = o->verify && o->op == XFER_WRITE ?
+				 BENCH_CLEAR : BENCH_RUN,
 			.batch_size = o->batch_size,
 			.block_size = o->block_size,
 			.region_off = t * region,
-			.local = local + t * region,
-			.remote = remote_addr + t * region,
-			.target_view = target_buf ? target_buf + t * region : NULL,
+			.local = in->local + t * region,
+			.target_view = in->target_buf ?
+				       in->target_buf + t * region : NULL,
 			.verify = o->verify,
-			.deadline = &deadline,
 			.reqs = xmalloc(o->batch_size * sizeof(*w[t].reqs)),
 		};
 		for (size_t i = 0; i < o->batch_size; i++)
@@ -343,7 +375,8 @@ void bench_run_initiator(const struct bench_opts *o)
 				.opcode = o->op,
 				.source = w[t].local + i * o->block_size,
 				.target_id = seg,
-				.target_offset = w[t].remote + i * o->block_size,
+				.target_offset = remote_addr + t * region +
+						 i * o->block_size,
 				.length = o->block_size,
 			};
 		if (o->verify) {
@@ -351,38 +384,48 @@ void bench_run_initiator(const struct bench_opts *o)
 			fill_pattern(w[t].expect, w[t].region_off, region);
 		}
 	}
+}
 
-	cpu_init0 = xfer_engine_cpu_seconds(e);
-	if (target)
-		cpu_target0 = xfer_engine_cpu_seconds(target);
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	deadline = deadline_after(o->duration_s);
-	for (size_t t = 0; t < o->threads; t++) {
-		ret = pthread_create(&w[t].tid, NULL, worker_main, &w[t]);
-		if (ret)
-			die("pthread_create: %s", strerror(ret));
-	}
-	for (size_t t = 0; t < o->threads; t++)
-		pthread_join(w[t].tid, NULL);
+void bench_initiator_start(struct bench_initiator *in)
+{
+	in->cpu_init0 = xfer_engine_cpu_seconds(in->e);
+	if (in->target)
+		in->cpu_target0 = xfer_engine_cpu_seconds(in->target);
+	in->cpu_self0 = thread_cpu_s();
+	clock_gettime(CLOCK_MONOTONIC, &in->start);
+}
+
+/* The CPU of the initiator counts its engine's threads, the submitting
+ * threads and this one (which runs the loop with --plugin). */
+void bench_initiator_end(const struct bench_opts *o,
+			 struct bench_initiator *in, struct bench_result *r)
+{
+	struct bench_worker *w = in->w;
+	struct timespec end;
+	double *lat;
+	int ret;
+
 	clock_gettime(CLOCK_MONOTONIC, &end);
-
-	r.duration_s = ts_diff(&start, &end);
-	r.cpu_init_s = xfer_engine_cpu_seconds(e) - cpu_init0;
-	if (target) {
-		r.have_target = true;
-		r.cpu_target_s = xfer_engine_cpu_seconds(target) - cpu_target0;
+	r->have_init = true;
+	r->duration_s = ts_diff(&in->start, &end);
+	r->cpu_init_s = xfer_engine_cpu_seconds(in->e) - in->cpu_init0 +
+			thread_cpu_s() - in->cpu_self0;
+	if (in->target) {
+		r->have_target = true;
+		r->cpu_target_s = xfer_engine_cpu_seconds(in->target) -
+				  in->cpu_target0;
 	}
 	for (size_t t = 0; t < o->threads; t++) {
-		r.batches += w[t].nlat;
-		r.cpu_init_s += w[t].cpu_s;
+		r->batches += w[t].nlat;
+		r->cpu_init_s += w[t].cpu_s;
 	}
-	r.bytes = r.batches * region;
-	lat = xmalloc((r.batches ? r.batches : 1) * sizeof(*lat));
+	r->bytes = r->batches * o->batch_size * o->block_size;
+	lat = xmalloc((r->batches ? r->batches : 1) * sizeof(*lat));
 	for (size_t t = 0, n = 0; t < o->threads; n += w[t++].nlat)
-		if (w[t].nlat) /* lat_us stays NULL for a thread that ran none */
+		if (w[t].nlat) /* lat_us stays NULL for a region that ran none */
 			memcpy(lat + n, w[t].lat_us, w[t].nlat * sizeof(*lat));
-	bench_percentiles(&r, lat);
-	bench_report(o, &r, e);
+	bench_percentiles(r, lat);
+	bench_report(o, r, in->e);
 
 	free(lat);
 	for (size_t t = 0; t < o->threads; t++) {
@@ -391,12 +434,41 @@ void bench_run_initiator(const struct bench_opts *o)
 		free(w[t].lat_us);
 	}
 	free(w);
-	ret = xfer_segment_close(e, seg);
+	ret = xfer_segment_close(in->e, in->seg);
 	if (ret)
-		die_api(e, "xfer_segment_close", ret);
-	xfer_engine_free(e);
-	if (target)
-		xfer_engine_free(target);
-	free(local);
-	free(target_buf);
+		die_api(in->e, "xfer_segment_close", ret);
+	xfer_engine_free(in->e);
+	if (in->target)
+		xfer_engine_free(in->target);
+	free(in->local);
+	free(in->target_buf);
+}
+
+/* Initiator and loopback modes, one thread per region. */
+void bench_run_initiator(const struct bench_opts *o)
+{
+	struct bench_result r = { 0 };
+	struct bench_initiator in;
+	struct timespec deadline;
+	int64_t seg;
+	int ret;
+
+	bench_initiator_new(o, &in, NULL);
+	seg = xfer_segment_open(in.e, in.seg_name);
+	if (seg < 0)
+		die_api(in.e, "xfer_segment_open", (int)seg);
+	bench_register(in.e, in.local, o->buffer_size);
+	bench_initiator_regions(o, &in, seg);
+
+	bench_initiator_start(&in);
+	deadline = deadline_after(o->duration_s);
+	for (size_t t = 0; t < o->threads; t++) {
+		in.w[t].deadline = &deadline;
+		ret = pthread_create(&in.w[t].tid, NULL, worker_main, &in.w[t]);
+		if (ret)
+			die("pthread_create: %s", strerror(ret));
+	}
+	for (size_t t = 0; t < o->threads; t++)
+		pthread_join(in.w[t].tid, NULL);
+	bench_initiator_end(o, &in, &r);
 }

@@ -8,7 +8,10 @@
  *              (--protocol rdma: through this host's RDMA devices)
  *
  * Each initiator thread owns a disjoint region of batch_size * block_size
- * bytes, at the same offset locally and in the target buffer.
+ * bytes, at the same offset locally and in the target buffer. With
+ * --plugin the initiator engine lives on an event_base of the bench and
+ * starts no thread: one batch per region in flight, each submitted from
+ * the completion callback of the one before.
  *
  * This file holds main() and how the program fails; bench_internal.h
  * lists the other parts.
@@ -62,6 +65,8 @@ int main(int argc, char **argv)
 	bench_opts_parse(argc, argv, &o);
 	if (o.mode == BENCH_TARGET)
 		bench_run_target(&o);
+	else if (o.plugin)
+		bench_run_plugin(&o);
 	else
 		bench_run_initiator(&o);
 	bench_opts_free(&o);
