@@ -86,6 +86,22 @@ static void t_note(struct xfer_engine *e, const char *name, const char *msg,
 		atomic_fetch_add(&a->notes, 1);
 }
 
+/* A base whose timers use the precise clock: libevent's default one moves
+ * in steps of a few ms, which would hide gaps smaller than that. */
+static struct event_base *precise_base(void)
+{
+	struct event_config *c = event_config_new();
+	struct event_base *base;
+
+	assert_non_null(c);
+	assert_int_equal(event_config_set_flag(c,
+					       EVENT_BASE_FLAG_PRECISE_TIMER), 0);
+	base = event_base_new_with_config(c);
+	event_config_free(c);
+	assert_non_null(base);
+	return base;
+}
+
 static struct xfer_engine *plugin(struct event_base *base, const char *meta)
 {
 	struct xfer_config *cfg = th_config();
@@ -121,8 +137,7 @@ static int setup(void **state)
 	th_fake_hs_start(&a->fake, th_desc_json(xfer_engine_rpc_port(a->t), 0),
 			 STALL_MS);
 	th_slow_http_start(&a->http, STALL_MS);
-	a->base = event_base_new();
-	assert_non_null(a->base);
+	a->base = precise_base();
 	a->a = plugin(a->base, NULL);
 	assert_int_equal(xfer_register(a->a, a->abuf, LEN, "cpu:0", false), 0);
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/metadata",
@@ -361,6 +376,84 @@ static void test_blocking_from_thread(void **state)
 	assert_true(a->max_gap_us < GAP_MAX_MS * 1000);
 }
 
+/* Refresh: a buffer the target registers after the open is seen once the
+ * descriptor is fetched again (p2p has no watch). Close: the id is gone
+ * at once, the segment waits for the task in flight, then the callback. */
+struct order {
+	struct app *a;
+	struct xfer_batch *b;
+	int task_at_close;           /* the task's status then */
+};
+
+static void ordered_batch(struct xfer_batch *b, enum xfer_status st,
+			  void *arg)
+{
+	(void)b;
+	th_assert_status(st, XFER_COMPLETED);
+	one_done(((struct order *)arg)->a, 0);
+}
+
+static void ordered_close(struct xfer_engine *e, int result, void *arg)
+{
+	struct order *o = arg;
+	struct xfer_task_status st;
+
+	(void)e;
+	o->task_at_close = xfer_batch_status(o->b, 0, &st) ? -1
+							   : (int)st.status;
+	one_done(o->a, result);
+}
+
+static void test_refresh_and_close(void **state)
+{
+	struct app *a = *state;
+	uint8_t *extra = th_alloc(LEN);
+	struct order o = { .a = a };
+	struct xfer_request r = { XFER_READ, a->abuf, 0, (uintptr_t)a->tbuf,
+				  LEN };
+	struct xfer_task_status st;
+	struct xfer_batch *b, *late;
+	uint64_t addr, len;
+
+	a->late_seg = -1;
+	a->pending = 1;
+	assert_int_equal(xfer_segment_open_async(a->a, xfer_engine_name(a->t),
+						 on_open, a), 0);
+	run_until_done(a, 5000);
+	assert_int_equal(xfer_register(a->t, extra, LEN, "cpu:0", true), 0);
+	assert_int_equal(xfer_segment_buffer(a->a, a->t_seg, 1, &addr, &len,
+					     NULL), -ENOENT);
+	a->pending = 1;
+	assert_int_equal(xfer_segment_refresh_async(a->a, a->t_seg, on_done,
+						    a), 0);
+	run_until_done(a, 5000);
+	assert_int_equal(xfer_segment_buffer(a->a, a->t_seg, 1, &addr, &len,
+					     NULL), 0);
+	assert_int_equal(len, LEN);
+
+	r.target_id = a->t_seg;
+	b = o.b = xfer_batch_new(a->a, 1);
+	assert_non_null(b);
+	assert_int_equal(xfer_batch_set_callback(b, ordered_batch, &o), 0);
+	assert_int_equal(xfer_batch_submit(b, &r, 1), 0);
+	assert_int_equal(xfer_segment_close_async(a->a, a->t_seg,
+						  ordered_close, &o), 0);
+	/* the id is unknown from now on */
+	late = xfer_batch_new(a->a, 1);
+	assert_int_equal(xfer_batch_submit(late, &r, 1), 0);
+	assert_int_equal(xfer_batch_status(late, 0, &st), 0);
+	th_assert_status(st.status, XFER_INVALID);
+	assert_int_equal(xfer_batch_free(late), 0);
+	assert_int_equal(xfer_segment_close_async(a->a, a->t_seg,
+						  ordered_close, &o), -ENOENT);
+	a->pending = 2;
+	run_until_done(a, 5000);
+	th_assert_status(o.task_at_close, XFER_COMPLETED);
+	assert_int_equal(xfer_batch_free(b), 0);
+	assert_int_equal(th_unregister(a->t, extra), 0);
+	free(extra);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +462,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_blocking_on_base_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_blocking_from_thread, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_refresh_and_close, setup,
 						teardown),
 	};
 

@@ -369,7 +369,7 @@ int xfer_segment_close(struct xfer_engine *e, int64_t segment_id);
 /**
  * Close a segment id once nothing uses it: the id is unknown from this
  * call on (new requests to it are INVALID), tasks in flight finish, and
- * then @p cb gets 0.
+ * then @p cb gets 0 (before or after the callbacks of their batches).
  * @return 0; -ENOENT for an unknown id, -EINVAL (NULL @p cb), -ENOMEM
  *         (then @p cb is never called). Any thread.
  */
