@@ -100,13 +100,26 @@ static int update_descriptor(struct xfer_engine *e)
 	return 0;
 }
 
-/* A malloc'd copy of the own descriptor: the current one, or one with no
- * buffers (published on shutdown). */
-static char *own_descriptor(bool with_buffers, size_t *len, void *arg)
+struct xfer_transport *xfer_engine_transport(struct xfer_engine *e,
+					     const char *kind)
+{
+	return xfer_segments_kind(&e->segs, kind);
+}
+
+/* A malloc'd copy of the own document of @p kind, or of the RAM
+ * descriptor: the current one, or one with no buffers (published on
+ * shutdown). */
+static char *own_descriptor(const char *kind, bool with_buffers,
+			    size_t *len, void *arg)
 {
 	struct xfer_engine *e = arg;
+	struct xfer_transport *t;
 	char *copy;
 
+	if (kind) {
+		t = xfer_engine_transport(e, kind);
+		return t ? t->ops->document(t, len) : NULL;
+	}
 	if (!with_buffers)
 		return encode_descriptor(e, false, &copy, len) ? NULL : copy;
 	pthread_mutex_lock(&e->desc_lock);
@@ -119,9 +132,9 @@ static char *own_descriptor(bool with_buffers, size_t *len, void *arg)
 	return copy;
 }
 
-static char *hs_descriptor(size_t *len, void *arg)
+static char *hs_descriptor(const char *kind, size_t *len, void *arg)
 {
-	return own_descriptor(true, len, arg);
+	return own_descriptor(kind, true, len, arg);
 }
 
 static int hs_notify(const struct xfer_hs_notify *n, void *arg)
@@ -221,7 +234,7 @@ int xfer_register_async(struct xfer_engine *e, void *addr, size_t len,
 	int ret = cb ? register_local(e, addr, len, location, remote_access)
 		     : -EINVAL;
 
-	if (!ret && (ret = xfer_meta_publish_ram(&e->meta, cb, arg)))
+	if (!ret && (ret = xfer_meta_publish(&e->meta, NULL, cb, arg)))
 		unregister_local(e, addr);
 	return ret;
 }
@@ -231,7 +244,19 @@ int xfer_unregister_async(struct xfer_engine *e, void *addr,
 {
 	int ret = cb ? unregister_local(e, addr) : -EINVAL;
 
-	return ret ? ret : xfer_meta_publish_ram(&e->meta, cb, arg);
+	return ret ? ret : xfer_meta_publish(&e->meta, NULL, cb, arg);
+}
+
+int xfer_engine_republish(struct xfer_engine *e, const char *kind,
+			  xfer_done_cb cb, void *arg)
+{
+	return xfer_meta_publish(&e->meta, kind, cb, arg);
+}
+
+int xfer_engine_may_wait(struct xfer_engine *e)
+{
+	return xfer_meta_keeps(&e->meta) && xfer_reactor_on_thread(&e->control)
+	       ? -EDEADLK : 0;
 }
 
 /*
@@ -310,7 +335,7 @@ static int start_transports(struct xfer_engine *e, const char *protocol)
 	const struct xfer_transport_ops *const *tp = xfer_transports();
 	union xfer_knob_val *knobs;
 	size_t nknobs = 0;
-	int n = 0, ret;
+	int n = 0, nkinds = 0, ret;
 
 	for (size_t i = 0; tp[i]; i++)
 		nknobs += xfer_knobs_count(tp[i]->knobs);
@@ -347,6 +372,8 @@ static int start_transports(struct xfer_engine *e, const char *protocol)
 		t->ops = ops;
 		t->env = env;
 		e->tps[n++] = t;
+		if (ops->kind)
+			e->kinds[nkinds++] = ops->kind;
 		if (ops->flags & XFER_TP_LOCAL)
 			e->local = t;
 		else if (!strcmp(ops->name, protocol))
@@ -444,7 +471,8 @@ static int open_meta(struct xfer_engine *e)
 		.password = xfer_config_val(c, "metadata_password").str,
 		.handshake_max_len = (uint32_t)xfer_config_val(
 			c, "handshake_max_len").num,
-		.descriptor = own_descriptor,
+		.document = own_descriptor,
+		.kinds = e->kinds,
 		.changed = on_changed,
 		.err = &e->err,
 		.arg = e,

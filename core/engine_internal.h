@@ -48,6 +48,8 @@ struct xfer_engine {
 	struct xfer_transport_env tp_env[XFER_MAX_TRANSPORTS];
 	union xfer_knob_val *tp_knobs;
 	struct xfer_transport *main, *local;
+	/* The metadata kinds of the started transports, NULL-ended. */
+	const char *kinds[XFER_MAX_TRANSPORTS + 1];
 
 	pthread_mutex_t desc_lock;  /* own descriptor, encoded */
 	char *desc_json;

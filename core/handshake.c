@@ -75,12 +75,16 @@ static int answer(const struct xfer_hs_env *env, uint8_t type,
 		xfer_hs_conn_clear(&reply);
 		return ret;
 	}
-	case XFER_HS_METADATA:
-		ret = xfer_json_check_object(json, len, err, sizeof(err));
+	case XFER_HS_METADATA: {
+		char *kind;
+
+		ret = xfer_hs_meta_decode(json, len, &kind, err, sizeof(err));
 		if (ret)
 			break;
-		*out = env->descriptor(out_len, env->arg);
-		return *out ? 0 : -ENOMEM;
+		*out = env->descriptor(kind, out_len, env->arg);
+		free(kind);
+		return *out ? 0 : -ENOENT;
+	}
 	case XFER_HS_NOTIFY:
 		ret = xfer_hs_notify_decode(json, len, &n, err, sizeof(err));
 		if (ret)

@@ -56,9 +56,10 @@ struct xfer_hs_env {
 	 *  another negative errno closes without a reply. */
 	int (*connection)(const struct xfer_hs_conn *req,
 			  struct xfer_hs_conn *reply, void *arg);
-	/** The descriptor to answer a Metadata request with, malloc'd;
-	 *  NULL on ENOMEM. */
-	char *(*descriptor)(size_t *len, void *arg);
+	/** The document to answer a Metadata request with, malloc'd: of
+	 *  metadata kind @p kind, or the RAM descriptor when NULL. NULL if
+	 *  there is none of that kind (the connection closes) or on ENOMEM. */
+	char *(*descriptor)(const char *kind, size_t *len, void *arg);
 	/** A notification arrived. @return 0 (answered "success"), or a
 	 *  negative errno (answered with an empty message: refused). */
 	int (*notify)(const struct xfer_hs_notify *n, void *arg);
@@ -116,6 +117,15 @@ int xfer_hs_conn_decode(const char *json, size_t len, struct xfer_hs_conn *c,
 			char *err, size_t errlen);
 /** Free the strings and array of @p c (not @p c itself). */
 void xfer_hs_conn_clear(struct xfer_hs_conn *c);
+
+/**
+ * A Metadata request body: any JSON object (Mooncake sends `{}` or its own
+ * descriptor); a string "kind" in it asks for the document of that
+ * metadata kind instead of the RAM descriptor (xfer's, PROTOCOL.md §1).
+ * @return 0 with *@p kind malloc'd or NULL, -EPROTO, -ENOMEM.
+ */
+int xfer_hs_meta_decode(const char *json, size_t len, char **kind, char *err,
+			size_t errlen);
 
 int xfer_hs_notify_encode(const struct xfer_hs_notify *n, char **json,
 			  size_t *len);

@@ -128,6 +128,26 @@ void xfer_hs_conn_clear(struct xfer_hs_conn *c)
 	memset(c, 0, sizeof(*c));
 }
 
+int xfer_hs_meta_decode(const char *json, size_t len, char **kind, char *err,
+			size_t errlen)
+{
+	yajl_val root;
+	int ret;
+
+	*kind = NULL;
+	ret = xfer_json_parse(json, len, &root, err, errlen);
+	if (ret)
+		return ret;
+	if (xfer_json_get(root, "kind"))
+		ret = xfer_json_get_name(root, "", "kind", kind, err, errlen);
+	if (ret) {
+		free(*kind);
+		*kind = NULL;
+	}
+	yajl_tree_free(root);
+	return ret;
+}
+
 int xfer_hs_notify_encode(const struct xfer_hs_notify *n, char **json,
 			  size_t *len)
 {

@@ -18,32 +18,44 @@
 
 #define META_TIMEOUT_MS 15000 /* the slowest backend step is 10 s */
 
-enum { PUBLISH_RPC = 1, PUBLISH_RAM = 2 };
+/* The own keys, by index: rpc_meta, ram, then env.kinds. */
+enum { OWN_RPC, OWN_RAM, OWN_KINDS };
 
-static const char *const own_kind[] = {
-	[PUBLISH_RPC] = "rpc_meta/",
-	[PUBLISH_RAM] = "ram/",
-};
+static const char *own_kind(const struct xfer_meta *m, unsigned i)
+{
+	return i == OWN_RPC ? "rpc_meta" : i == OWN_RAM ? "ram"
+						       : m->env.kinds[i - OWN_KINDS];
+}
 
-/* prefix + kind + name, malloc'd; NULL on ENOMEM. */
+static unsigned own_count(const struct xfer_meta *m)
+{
+	unsigned n = OWN_KINDS;
+
+	while (m->env.kinds && m->env.kinds[n - OWN_KINDS])
+		n++;
+	return n;
+}
+
+/* prefix + kind + "/" + name, malloc'd; NULL on ENOMEM. */
 static char *key_of(struct xfer_meta *m, const char *kind, const char *name)
 {
-	size_t n = strlen(m->prefix) + strlen(kind) + strlen(name) + 1;
+	size_t n = strlen(m->prefix) + strlen(kind) + strlen(name) + 2;
 	char *key = malloc(n);
 
 	if (key)
-		snprintf(key, n, "%s%s%s", m->prefix, kind, name);
+		snprintf(key, n, "%s%s/%s", m->prefix, kind, name);
 	return key;
 }
 
-/* The value of own key @p what, malloc'd; NULL on ENOMEM. */
-static char *own_value(struct xfer_meta *m, unsigned what, bool buffers,
+/* The value of own key @p i, malloc'd; NULL on ENOMEM. */
+static char *own_value(struct xfer_meta *m, unsigned i, bool buffers,
 		       size_t *len)
 {
 	char *json;
 
-	if (what == PUBLISH_RAM)
-		return m->env.descriptor(buffers, len, m->env.arg);
+	if (i != OWN_RPC)
+		return m->env.document(i == OWN_RAM ? NULL : own_kind(m, i),
+				       buffers, len, m->env.arg);
 	return xfer_rpc_meta_encode(m->host, m->port, &json, len) ? NULL : json;
 }
 
@@ -87,7 +99,7 @@ static int call(struct xfer_meta *m, unsigned what, bool put, bool buffers)
 {
 	struct call *c = calloc(1, sizeof(*c));
 
-	if (!c || !(c->key = key_of(m, own_kind[what], m->name)) ||
+	if (!c || !(c->key = key_of(m, own_kind(m, what), m->name)) ||
 	    (put && !(c->value = own_value(m, what, buffers, &c->len))) ||
 	    !(c->w = xfer_wait_new())) {
 		if (c) {
@@ -119,9 +131,10 @@ int xfer_meta_get(struct xfer_meta *m, const char *kind, const char *name,
 
 /* ---- publication of the engine's own keys ---- */
 
-/* Callbacks that wait for the next ram put to be out. */
+/* A callback that waits for the next put of own key @c what. */
 struct xfer_meta_waiter {
 	struct xfer_meta_waiter *next;
+	unsigned what;
 	xfer_done_cb cb;
 	void *arg;
 };
@@ -160,7 +173,7 @@ static void publish_done(int err, const char *value, size_t len, void *arg)
 /* Put own key @p what from the reactor, answered to publish_done(). */
 static void put_own(struct xfer_meta *m, unsigned what, struct xfer_meta_waiter *w)
 {
-	char *key = key_of(m, own_kind[what], m->name), *json;
+	char *key = key_of(m, own_kind(m, what), m->name), *json;
 	struct put *p = calloc(1, sizeof(*p));
 	size_t len;
 
@@ -184,22 +197,23 @@ static void publish_run(struct xfer_job *j)
 {
 	struct xfer_meta *m = container_of(j, struct xfer_meta, publish_job);
 	unsigned what = atomic_exchange(&m->publish_flags, 0);
-	struct xfer_meta_waiter *w;
+	struct xfer_meta_waiter *w, *next, *per[XFER_META_MAX_OWN] = { 0 };
 
 	pthread_mutex_lock(&m->lock);
 	w = m->waiters;
 	m->waiters = NULL;
 	pthread_mutex_unlock(&m->lock);
-	if (!(m->flags & XFER_STORE_KEEPS)) {
-		run_waiters(m, w, 0); /* peers ask the engine itself */
-		return;
+	for (; w; w = next) { /* each to the put of its key */
+		next = w->next;
+		w->next = per[w->what];
+		per[w->what] = w;
 	}
-	if (what & PUBLISH_RPC)
-		put_own(m, PUBLISH_RPC, NULL);
-	if (what & PUBLISH_RAM)
-		put_own(m, PUBLISH_RAM, w);
-	else
-		run_waiters(m, w, 0);
+	for (unsigned i = 0; i < own_count(m); i++) {
+		if (!(m->flags & XFER_STORE_KEEPS) || !(what & 1u << i))
+			run_waiters(m, per[i], 0); /* peers ask us */
+		else
+			put_own(m, i, per[i]);
+	}
 }
 
 static void publish(struct xfer_meta *m, unsigned what)
@@ -210,19 +224,33 @@ static void publish(struct xfer_meta *m, unsigned what)
 	}
 }
 
-int xfer_meta_publish_ram(struct xfer_meta *m, xfer_done_cb cb, void *arg)
+/* Every own key. */
+static unsigned all_own(const struct xfer_meta *m)
 {
-	struct xfer_meta_waiter *w = calloc(1, sizeof(*w));
+	return (1u << own_count(m)) - 1;
+}
 
+int xfer_meta_publish(struct xfer_meta *m, const char *kind, xfer_done_cb cb,
+		      void *arg)
+{
+	struct xfer_meta_waiter *w;
+	unsigned i = OWN_RAM;
+
+	while (kind && i < own_count(m) && strcmp(own_kind(m, i), kind))
+		i++;
+	if (i == own_count(m))
+		return -ENOENT;
+	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	w->what = i;
 	w->cb = cb;
 	w->arg = arg;
 	pthread_mutex_lock(&m->lock);
 	w->next = m->waiters;
 	m->waiters = w;
 	pthread_mutex_unlock(&m->lock);
-	publish(m, PUBLISH_RAM);
+	publish(m, 1u << i);
 	return 0;
 }
 
@@ -237,7 +265,7 @@ bool xfer_meta_keeps(const struct xfer_meta *m)
 int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
 		    uint16_t port)
 {
-	int ret;
+	int ret = 0;
 
 	m->name = name;
 	m->host = host;
@@ -245,12 +273,11 @@ int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
 	if (!(m->flags & XFER_STORE_KEEPS))
 		return 0;
 	if (xfer_reactor_on_thread(m->env.control)) {
-		publish(m, PUBLISH_RPC | PUBLISH_RAM);
+		publish(m, all_own(m));
 		return 0;
 	}
-	ret = call(m, PUBLISH_RPC, true, true);
-	if (!ret)
-		ret = call(m, PUBLISH_RAM, true, true);
+	for (unsigned i = 0; i < own_count(m) && !ret; i++)
+		ret = call(m, i, true, true);
 	if (ret)
 		xfer_log(XFER_LOG_ERROR, "metadata server %s: %s", m->env.conn,
 			 strerror(-ret));
@@ -288,14 +315,25 @@ static void oneshot_reconnected(void *arg)
 	(void)arg;
 }
 
+/* Run one store call on the private base of @p o and wait for it. */
+static void oneshot_run(struct oneshot *o)
+{
+	static const struct timeval limit = { META_TIMEOUT_MS / 1000, 0 };
+
+	o->done = false;
+	event_base_loopexit(o->base, &limit);
+	event_base_dispatch(o->base);
+	if (!o->done)
+		o->err = -ETIMEDOUT;
+}
+
 /*
  * Withdraw the own keys through a connection of our own on a private
  * base, so that the application's base is never dispatched here (plugin
- * mode, on its thread): ram without buffers, then both keys deleted.
+ * mode, on its thread): ram without buffers, then every key deleted.
  */
 static void stop_private(struct xfer_meta *m)
 {
-	static const struct timeval limit = { META_TIMEOUT_MS / 1000, 0 };
 	struct oneshot o = { .base = event_base_new() };
 	struct xfer_store_env env = {
 		.base = o.base,
@@ -307,25 +345,24 @@ static void stop_private(struct xfer_meta *m)
 		.handshake_max_len = m->env.handshake_max_len,
 	};
 	const struct xfer_store_ops *ops = m->store->ops;
-	char *ram = key_of(m, own_kind[PUBLISH_RAM], m->name);
-	char *rpc = key_of(m, own_kind[PUBLISH_RPC], m->name);
 	struct xfer_store *s = NULL;
 	size_t len;
-	char *json = own_value(m, PUBLISH_RAM, false, &len);
+	char *json = own_value(m, OWN_RAM, false, &len), *key;
 
-	if (!o.base || !ram || !rpc || !json ||
-	    ops->open(m->env.conn, &env, &s))
+	if (!o.base || !json || ops->open(m->env.conn, &env, &s))
 		goto out;
-	for (int step = 0; step < 3 && !o.err; step++) {
-		o.done = false;
-		if (step == 0)
-			ops->put(s, ram, json, len, oneshot_done, &o);
+	for (unsigned i = 0; i <= own_count(m) && !o.err; i++) {
+		/* first the empty ram, then each key */
+		key = key_of(m, own_kind(m, i ? i - 1 : OWN_RAM), m->name);
+		if (!key)
+			o.err = -ENOMEM;
+		else if (i == 0)
+			ops->put(s, key, json, len, oneshot_done, &o);
 		else
-			ops->del(s, step == 1 ? rpc : ram, oneshot_done, &o);
-		event_base_loopexit(o.base, &limit);
-		event_base_dispatch(o.base);
-		if (!o.done)
-			o.err = -ETIMEDOUT;
+			ops->del(s, key, oneshot_done, &o);
+		if (key)
+			oneshot_run(&o);
+		free(key);
 	}
 	ops->close(s);
 out:
@@ -333,13 +370,12 @@ out:
 		xfer_log(XFER_LOG_WARN, "metadata %s: keys of %s not withdrawn",
 			 m->env.conn, m->name);
 	free(json);
-	free(rpc);
-	free(ram);
 	if (o.base)
 		event_base_free(o.base);
 }
 
-/* On free: ram without buffers, then both keys deleted (PROTOCOL.md §2). */
+/* On free: ram without buffers, then every own key deleted
+ * (PROTOCOL.md §2). */
 void xfer_meta_stop(struct xfer_meta *m)
 {
 	if (!(m->flags & XFER_STORE_KEEPS) || !m->name)
@@ -348,28 +384,39 @@ void xfer_meta_stop(struct xfer_meta *m)
 		stop_private(m);
 		return;
 	}
-	call(m, PUBLISH_RAM, true, false);
-	call(m, PUBLISH_RPC, false, false);
-	call(m, PUBLISH_RAM, false, false);
+	call(m, OWN_RAM, true, false);
+	for (unsigned i = 0; i < own_count(m); i++)
+		call(m, i, false, false);
 }
 
 /* ---- the watch ---- */
 
+/* A segment's key changed: "ram/<name>" is segment <name>, another
+ * kind's "<kind>/<name>" the segment of that name; rpc_meta is not one. */
 static void on_changed(const char *key, void *arg)
 {
 	struct xfer_meta *m = arg;
-	const char *ram = own_kind[PUBLISH_RAM];
-	size_t plen = strlen(m->prefix), n = strlen(ram);
+	size_t plen = strlen(m->prefix);
 
-	if (!key)
+	if (!key) {
 		m->env.changed(NULL, m->env.arg);
-	else if (!strncmp(key, m->prefix, plen) && !strncmp(key + plen, ram, n))
-		m->env.changed(key + plen + n, m->env.arg);
+		return;
+	}
+	if (strncmp(key, m->prefix, plen))
+		return;
+	key += plen;
+	for (unsigned i = OWN_RAM; i < own_count(m); i++) {
+		size_t n = strlen(own_kind(m, i));
+
+		if (!strncmp(key, own_kind(m, i), n) && key[n] == '/')
+			m->env.changed(i == OWN_RAM ? key + n + 1 : key,
+				       m->env.arg);
+	}
 }
 
 static void on_reconnected(void *arg)
 {
-	publish(arg, PUBLISH_RPC | PUBLISH_RAM);
+	publish(arg, all_own(arg));
 }
 
 int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)

@@ -25,15 +25,24 @@ struct xfer_meta_env {
 	const char *conn;          /* the connection string */
 	const char *cluster_id, *user, *password; /* may be NULL */
 	uint32_t handshake_max_len;
-	/** The own descriptor, with or without buffers, malloc'd; NULL on
-	 *  ENOMEM. Any thread. */
-	char *(*descriptor)(bool with_buffers, size_t *len, void *arg);
-	/** Segment @p name's key changed; NULL: every segment may have
-	 *  (events lost). Control reactor. */
+	/** The own document of metadata kind @p kind (NULL: the RAM
+	 *  descriptor, with or without buffers), malloc'd; NULL on ENOMEM.
+	 *  Any thread. */
+	char *(*document)(const char *kind, bool with_buffers, size_t *len,
+			  void *arg);
+	/** The kinds of own documents besides "ram" ("nvmeof"), NULL-ended;
+	 *  at most XFER_META_MAX_OWN - 2. */
+	const char *const *kinds;
+	/** Segment @p name's key changed ("<kind>/<name>" for a kind other
+	 *  than ram); NULL: every segment may have (events lost). Control
+	 *  reactor. */
 	void (*changed)(const char *name, void *arg);
 	struct xfer_error *err;
 	void *arg;
 };
+
+/* Own keys: rpc_meta, ram and the kinds. */
+#define XFER_META_MAX_OWN 8
 
 struct xfer_meta_waiter;
 
@@ -72,15 +81,18 @@ int xfer_meta_start(struct xfer_meta *m, const char *name, const char *host,
  *  control reactor's thread, through a connection of its own). */
 void xfer_meta_stop(struct xfer_meta *m);
 /**
- * Republish ram after register/unregister, coalesced with other changes;
- * @p cb(engine, 0 or the store's error, @p arg) runs on the control
- * reactor once the put that carries this change is answered (with a store
- * that keeps nothing: soon). A server that is away gets it when it is
- * back. Any thread. @return 0, -ENOMEM (then @p cb never runs).
+ * Republish the own document of @p kind (NULL: ram) after a change,
+ * coalesced with other changes; @p cb(engine, 0 or the store's error,
+ * @p arg) runs on the control reactor once the put that carries this
+ * change is answered (with a store that keeps nothing: soon). A server
+ * that is away gets it when it is back. Any thread.
+ * @return 0, -ENOENT (not an own kind), -ENOMEM (then @p cb never runs).
  */
-int xfer_meta_publish_ram(struct xfer_meta *m, xfer_done_cb cb, void *arg);
+int xfer_meta_publish(struct xfer_meta *m, const char *kind, xfer_done_cb cb,
+		      void *arg);
 
-/** Start a get of @p kind @p name on the control reactor (from it).
+/** Start a get of `<kind>/<name>` ("ram", "rpc_meta", "nvmeof") on the
+ *  control reactor (from it).
  *  @return 0 (@p cb runs later), or -ENOMEM (it never runs). */
 int xfer_meta_get(struct xfer_meta *m, const char *kind, const char *name,
 		  xfer_store_cb cb, void *arg);

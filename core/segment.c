@@ -130,6 +130,14 @@ void xfer_segments_fini(struct xfer_segments *ss)
 	pthread_mutex_destroy(&ss->lock);
 }
 
+/* The part of @p name after "<kind>/" for a segment of another kind than
+ * ram (the owner's name), else @p name. */
+static const char *owner_of(const struct xfer_segment *seg)
+{
+	return seg->tp && seg->tp->ops->kind ? strchr(seg->name, '/') + 1
+					      : seg->name;
+}
+
 bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
 			 uint64_t len)
 {
@@ -138,6 +146,12 @@ bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
 
 	if (addr + len < addr)
 		return false;
+	if (seg->tp->ops->kind) {
+		pthread_rwlock_rdlock(&seg->lock);
+		ok = seg->tp->ops->covers(seg->tp, seg, addr, len);
+		pthread_rwlock_unlock(&seg->lock);
+		return ok;
+	}
 	if (seg->local) {
 		pthread_rwlock_rdlock(&bs->lock);
 		ok = xfer_buffers_find(bs, addr, len, false) != NULL;
@@ -148,6 +162,15 @@ bool xfer_segment_covers(struct xfer_segment *seg, uint64_t addr,
 	ok = xfer_desc_find_buf(seg->desc, addr, len) != NULL;
 	pthread_rwlock_unlock(&seg->lock);
 	return ok;
+}
+
+struct xfer_transport *xfer_segments_kind(struct xfer_segments *ss,
+					  const char *kind)
+{
+	for (struct xfer_transport *const *t = ss->tps; t && *t; t++)
+		if ((*t)->ops->kind && !strcmp((*t)->ops->kind, kind))
+			return *t;
+	return NULL;
 }
 
 /* The started transport a descriptor may name @p protocol; NULL if none. */
@@ -290,6 +313,23 @@ static void open_end(struct xfer_segment_op *op, int64_t id)
 	op_free(op);
 }
 
+/* Take a document of another kind than ram for @p seg (served by
+ * seg->tp); the old state goes back to the transport once replaced. */
+static int adopt(struct xfer_segment *seg, const char *json, size_t len)
+{
+	void *old = seg->tp_priv;
+	char why[128];
+	int ret;
+
+	ret = seg->tp->ops->adopt(seg->tp, seg, json, len, why, sizeof(why));
+	if (ret)
+		return xfer_error_set(seg->set->err, ret, "segment %s: bad "
+				      "document: %s", seg->name, why);
+	if (old && old != seg->tp_priv)
+		release_priv(seg, old);
+	return 0;
+}
+
 static void ram_done(int err, const char *json, size_t len, void *arg)
 {
 	struct xfer_segment_op *op = arg;
@@ -300,9 +340,11 @@ static void ram_done(int err, const char *json, size_t len, void *arg)
 	if (err)
 		ret = xfer_error_set(ss->err, err, "open %s: %s", seg->name,
 				     strerror(-err));
+	else if (seg->tp) /* another kind: its transport reads it */
+		ret = adopt(seg, json, len);
 	else
 		ret = parse_desc(ss, seg->name, json, len, &seg->desc);
-	if (!ret) {
+	if (!ret && !seg->tp) {
 		seg->tp = find_transport(ss, seg->desc->protocol);
 		ret = seg->tp->ops->open(seg->tp, seg);
 		if (ret)
@@ -312,10 +354,17 @@ static void ram_done(int err, const char *json, size_t len, void *arg)
 	open_end(op, ret ? ret : 0);
 }
 
-/* The host is known: fetch the descriptor. */
+/* The metadata kind of @p seg's document. */
+static const char *kind_of(const struct xfer_segment *seg)
+{
+	return seg->tp && seg->tp->ops->kind ? seg->tp->ops->kind : "ram";
+}
+
+/* The host is known: fetch the descriptor (or document). */
 static void fetch_ram(struct xfer_segment_op *op)
 {
-	if (xfer_meta_get(op->ss->meta, "ram/", op->seg->name, ram_done, op))
+	if (xfer_meta_get(op->ss->meta, kind_of(op->seg), owner_of(op->seg),
+			  ram_done, op))
 		open_end(op, -ENOMEM);
 }
 
@@ -406,34 +455,71 @@ static void open_start(struct xfer_job *j)
 		open_end(op, id);
 	} else if (seg->local) {
 		open_end(op, 0);
-	} else if (xfer_meta_get(ss->meta, "rpc_meta/", seg->name, rpc_done,
+	} else if (xfer_meta_get(ss->meta, "rpc_meta", owner_of(seg), rpc_done,
 				 op)) {
 		open_end(op, -ENOMEM);
 	}
 }
 
+/* A new segment for @p name, with its transport when that is known now:
+ * the engine's own, or one serving the kind of a "<kind>/<owner>" name.
+ * NULL with *@p ret -EINVAL, -EPROTONOSUPPORT or -ENOMEM. */
+static struct xfer_segment *segment_for(struct xfer_engine *e,
+					const char *name, int *ret)
+{
+	struct xfer_segments *ss = &e->segs;
+	struct xfer_transport *kind = NULL;
+	const char *slash = name ? strchr(name, '/') : NULL;
+	struct xfer_segment *seg;
+	char k[32];
+
+	*ret = -EINVAL;
+	if (!name || !*name || strlen(name) >= XFER_JSON_MAX_STR ||
+	    (slash && (slash == name || !slash[1] ||
+		       (size_t)(slash - name) >= sizeof(k)))) {
+		xfer_error_set(&e->err, -EINVAL, "open: bad segment name");
+		return NULL;
+	}
+	if (slash) { /* "<kind>/<owner>": a document of that kind */
+		snprintf(k, sizeof(k), "%.*s", (int)(slash - name), name);
+		kind = xfer_segments_kind(ss, k);
+		if (!kind) {
+			*ret = xfer_error_set(&e->err, -EPROTONOSUPPORT,
+					      "open %s: no transport serves "
+					      "kind %s", name, k);
+			return NULL;
+		}
+	}
+	*ret = -ENOMEM;
+	seg = segment_new(ss, name);
+	if (!seg)
+		return NULL;
+	seg->tp = kind;
+	if (!strcmp(owner_of(seg), ss->own_name)) {
+		seg->local = true;
+		if (!kind)
+			seg->tp = e->local;
+	}
+	return seg;
+}
+
 int xfer_segment_open_async(struct xfer_engine *e, const char *name,
 			    xfer_segment_cb cb, void *arg)
 {
-	struct xfer_segments *ss = &e->segs;
 	struct xfer_segment_op *op;
+	int ret;
 
-	if (!name || !*name || strlen(name) >= XFER_JSON_MAX_STR || !cb)
-		return xfer_error_set(&e->err, -EINVAL, "open: bad segment "
-				      "name or callback");
-	op = op_new(ss, OP_OPEN, arg);
+	if (!cb)
+		return xfer_error_set(&e->err, -EINVAL, "open: no callback");
+	op = op_new(&e->segs, OP_OPEN, arg);
 	if (!op)
 		return -ENOMEM;
-	op->seg = segment_new(ss, name);
+	op->seg = segment_for(e, name, &ret);
 	if (!op->seg) {
 		op_free(op);
-		return -ENOMEM;
+		return ret;
 	}
 	op->open_cb = cb;
-	if (!strcmp(name, ss->own_name)) {
-		op->seg->local = true;
-		op->seg->tp = e->local;
-	}
 	op->job.fn = open_start;
 	xfer_reactor_post(&e->control, &op->job);
 	return 0;
@@ -451,6 +537,7 @@ int64_t xfer_segment_open(struct xfer_engine *e, const char *name)
 	struct xfer_segment *seg;
 	struct xfer_wait *w;
 	int64_t id = -1;
+	int ret;
 
 	if (name) {
 		pthread_mutex_lock(&ss->lock);
@@ -460,15 +547,13 @@ int64_t xfer_segment_open(struct xfer_engine *e, const char *name)
 		pthread_mutex_unlock(&ss->lock);
 		if (id >= 0)
 			return id;
-		if (!strcmp(name, ss->own_name)) { /* nothing to wait for */
-			seg = segment_new(ss, name);
-			if (!seg)
-				return -ENOMEM;
-			seg->local = true;
-			seg->tp = e->local;
-			return insert(ss, seg);
-		}
 	}
+	seg = segment_for(e, name, &ret);
+	if (!seg)
+		return ret;
+	if (seg->local) /* the engine's own: nothing to wait for */
+		return insert(ss, seg);
+	segment_destroy(seg);
 	if (xfer_reactor_on_thread(&e->control))
 		return xfer_error_set(&e->err, -EDEADLK, "open: on the engine's "
 				      "callback thread: use "
@@ -506,6 +591,11 @@ static void refresh_done(int err, const char *json, size_t len, void *arg)
 		/* The server is away: keep serving from the cached one. */
 		xfer_log(XFER_LOG_WARN, "segment %s: refresh: %s", seg->name,
 			 strerror(-err));
+	} else if (seg->tp->ops->kind) {
+		pthread_rwlock_wrlock(&seg->lock);
+		ret = adopt(seg, json, len);
+		pthread_rwlock_unlock(&seg->lock);
+		atomic_store(&seg->gone, false);
 	} else if (!(ret = parse_desc(seg->set, seg->name, json, len, &d))) {
 		pthread_rwlock_wrlock(&seg->lock);
 		old = seg->desc;
@@ -532,8 +622,8 @@ static void refresh_start(struct xfer_segment_op *op)
 {
 	if (op->seg->local)
 		refresh_end(op, 0);
-	else if (xfer_meta_get(op->ss->meta, "ram/", op->seg->name,
-			       refresh_done, op))
+	else if (xfer_meta_get(op->ss->meta, kind_of(op->seg),
+			       owner_of(op->seg), refresh_done, op))
 		refresh_end(op, -ENOMEM);
 }
 
@@ -667,7 +757,12 @@ int xfer_segment_buffer(struct xfer_engine *e, int64_t id, size_t index,
 
 	if (!seg)
 		return ret;
-	if (seg->local) {
+	if (seg->tp->ops->kind) {
+		pthread_rwlock_rdlock(&seg->lock);
+		ret = seg->tp->ops->buffer(seg->tp, seg, index, addr, len,
+					   location);
+		pthread_rwlock_unlock(&seg->lock);
+	} else if (seg->local) {
 		pthread_rwlock_rdlock(&e->buffers.lock);
 		if (index < e->buffers.n) {
 			struct xfer_buffer *b = e->buffers.v[index];

@@ -68,6 +68,10 @@ void xfer_segments_release(struct xfer_segments *ss);
 /** Free every segment (the transports keep their peers). */
 void xfer_segments_fini(struct xfer_segments *ss);
 
+/** The started transport of metadata kind @p kind; NULL if none. */
+struct xfer_transport *xfer_segments_kind(struct xfer_segments *ss,
+					  const char *kind);
+
 /** Look up an open segment and take a use of it; NULL if unknown. */
 struct xfer_segment *xfer_segment_acquire(struct xfer_segments *ss,
 					  int64_t id);

@@ -1,8 +1,9 @@
 /*
  * Peer-to-peer metadata: no server. A segment's name is `host:port`; its
- * rpc_meta follows from the name and its descriptor is asked of the peer
- * itself with a Metadata handshake (PROTOCOL.md §1–2). Nothing is
- * published (put and del are absent) and nothing is watched.
+ * rpc_meta follows from the name and its descriptor (or its document of
+ * another kind, `{"kind":...}`) is asked of the peer itself with a
+ * Metadata handshake (PROTOCOL.md §1–2). Nothing is published (put and del
+ * are absent) and nothing is watched.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 
 #define RPC_META "rpc_meta/"
 #define RAM "ram/"
+#define KIND_MAX 32 /* bytes of a metadata kind asked of a peer */
 
 /* One get: a handshake in flight, or a result known at once and
  * delivered from the deferred queue (callbacks never run inside the
@@ -121,9 +123,10 @@ static void p2p_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		    void *arg)
 {
 	struct p2p *p = container_of(s, struct p2p, store);
-	size_t plen = strlen(p->prefix), len;
+	size_t plen = strlen(p->prefix), len, blen = 3;
+	char host[256], body[KIND_MAX + 16] = "{}\n", *json;
+	const char *name;
 	struct p2p_get *g;
-	char host[256], *json;
 	uint16_t port;
 	int ret;
 
@@ -140,18 +143,22 @@ static void p2p_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
 			free(json);
 		return;
 	}
-	if (strncmp(key, RAM, strlen(RAM)))
+	/* "ram/<host:port>", or another kind's "<kind>/<host:port>" */
+	name = strchr(key, '/');
+	if (!name || name == key || (size_t)(name - key) > KIND_MAX)
 		return defer(p, -ENOENT, NULL, 0, cb, arg);
-	key += strlen(RAM);
-	if (xfer_split_host_port(key, host, sizeof(host), &port))
+	if (xfer_split_host_port(name + 1, host, sizeof(host), &port))
 		return defer(p, -EINVAL, NULL, 0, cb, arg);
+	if (strncmp(key, RAM, strlen(RAM)))
+		blen = snprintf(body, sizeof(body), "{\"kind\":\"%.*s\"}\n",
+				(int)(name - key), key);
 	g = calloc(1, sizeof(*g));
 	if (g) {
 		g->cb = cb;
 		g->arg = arg;
 		LIST_INSERT_HEAD(&p->gets, g, link);
 		g->req = xfer_handshake_request(p->base, p->dns, host, port,
-						XFER_HS_METADATA, "{}\n", 3,
+						XFER_HS_METADATA, body, blen,
 						p->max_len, get_done, g);
 	}
 	if (!g || !g->req) {

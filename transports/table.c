@@ -114,6 +114,48 @@ static int def_device_stats(struct xfer_transport *t, size_t i,
 	return -ENOENT;
 }
 
+static char *def_document(struct xfer_transport *t, size_t *len)
+{
+	(void)t;
+	*len = 0;
+	return NULL;
+}
+
+static int def_adopt(struct xfer_transport *t, struct xfer_segment *seg,
+		     const char *json, size_t len, char *err, size_t errlen)
+{
+	(void)t;
+	(void)seg;
+	(void)json;
+	(void)len;
+	(void)err;
+	(void)errlen;
+	return -EOPNOTSUPP;
+}
+
+static bool def_covers(struct xfer_transport *t, struct xfer_segment *seg,
+		       uint64_t off, uint64_t len)
+{
+	(void)t;
+	(void)seg;
+	(void)off;
+	(void)len;
+	return false;
+}
+
+static int def_buffer(struct xfer_transport *t, struct xfer_segment *seg,
+		      size_t index, uint64_t *off, uint64_t *len,
+		      const char **name)
+{
+	(void)t;
+	(void)seg;
+	(void)index;
+	(void)off;
+	(void)len;
+	(void)name;
+	return -ENOENT;
+}
+
 static struct xfer_transport_ops filled[NTP];
 static const struct xfer_transport_ops *table[NTP + 1];
 static const struct xfer_desc_codec *codecs[NTP + 1];
@@ -140,6 +182,10 @@ static void fill(void)
 		FILL(submit);
 		FILL(connection);
 		FILL(cancel);
+		FILL(document);
+		FILL(adopt);
+		FILL(covers);
+		FILL(buffer);
 		FILL(device_stats);
 		table[i] = f;
 		if (f->codec)

@@ -25,6 +25,7 @@
 #include "core/slice_internal.h"
 #include "reactor/reactor_internal.h"
 
+struct xfer_engine;
 struct xfer_hs_conn;
 
 enum {
@@ -65,6 +66,12 @@ struct xfer_transport_ops {
 	const struct xfer_knob *knobs;
 	/** Its fields of the segment descriptor; NULL for none. */
 	const struct xfer_desc_codec *codec;
+	/** The metadata kind of the segments it serves whole, each with a
+	 *  document of its own under `mooncake/<kind>/<name>` and opened as
+	 *  "<kind>/<name>" ("nvmeof"); NULL: it serves RAM segments, whose
+	 *  descriptor is the core's with the codec above. The slots below
+	 *  marked "kind" are for such a transport. */
+	const char *kind;
 	/** Create the transport's listeners and state; *out on success, with
 	 *  ops and env set by the caller. Default: a bare instance. */
 	int (*init)(const struct xfer_transport_env *env,
@@ -114,7 +121,40 @@ struct xfer_transport_ops {
 	 *  device. Default: -ENOENT, no devices. */
 	int (*device_stats)(struct xfer_transport *t, size_t i,
 			    const char **name, uint64_t *bytes);
+	/** Kind: the document of the engine's own segment, malloc'd, in
+	 *  *@p len bytes; NULL on ENOMEM. Any thread. Default: NULL. */
+	char *(*document)(struct xfer_transport *t, size_t *len);
+	/** Kind: take @p json, a peer's document, as @p seg's (set
+	 *  seg->tp_priv; the old one, if any, goes to release()). Never
+	 *  blocks. @return 0, -EPROTO with a reason in @p err, -ENOMEM.
+	 *  Default: -EOPNOTSUPP. */
+	int (*adopt)(struct xfer_transport *t, struct xfer_segment *seg,
+		     const char *json, size_t len, char *err, size_t errlen);
+	/** Kind: does @p seg (the engine's own when seg->local) hold all of
+	 *  [off, off+len)? Caller holds seg->lock. Default: false. */
+	bool (*covers)(struct xfer_transport *t, struct xfer_segment *seg,
+		       uint64_t off, uint64_t len);
+	/** Kind: where buffer @p index of @p seg starts in it and its length,
+	 *  and a name for it (valid while the segment's document is).
+	 *  @return 0, -ENOENT past the last. Default: -ENOENT. */
+	int (*buffer)(struct xfer_transport *t, struct xfer_segment *seg,
+		      size_t index, uint64_t *off, uint64_t *len,
+		      const char **name);
 };
+
+/* What a transport's own public calls (declared in include/xfer/) may
+ * ask of the engine that runs it (core/engine.c). */
+
+/** The started transport of metadata kind @p kind; NULL if none. */
+struct xfer_transport *xfer_engine_transport(struct xfer_engine *e,
+					     const char *kind);
+/** Republish the engine's document of @p kind; @p cb as for
+ *  xfer_register_async(). @return 0, -ENOMEM (then @p cb never runs). */
+int xfer_engine_republish(struct xfer_engine *e, const char *kind,
+			  xfer_done_cb cb, void *arg);
+/** Whether a blocking call may wait for the store here: 0, or -EDEADLK
+ *  on the engine's callback thread when the store keeps keys. */
+int xfer_engine_may_wait(struct xfer_engine *e);
 
 /** The table's knob: protocol, the transport the engine advertises. */
 extern const struct xfer_knob xfer_transport_knobs[];
