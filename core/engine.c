@@ -253,10 +253,11 @@ int xfer_engine_republish(struct xfer_engine *e, const char *kind,
 	return xfer_meta_publish(&e->meta, kind, cb, arg);
 }
 
-int xfer_engine_may_wait(struct xfer_engine *e)
+int xfer_engine_publish_wait(struct xfer_engine *e)
 {
-	return xfer_meta_keeps(&e->meta) && xfer_reactor_on_thread(&e->control)
-	       ? -EDEADLK : 0;
+	if (!xfer_meta_keeps(&e->meta))
+		return 0;
+	return xfer_reactor_on_thread(&e->control) ? -EDEADLK : 1;
 }
 
 /*
@@ -264,42 +265,37 @@ int xfer_engine_may_wait(struct xfer_engine *e)
  * on the control reactor's thread, which would have to answer); with
  * peer-to-peer metadata peers ask the engine itself: nothing to wait for.
  */
-static int published(int started, struct xfer_wait *w)
-{
-	int64_t ret = xfer_wait_result(w, started);
-
-	return started ? (int)ret : 0; /* a store away is logged */
-}
 
 int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 		  const char *location, bool remote_access)
 {
+	int wait = xfer_engine_publish_wait(e);
 	struct xfer_wait *w;
 
-	if (!xfer_meta_keeps(&e->meta))
-		return register_local(e, addr, len, location, remote_access);
-	if (xfer_reactor_on_thread(&e->control))
-		return -EDEADLK;
+	if (wait <= 0)
+		return wait ? wait : register_local(e, addr, len, location,
+						    remote_access);
 	w = xfer_wait_new();
 	if (!w)
 		return -ENOMEM;
-	return published(xfer_register_async(e, addr, len, location,
-					     remote_access, xfer_wait_cb, w),
-			 w);
+	return xfer_wait_published(w, xfer_register_async(e, addr, len,
+							  location,
+							  remote_access,
+							  xfer_wait_cb, w));
 }
 
 int xfer_unregister(struct xfer_engine *e, void *addr)
 {
+	int wait = xfer_engine_publish_wait(e);
 	struct xfer_wait *w;
 
-	if (!xfer_meta_keeps(&e->meta))
-		return unregister_local(e, addr);
-	if (xfer_reactor_on_thread(&e->control))
-		return -EDEADLK;
+	if (wait <= 0)
+		return wait ? wait : unregister_local(e, addr);
 	w = xfer_wait_new();
 	if (!w)
 		return -ENOMEM;
-	return published(xfer_unregister_async(e, addr, xfer_wait_cb, w), w);
+	return xfer_wait_published(w, xfer_unregister_async(e, addr,
+							    xfer_wait_cb, w));
 }
 
 /* ---- what transports answer for the engine ---- */

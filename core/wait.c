@@ -85,6 +85,13 @@ int64_t xfer_wait_result(struct xfer_wait *w, int64_t started)
 	return started;
 }
 
+int xfer_wait_published(struct xfer_wait *w, int started)
+{
+	int64_t ret = xfer_wait_result(w, started);
+
+	return started ? (int)ret : 0;
+}
+
 int64_t xfer_wait_for(struct xfer_wait *w, int timeout_ms)
 {
 	struct timespec deadline;

@@ -41,4 +41,8 @@ int64_t xfer_wait_for(struct xfer_wait *w, int timeout_ms);
  *  start (then its callback never runs). Drops both references. */
 int64_t xfer_wait_result(struct xfer_wait *w, int64_t started);
 
+/** xfer_wait_result() for a call that publishes: a store that is away is
+ *  logged (and republished later), not this call's error. */
+int xfer_wait_published(struct xfer_wait *w, int started);
+
 #endif

@@ -152,9 +152,10 @@ struct xfer_transport *xfer_engine_transport(struct xfer_engine *e,
  *  xfer_register_async(). @return 0, -ENOMEM (then @p cb never runs). */
 int xfer_engine_republish(struct xfer_engine *e, const char *kind,
 			  xfer_done_cb cb, void *arg);
-/** Whether a blocking call may wait for the store here: 0, or -EDEADLK
- *  on the engine's callback thread when the store keeps keys. */
-int xfer_engine_may_wait(struct xfer_engine *e);
+/** What a blocking call that publishes does: 0, nothing to wait for
+ *  (peers ask the engine itself); 1, wait for the store; -EDEADLK, it
+ *  cannot wait here (the engine's callback thread). */
+int xfer_engine_publish_wait(struct xfer_engine *e);
 
 /** The table's knob: protocol, the transport the engine advertises. */
 extern const struct xfer_knob xfer_transport_knobs[];
