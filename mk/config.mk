@@ -2,7 +2,8 @@
 BUILD   ?= build
 CC      ?= cc
 WERROR  ?= 1
-PKGS    := libevent libevent_pthreads yajl hiredis libcrypto libibverbs numa
+PKGS    := libevent libevent_pthreads yajl hiredis libcrypto libibverbs numa \
+           liburing
 
 VERSION_MAJOR := 1
 VERSION       := 1.0.0

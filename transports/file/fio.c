@@ -1,0 +1,358 @@
+/*
+ * The file I/O engine of a reactor (fio_internal.h). Requests wait in a
+ * FIFO until fewer than depth are in flight, then go to the mechanism:
+ * an io_uring whose completions raise an eventfd registered with
+ * io_uring_register_eventfd, or the worker thread of fio_worker.c, which
+ * raises an eventfd of the same kind. That eventfd is one EV_READ|
+ * EV_PERSIST event on the reactor's base: on readiness read it, reap
+ * every completion, continue short reads and writes, refill from the
+ * FIFO, submit once, then run the done callbacks. Submissions made
+ * between events are gathered by one activated event and go to the
+ * kernel in one io_uring_submit().
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <liburing.h>
+
+#include "core/log_internal.h"
+#include "reactor/reactor_internal.h"
+#include "transports/file/fio_internal.h"
+#include "transports/file/fio_worker_internal.h"
+
+/* After io_uring_submit() failed (the kernel short of memory), try again
+ * this much later; armed only while requests wait for it. */
+static const struct timeval retry_tv = { 0, 10 * 1000 };
+
+struct xfer_fio {
+	struct xfer_reactor *r;
+	unsigned depth;
+	unsigned inflight;       /* in the ring or with the worker */
+	bool threads;
+	bool closing;            /* in xfer_fio_free(): nothing starts */
+	bool flush_pending;      /* flush_ev is active or armed */
+	struct xfer_fio_queue waiting; /* in submission order */
+	int efd;                 /* the ring's or the worker's eventfd */
+	struct event *done_ev;   /* efd readable */
+	struct event *flush_ev;  /* start what waits: activated or a timer */
+	struct io_uring ring;
+	struct xfer_fio_worker *worker;
+};
+
+/* Run the done callbacks of @p q, in order, with each ->res; @p q ends
+ * empty. */
+static void deliver(struct xfer_fio_queue *q)
+{
+	struct xfer_fio_req *req;
+
+	while ((req = STAILQ_FIRST(q))) {
+		STAILQ_REMOVE_HEAD(q, link); /* done may free or resubmit req */
+		req->done(req, req->res);
+	}
+}
+
+/* ---- io_uring ---- */
+
+static void prep(struct xfer_fio *f, struct xfer_fio_req *req)
+{
+	/* Never NULL: at most depth requests hold an SQE, and the ring has
+	 * at least depth of them. */
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+	char *buf = (char *)req->buf + req->moved;
+	unsigned len = (unsigned)xfer_fio_next_len(req);
+	uint64_t off = req->off + req->moved;
+
+	if (req->write)
+		io_uring_prep_write(sqe, req->fd, buf, len, off);
+	else
+		io_uring_prep_read(sqe, req->fd, buf, len, off);
+	io_uring_sqe_set_data(sqe, req);
+}
+
+/* Hand the kernel every SQE prepared; if it refuses for now, try again
+ * later (the SQEs stay in the ring). */
+static void ring_submit(struct xfer_fio *f)
+{
+	int ret;
+
+	while (io_uring_sq_ready(&f->ring)) {
+		ret = io_uring_submit(&f->ring);
+		if (ret > 0 || ret == -EINTR)
+			continue;
+		xfer_log(XFER_LOG_DEBUG, "fio %s: io_uring_submit: %s; again "
+			 "soon", f->r->name, strerror(ret ? -ret : EAGAIN));
+		if (!f->closing) {
+			event_add(f->flush_ev, &retry_tv);
+			f->flush_pending = true;
+		}
+		return;
+	}
+}
+
+/* Reap every CQE: continue short ones (or with @p cancel end them
+ * -ECANCELED), queue ended ones on @p ended. */
+static void ring_reap(struct xfer_fio *f, struct xfer_fio_queue *ended,
+		      bool cancel)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+
+	io_uring_for_each_cqe(&f->ring, head, cqe) {
+		struct xfer_fio_req *req = io_uring_cqe_get_data(cqe);
+
+		seen++;
+		if (!xfer_fio_step(req, cqe->res, &req->res)) {
+			if (!cancel) {
+				prep(f, req); /* the rest, in the same slot */
+				continue;
+			}
+			req->res = -ECANCELED;
+		}
+		f->inflight--;
+		STAILQ_INSERT_TAIL(ended, req, link);
+	}
+	io_uring_cq_advance(&f->ring, seen);
+}
+
+/* ---- both mechanisms ---- */
+
+/* Start waiting requests while fewer than depth are in flight. */
+static void pump(struct xfer_fio *f)
+{
+	struct xfer_fio_queue start = STAILQ_HEAD_INITIALIZER(start);
+	struct xfer_fio_req *req;
+
+	while ((req = STAILQ_FIRST(&f->waiting)) && f->inflight < f->depth &&
+	       !f->closing) {
+		STAILQ_REMOVE_HEAD(&f->waiting, link);
+		f->inflight++;
+		if (f->threads)
+			STAILQ_INSERT_TAIL(&start, req, link);
+		else
+			prep(f, req);
+	}
+	if (f->threads)
+		xfer_fio_worker_push(f->worker, &start);
+	else
+		ring_submit(f);
+}
+
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct xfer_fio *f = arg;
+	struct xfer_fio_queue ended = STAILQ_HEAD_INITIALIZER(ended);
+	struct xfer_fio_req *req;
+	uint64_t n;
+
+	(void)what;
+	/* Read first: a completion after the read raises the eventfd again. */
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		xfer_log(XFER_LOG_WARN, "fio %s: eventfd read: %s", f->r->name,
+			 strerror(errno));
+	if (f->threads) {
+		xfer_fio_worker_take(f->worker, &ended);
+		STAILQ_FOREACH(req, &ended, link)
+			f->inflight--;
+	} else {
+		ring_reap(f, &ended, false);
+	}
+	pump(f); /* the kernel works while the callbacks run */
+	deliver(&ended);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct xfer_fio *f = arg;
+
+	(void)fd;
+	(void)what;
+	f->flush_pending = false;
+	pump(f);
+}
+
+void xfer_fio_submit(struct xfer_fio *f, struct xfer_fio_req *req)
+{
+	req->moved = 0;
+	req->res = 0;
+	STAILQ_INSERT_TAIL(&f->waiting, req, link);
+	if (!f->flush_pending && !f->closing) {
+		f->flush_pending = true;
+		event_active(f->flush_ev, EV_TIMEOUT, 1);
+	}
+}
+
+bool xfer_fio_threads(const struct xfer_fio *f)
+{
+	return f->threads;
+}
+
+/* ---- lifecycle ---- */
+
+/* Set up the ring with its eventfd. @return 0, or -errno (with @p why
+ * naming the call that failed). */
+static int ring_init(struct xfer_fio *f, const char **why)
+{
+	struct io_uring_probe *probe;
+	bool ok;
+	int ret;
+
+	*why = "io_uring_queue_init";
+	ret = io_uring_queue_init(f->depth, &f->ring, 0);
+	if (ret)
+		return ret;
+	*why = "io_uring_get_probe";
+	probe = io_uring_get_probe_ring(&f->ring);
+	if (!probe) {
+		ret = -EOPNOTSUPP;
+		goto err_exit;
+	}
+	ok = io_uring_opcode_supported(probe, IORING_OP_READ) &&
+	     io_uring_opcode_supported(probe, IORING_OP_WRITE);
+	io_uring_free_probe(probe);
+	*why = "IORING_OP_READ and _WRITE";
+	if (!ok) {
+		ret = -EOPNOTSUPP;
+		goto err_exit;
+	}
+	*why = "io_uring_register_eventfd";
+	ret = io_uring_register_eventfd(&f->ring, f->efd);
+	if (ret)
+		goto err_exit;
+	return 0;
+
+err_exit:
+	io_uring_queue_exit(&f->ring);
+	return ret;
+}
+
+/* The mechanism: io_uring if it can be had and is wanted, else a worker
+ * thread; one log line says which and why. */
+static int pick(struct xfer_fio *f, bool threads)
+{
+	const char *why = "asked for";
+	char name[16];
+	int ret;
+
+	if (!threads) {
+		ret = ring_init(f, &why);
+		if (!ret) {
+			xfer_log(XFER_LOG_INFO, "fio %s: io_uring, depth %u",
+				 f->r->name, f->depth);
+			return 0;
+		}
+		xfer_log(XFER_LOG_INFO, "fio %s: worker thread, depth %u: "
+			 "io_uring unavailable (%s: %s)", f->r->name, f->depth,
+			 why, strerror(-ret));
+	} else {
+		xfer_log(XFER_LOG_INFO, "fio %s: worker thread, depth %u: %s",
+			 f->r->name, f->depth, why);
+	}
+	f->threads = true;
+	snprintf(name, sizeof(name), "fio-%.11s", f->r->name);
+	return xfer_fio_worker_new(f->efd, name, &f->worker);
+}
+
+int xfer_fio_new(struct xfer_reactor *r, unsigned depth, bool threads,
+		 struct xfer_fio **out)
+{
+	struct xfer_fio *f;
+	int ret = -ENOMEM;
+
+	if (!depth || depth > XFER_FIO_MAX_DEPTH)
+		return -EINVAL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->r = r;
+	f->depth = depth;
+	STAILQ_INIT(&f->waiting);
+	f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (f->efd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	f->done_ev = event_new(r->base, f->efd, EV_READ | EV_PERSIST, on_done, f);
+	if (!f->done_ev)
+		goto err_close;
+	f->flush_ev = event_new(r->base, -1, 0, on_flush, f);
+	if (!f->flush_ev)
+		goto err_done_ev;
+	if (event_add(f->done_ev, NULL)) {
+		ret = -EIO;
+		goto err_flush_ev;
+	}
+	ret = pick(f, threads);
+	if (ret)
+		goto err_flush_ev;
+	*out = f;
+	return 0;
+
+err_flush_ev:
+	event_free(f->flush_ev);
+err_done_ev:
+	event_free(f->done_ev);
+err_close:
+	close(f->efd);
+err_free:
+	free(f);
+	return ret;
+}
+
+/* Wait for what the kernel or the worker has and queue it on @p ended:
+ * finished with their results, cut short or not started -ECANCELED. */
+static void drain(struct xfer_fio *f, struct xfer_fio_queue *ended)
+{
+	struct xfer_fio_queue todo = STAILQ_HEAD_INITIALIZER(todo);
+	struct xfer_fio_req *req;
+
+	if (f->threads) {
+		xfer_fio_worker_free(f->worker, ended, &todo);
+		f->worker = NULL;
+		f->inflight = 0;
+		STAILQ_FOREACH(req, &todo, link)
+			req->res = -ECANCELED;
+		STAILQ_CONCAT(ended, &todo);
+		return;
+	}
+	while (f->inflight) {
+		int ret = io_uring_submit_and_wait(&f->ring, 1);
+
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN &&
+		    ret != -EBUSY) { /* not with a live ring */
+			xfer_log(XFER_LOG_ERROR, "fio %s: io_uring wait: %s; "
+				 "%u requests lost", f->r->name,
+				 strerror(-ret), f->inflight);
+			return;
+		}
+		ring_reap(f, ended, true);
+	}
+}
+
+void xfer_fio_free(struct xfer_fio *f)
+{
+	struct xfer_fio_queue ended = STAILQ_HEAD_INITIALIZER(ended);
+	struct xfer_fio_req *req;
+
+	if (!f)
+		return;
+	f->closing = true;
+	drain(f, &ended);
+	deliver(&ended);
+	/* Waiting ones, and any a done callback submits meanwhile. */
+	while ((req = STAILQ_FIRST(&f->waiting))) {
+		STAILQ_REMOVE_HEAD(&f->waiting, link);
+		req->done(req, -ECANCELED);
+	}
+	event_free(f->flush_ev);
+	event_free(f->done_ev);
+	if (!f->threads)
+		io_uring_queue_exit(&f->ring);
+	close(f->efd);
+	free(f);
+}

@@ -1,0 +1,142 @@
+/*
+ * The fallback of the file I/O engine: one thread that does requests one
+ * after the other with preadv/pwritev, continuing short ones, and hands
+ * them back through a list and an eventfd, which the engine watches on
+ * its reactor. The thread sleeps on a condition variable when idle.
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transports/file/fio_worker_internal.h"
+
+struct xfer_fio_worker {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;    /* todo is not empty, or stop */
+	bool stop;
+	struct xfer_fio_queue todo;
+	struct xfer_fio_queue finished; /* results in ->res */
+	int efd;
+	char name[16];
+};
+
+/* The whole of @p req; its result into req->res. */
+static void run(struct xfer_fio_req *req)
+{
+	for (;;) {
+		struct iovec iov = {
+			.iov_base = (char *)req->buf + req->moved,
+			.iov_len = xfer_fio_next_len(req),
+		};
+		off_t off = (off_t)(req->off + req->moved);
+		ssize_t n = req->write ? pwritev(req->fd, &iov, 1, off) :
+					 preadv(req->fd, &iov, 1, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (xfer_fio_step(req, n < 0 ? -errno : n, &req->res))
+			return;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct xfer_fio_worker *w = arg;
+	static const uint64_t one = 1;
+
+	pthread_setname_np(pthread_self(), w->name);
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		struct xfer_fio_req *req;
+		bool first;
+
+		while (STAILQ_EMPTY(&w->todo) && !w->stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (w->stop)
+			break;
+		req = STAILQ_FIRST(&w->todo);
+		STAILQ_REMOVE_HEAD(&w->todo, link);
+		pthread_mutex_unlock(&w->lock);
+
+		run(req);
+
+		pthread_mutex_lock(&w->lock);
+		first = STAILQ_EMPTY(&w->finished);
+		STAILQ_INSERT_TAIL(&w->finished, req, link);
+		/* Only the first of a list nobody took yet needs a wakeup: the
+		 * reactor takes the whole list after reading the eventfd. */
+		if (first) {
+			ssize_t n = write(w->efd, &one, sizeof(one));
+
+			(void)n; /* full only if the reactor is long gone */
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int xfer_fio_worker_new(int efd, const char *name,
+			struct xfer_fio_worker **out)
+{
+	struct xfer_fio_worker *w = calloc(1, sizeof(*w));
+	int ret;
+
+	if (!w)
+		return -ENOMEM;
+	w->efd = efd;
+	STAILQ_INIT(&w->todo);
+	STAILQ_INIT(&w->finished);
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	ret = pthread_create(&w->thread, NULL, worker_main, w);
+	if (ret) {
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+		return -ret;
+	}
+	*out = w;
+	return 0;
+}
+
+void xfer_fio_worker_push(struct xfer_fio_worker *w,
+			  struct xfer_fio_queue *reqs)
+{
+	if (STAILQ_EMPTY(reqs))
+		return;
+	pthread_mutex_lock(&w->lock);
+	STAILQ_CONCAT(&w->todo, reqs);
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+void xfer_fio_worker_take(struct xfer_fio_worker *w,
+			  struct xfer_fio_queue *out)
+{
+	pthread_mutex_lock(&w->lock);
+	STAILQ_CONCAT(out, &w->finished);
+	pthread_mutex_unlock(&w->lock);
+}
+
+void xfer_fio_worker_free(struct xfer_fio_worker *w,
+			  struct xfer_fio_queue *finished,
+			  struct xfer_fio_queue *todo)
+{
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+
+	STAILQ_CONCAT(finished, &w->finished);
+	STAILQ_CONCAT(todo, &w->todo);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
