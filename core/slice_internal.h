@@ -36,8 +36,8 @@ struct xfer_slice {
 	uint64_t remote;
 	/* Scratch space for the transport that owns the slice. */
 	union {
-		uint8_t bytes[48];
-		uint64_t words[6];
+		uint8_t bytes[72];
+		uint64_t words[9];
 	} tp;
 };
 

@@ -312,6 +312,67 @@ int xfer_unregister_async(struct xfer_engine *e, void *addr,
 			  xfer_done_cb cb, void *arg);
 
 /**
+ * Register the file or block device at @p path as the next buffer of the
+ * engine's file segment, which peers open as "nvmeof/<engine name>" (the
+ * seeds' NVMe-oF segment; Mooncake's registerLocalFile). Its buffers lie
+ * end to end in registration order: target_offset 0 is the first byte of
+ * the first file, and the next file starts where the one before ends, so
+ * dropping a file moves the ones after it. The document is published
+ * under `mooncake/nvmeof/<name>` (PROTOCOL.md §2) and answered over the
+ * handshake, and this waits until peers can see it (as xfer_register()).
+ *
+ * @p length: bytes peers may address; 0 takes the size the file has now.
+ * It may run past the end of a regular file: writes there extend it,
+ * reads there fail. Registering a registered path again with a larger
+ * length grows it in place; with the same length it changes nothing.
+ * @p local_path_map: NULL, or host, path pairs ended by a NULL host: where
+ * initiators on that host reach the same file themselves (an NVMe-oF
+ * mount); the engine adds its own host with @p path. Everyone else gets
+ * the bytes from this engine over its file data port.
+ *
+ * @return 0; -EINVAL (no path, a map entry empty, no length and an empty
+ *         file); -EEXIST (registered with a larger length); -ENOENT,
+ *         -EACCES ... (the errno of opening it read-write); -ENOMEM;
+ *         -EPROTONOSUPPORT (the engine runs no file transport); -EDEADLK
+ *         as xfer_register(). Any thread.
+ */
+XFER_EXPORT
+int xfer_register_file(struct xfer_engine *e, const char *path,
+		       uint64_t length, const char *const *local_path_map);
+
+/**
+ * xfer_register_file() without the wait: the file is registered, and
+ * this engine's own requests may use it, when this returns; @p cb runs
+ * once peers can see it (as xfer_register_async()).
+ * @return as xfer_register_file() (never -EDEADLK); on failure nothing
+ *         changes and @p cb is never called. Any thread.
+ */
+XFER_EXPORT
+int xfer_register_file_async(struct xfer_engine *e, const char *path,
+			     uint64_t length,
+			     const char *const *local_path_map,
+			     xfer_done_cb cb, void *arg);
+
+/**
+ * Drop the file registered as @p path from the file segment and wait until
+ * peers see it gone (as xfer_unregister()).
+ * @return 0; -ENOENT (not registered); -EBUSY while a transfer or a peer's
+ *         request uses it (it stays registered); -EPROTONOSUPPORT;
+ *         -EDEADLK as xfer_register(). Any thread.
+ */
+XFER_EXPORT
+int xfer_unregister_file(struct xfer_engine *e, const char *path);
+
+/**
+ * xfer_unregister_file() without the wait; @p cb says when peers see it.
+ * @return as xfer_unregister_file() (never -EDEADLK); on failure @p cb is
+ *         never called. Any thread.
+ */
+XFER_EXPORT
+int xfer_unregister_file_async(struct xfer_engine *e, const char *path,
+			       xfer_done_cb cb, void *arg);
+
+/**
  * Open a segment by name (Mooncake's openSegment) and call @p cb with its
  * id. In p2p mode @p name is `host:port` and the descriptor is fetched
  * from that peer's handshake port (a Metadata request, PROTOCOL.md §1);
