@@ -5,6 +5,7 @@
  * O_DIRECT-aligned and not, and a batch of 1000 scattered requests; every
  * byte is compared with the file read independently. Through its own
  * files (io_uring, and the worker thread once) and through the owner.
+ * And the registry as peers see it: files added, grown and dropped.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,12 +182,101 @@ static void test_scatter(void **state)
 	free(r);
 }
 
+/* The buffers of @p seg as @p e sees them after a refresh: @p n of them,
+ * lengths @p lens, paths ending in @p tails. */
+static void expect_files(struct xfer_engine *e, int64_t seg, size_t n,
+			 const uint64_t *lens, const char *const *tails)
+{
+	uint64_t off, len, start = 0;
+	const char *name;
+
+	assert_int_equal(xfer_segment_refresh(e, seg), 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(xfer_segment_buffer(e, seg, i, &off, &len,
+						     &name), 0);
+		assert_int_equal(off, start);
+		assert_int_equal(len, lens[i]);
+		assert_non_null(strstr(name, tails[i]));
+		start += len;
+	}
+	assert_int_equal(xfer_segment_buffer(e, seg, n, &off, &len, NULL),
+			 -ENOENT);
+}
+
+static void registered(struct xfer_engine *e, int result, void *arg)
+{
+	(void)e;
+	atomic_store((atomic_int *)arg, result ? -1 : 1);
+}
+
+/* Through xfer-metad: what a call did is in the store when it returns. */
+static void test_registry(void **state)
+{
+	static const struct th_mode m = { "xfer-metad", true, true, false };
+	struct xfer_config *cfg = th_config();
+	struct xfer_engine *owner, *peer;
+	char a[128], b[128], none[128];
+	atomic_int done = 0;
+	int64_t seg;
+
+	(void)state;
+	snprintf(a, sizeof(a), "%s/a", th_dir);
+	snprintf(b, sizeof(b), "%s/b", th_dir);
+	snprintf(none, sizeof(none), "%s/none", th_dir);
+	th_file_make(a, 1000, 1);
+	th_file_make(b, 0, 2);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "metadata_server", th_metad_url);
+	th_set(cfg, "local_server_name", "registry-owner");
+	owner = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	assert_non_null(owner);
+	peer = th_file_engine(&m);
+
+	assert_int_equal(xfer_register_file(owner, a, 0, NULL), 0);
+	seg = th_file_open(peer, "registry-owner");
+	expect_files(peer, seg, 1, (uint64_t[]){ 1000 },
+		     (const char *[]){ "/a" });
+	/* an empty file needs a length; then it runs past the end */
+	assert_int_equal(xfer_register_file(owner, b, 0, NULL), -EINVAL);
+	assert_int_equal(xfer_register_file(owner, b, 4096,
+			 (const char *[]){ "elsewhere", "/mnt/b", NULL }), 0);
+	expect_files(peer, seg, 2, (uint64_t[]){ 1000, 4096 },
+		     (const char *[]){ "/a", "/b" });
+	/* growing is in place; shrinking is refused; the same is no change */
+	assert_int_equal(xfer_register_file(owner, a, 3000, NULL), 0);
+	assert_int_equal(xfer_register_file(owner, a, 2000, NULL), -EEXIST);
+	assert_int_equal(xfer_register_file(owner, a, 3000, NULL), 0);
+	expect_files(peer, seg, 2, (uint64_t[]){ 3000, 4096 },
+		     (const char *[]){ "/a", "/b" });
+	/* dropping the first moves the second to offset 0 */
+	assert_int_equal(xfer_unregister_file(owner, a), 0);
+	assert_int_equal(xfer_unregister_file(owner, a), -ENOENT);
+	expect_files(peer, seg, 1, (uint64_t[]){ 4096 },
+		     (const char *[]){ "/b" });
+	/* the asynchronous form: its callback says peers can see it */
+	assert_int_equal(xfer_register_file_async(owner, a, 0, NULL,
+						  registered, &done), 0);
+	assert_true(th_wait_atomic(&done, 1, 10000));
+	expect_files(peer, seg, 2, (uint64_t[]){ 4096, 1000 },
+		     (const char *[]){ "/b", "/a" });
+	/* nothing registered by a bad call */
+	assert_int_equal(xfer_register_file(owner, none, 10, NULL), -ENOENT);
+	assert_int_equal(xfer_register_file(owner, "", 10, NULL), -EINVAL);
+	assert_int_equal(xfer_register_file(owner, a, 10,
+			 (const char *[]){ "", "/x", NULL }), -EINVAL);
+	expect_files(peer, seg, 2, (uint64_t[]){ 4096, 1000 },
+		     (const char *[]){ "/b", "/a" });
+	xfer_engine_free(peer);
+	xfer_engine_free(owner);
+}
+
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
 
 static int run(void)
 {
 	static char names[2 * NMODES][64];
-	struct CMUnitTest t[2 * NMODES];
+	struct CMUnitTest t[2 * NMODES + 1];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NMODES; i++) {
@@ -201,6 +292,7 @@ static int run(void)
 		t[n].name = names[n];
 		n++;
 	}
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_registry);
 	return _cmocka_run_group_tests("it_file", t, n, NULL, NULL);
 }
 
