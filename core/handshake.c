@@ -19,6 +19,7 @@
 
 #include "core/handshake_internal.h"
 #include "core/json_internal.h"
+#include "core/listen_internal.h"
 #include "core/log_internal.h"
 #include "core/net_internal.h"
 
@@ -34,6 +35,7 @@ struct hs_conn {
 struct xfer_hs_server {
 	struct xfer_hs_env env;
 	struct evconnlistener *lev;
+	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	LIST_HEAD(, hs_conn) conns;
 };
 
@@ -233,6 +235,12 @@ int xfer_handshake_listen(const struct xfer_hs_env *env,
 		free(hs);
 		return ret;
 	}
+	hs->guard = xfer_listen_guard_new(hs->lev, "handshake");
+	if (!hs->guard) {
+		evconnlistener_free(hs->lev);
+		free(hs);
+		return -ENOMEM;
+	}
 	*port = xfer_net_local_port(evconnlistener_get_fd(hs->lev));
 	*out = hs;
 	return 0;
@@ -242,6 +250,7 @@ void xfer_handshake_close(struct xfer_hs_server *hs)
 {
 	while (!LIST_EMPTY(&hs->conns))
 		conn_free(LIST_FIRST(&hs->conns));
+	xfer_listen_guard_free(hs->guard);
 	evconnlistener_free(hs->lev);
 	free(hs);
 }

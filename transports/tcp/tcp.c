@@ -9,6 +9,7 @@
 #include <event2/listener.h>
 
 #include "core/json_internal.h"
+#include "core/listen_internal.h"
 #include "core/net_internal.h"
 #include "transports/tcp/tcp_internal.h"
 
@@ -50,6 +51,13 @@ static int tcp_init(const struct xfer_transport_env *env,
 		free(t);
 		return xfer_error_set(env->err, ret, "tcp data listen: %s",
 				      strerror(-ret));
+	}
+	t->guard = xfer_listen_guard_new(t->lev, "tcp data");
+	if (!t->guard) {
+		evconnlistener_free(t->lev);
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		return -ENOMEM;
 	}
 	t->desc.data_port = xfer_net_local_port(evconnlistener_get_fd(t->lev));
 	t->desc.version = 2;
@@ -173,6 +181,7 @@ static void tcp_fini(struct xfer_transport *tp)
 	struct tcp_transport *t = container_of(tp, struct tcp_transport, base);
 	struct tcp_peer *p;
 
+	xfer_listen_guard_free(t->guard);
 	evconnlistener_free(t->lev);
 	xfer_tcp_server_close_all(t);
 	while ((p = SLIST_FIRST(&t->peers))) {

@@ -49,6 +49,7 @@ struct tcp_transport {
 	int conns;              /* per peer (the tcp_conns knob) */
 	struct xfer_tcp_desc desc;
 	struct evconnlistener *lev;
+	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	pthread_mutex_t lock;   /* peers and server connections lists */
 	SLIST_HEAD(, tcp_peer) peers;
 	LIST_HEAD(, tcp_sconn) sconns;
