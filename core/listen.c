@@ -74,7 +74,8 @@ static void on_error(struct evconnlistener *lev, void *arg)
 	if (!g)
 		return;
 
-	/* a new run of failures starts with the shortest pause */
+	/* a new run of failures starts with the shortest pause (so does
+	 * one after an accept, where the owner says so) */
 	if (now - g->last_error_ms > PAUSE_MAX_MS + g->pause_ms)
 		g->pause_ms = PAUSE_MIN_MS;
 	g->last_error_ms = now;
@@ -111,6 +112,11 @@ struct xfer_listen_guard *xfer_listen_guard_new(struct evconnlistener *lev,
 	pthread_mutex_unlock(&guards_lock);
 	evconnlistener_set_error_cb(lev, on_error);
 	return g;
+}
+
+void xfer_listen_guard_accepted(struct xfer_listen_guard *g)
+{
+	g->pause_ms = PAUSE_MIN_MS;
 }
 
 void xfer_listen_guard_free(struct xfer_listen_guard *g)

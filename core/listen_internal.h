@@ -22,6 +22,11 @@ struct xfer_listen_guard;
 struct xfer_listen_guard *xfer_listen_guard_new(struct evconnlistener *lev,
 						const char *what);
 
+/** A connection was accepted: the next failure pauses for the shortest
+ *  time again (a backlog drains quickly once descriptors are free). Call
+ *  from the listener's accept callback, if its owner has one. */
+void xfer_listen_guard_accepted(struct xfer_listen_guard *g);
+
 /** Drop the guard (its timer with it); @p lev stays as it is. NULL is
  *  fine. On the base's thread, or with the base stopped. */
 void xfer_listen_guard_free(struct xfer_listen_guard *g);

@@ -66,6 +66,7 @@ static void test_engine_listeners(void **state)
 	struct xfer_desc *d;
 	long old, lines, matched, bytes;
 	int made_hs, made_data;
+	int64_t back;
 	pid_t h1, h2;
 	double cpu;
 
@@ -87,13 +88,16 @@ static void test_engine_listeners(void **state)
 	hd_holder_stop(h1);
 	hd_holder_stop(h2);
 	/* under the same limit: the listeners resume by themselves */
+	back = th_now_ms();
 	assert_true(probe_ok(rpc, 4000));
+	back = th_now_ms() - back;
 	hd_set_nofile(old);
 	bytes = hd_capture_stop(&lines, &matched);
 	print_message("engine: %d + %d connections held, limit %d spare fds: "
 		      "%.2f CPU s in %d ms, %ld log lines about accept "
-		      "(%ld bytes of stderr)\n", made_hs, made_data, SPARE_FDS,
-		      cpu, WATCH_MS, matched, bytes);
+		      "(%ld bytes of stderr); served again %lld ms after "
+		      "they closed\n", made_hs, made_data, SPARE_FDS, cpu,
+		      WATCH_MS, matched, bytes, (long long)back);
 	assert_int_equal(made_hs, HOLD);
 	assert_int_equal(made_data, HOLD);
 	assert_true(cpu < CPU_MAX);
@@ -135,6 +139,7 @@ static void test_metad_listener(void **state)
 {
 	long bytes, matched;
 	uint16_t port;
+	int64_t back;
 	double cpu;
 	pid_t m, h;
 	int made;
@@ -148,10 +153,13 @@ static void test_metad_listener(void **state)
 	cpu = hd_cpu_seconds(m) - cpu;
 	matched = hd_metad_lines(&bytes);
 	hd_holder_stop(h);
+	back = th_now_ms();
 	assert_true(metad_ok(port, 4000));
+	back = th_now_ms() - back;
 	print_message("xfer-metad: %d connections held, fd limit 64: %.2f CPU "
 		      "s in %d ms, %ld log lines about accept (%ld bytes of "
-		      "stderr)\n", made, cpu, WATCH_MS, matched, bytes);
+		      "stderr); served again %lld ms after they closed\n",
+		      made, cpu, WATCH_MS, matched, bytes, (long long)back);
 	hd_metad_stop(m);
 	assert_int_equal(made, HOLD);
 	assert_true(cpu < CPU_MAX);

@@ -16,10 +16,13 @@
 static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
+	struct tcp_transport *t = arg;
+
 	(void)lev;
 	(void)sa;
 	(void)salen;
-	xfer_tcp_server_accept(arg, fd);
+	xfer_listen_guard_accepted(t->guard);
+	xfer_tcp_server_accept(t, fd);
 }
 
 static int tcp_init(const struct xfer_transport_env *env,
