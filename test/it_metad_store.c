@@ -1,0 +1,203 @@
+/*
+ * xfer-metad's store under load, the real program over real sockets: a
+ * small PUT costs about the same with 64 MiB stored as with nothing
+ * stored, and GETs go on while a large PUT commits.
+ *
+ * XFER_TEST_WRAP puts a command in front of the server (th_metad.h).
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test/helpers.h"
+#include "test/th_metad.h"
+
+#define NLAT 20                     /* PUTs timed per figure */
+#define BULK_VALUE (16u << 20)      /* bytes per bulk value */
+#define BULK_COUNT 4                /* 64 MiB stored in all */
+#define SMALL 300                   /* bytes per timed value */
+
+static struct server P = { .pid = -1 };
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median time, µs, of NLAT small PUTs under keys @p prefix%02d on
+ * one connection. */
+static int64_t put_median_us(uint16_t port, const char *prefix)
+{
+	int64_t t[NLAT], t0;
+	struct conn c = conn_open(port);
+	uint8_t val[SMALL];
+	struct resp r;
+	char key[64], *target;
+
+	memset(val, 'v', sizeof(val));
+	for (int i = 0; i < NLAT; i++) {
+		snprintf(key, sizeof(key), "%s%02d", prefix, i);
+		target = key_target(key);
+		t0 = now_us();
+		http_send(&c, "PUT", target, val, sizeof(val));
+		http_recv(&c, &r, IO_MS);
+		t[i] = now_us() - t0;
+		assert_int_equal(r.status, 200);
+		free(r.body);
+		free(target);
+	}
+	conn_close(&c);
+	qsort(t, NLAT, sizeof(t[0]), cmp_i64);
+	return (t[NLAT / 2 - 1] + t[NLAT / 2]) / 2;
+}
+
+struct big_put {
+	uint16_t port;
+	const char *key;
+	const uint8_t *val;
+	size_t len;
+	int status;
+	volatile int done;
+};
+
+static void *big_put_main(void *arg)
+{
+	struct big_put *b = arg;
+	char *target = key_target(b->key);
+	struct conn c = conn_open(b->port);
+	struct resp r;
+
+	http_send(&c, "PUT", target, b->val, b->len);
+	http_recv(&c, &r, IO_MS);
+	b->status = r.status;
+	free(r.body);
+	conn_close(&c);
+	free(target);
+	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The longest GET, µs, of a small key while another connection PUTs
+ * @p len bytes at @p key. */
+static int64_t get_max_during_put_us(uint16_t port, const char *key,
+				     const uint8_t *val, size_t len)
+{
+	struct big_put b = { .port = port, .key = key, .val = val,
+			     .len = len };
+	char *target = key_target("lat/e00");
+	struct conn c = conn_open(port);
+	int64_t worst = 0, t0, t;
+	struct resp r;
+	pthread_t th;
+	int n = 0;
+
+	assert_int_equal(pthread_create(&th, NULL, big_put_main, &b), 0);
+	while (!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE)) {
+		t0 = now_us();
+		http_send(&c, "GET", target, NULL, 0);
+		http_recv(&c, &r, IO_MS);
+		t = now_us() - t0;
+		assert_int_equal(r.status, 200);
+		free(r.body);
+		if (t > worst)
+			worst = t;
+		n++;
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(b.status, 200);
+	conn_close(&c);
+	free(target);
+	printf("    %d GETs during a %zu-byte PUT\n", n, len);
+	return worst;
+}
+
+/*
+ * A small PUT with 64 MiB stored takes at most twice (plus 2 ms for the
+ * noise of one fsync on a shared disk) what it takes on an empty store:
+ * the medians of NLAT each.
+ */
+static void test_put_latency(void **state)
+{
+	char *file = fmt("%s/store-lat", tmp_dir);
+	uint8_t *bulk = malloc(BULK_VALUE);
+	int64_t empty, full, get_worst;
+	char key[32];
+
+	(void)state;
+	assert_non_null(bulk);
+	server_start(&P, file, NULL);
+	empty = put_median_us(P.port, "lat/e");
+	for (unsigned i = 0; i < BULK_COUNT; i++) {
+		memset(bulk, 'a' + (int)i, BULK_VALUE);
+		snprintf(key, sizeof(key), "bulk/%u", i);
+		put_key(P.port, key, bulk, BULK_VALUE);
+	}
+	full = put_median_us(P.port, "lat/f");
+	memset(bulk, 'z', BULK_VALUE);
+	get_worst = get_max_during_put_us(P.port, "bulk/0", bulk, BULK_VALUE);
+	printf("    PUT of %d bytes, median of %d: %.2f ms empty, %.2f ms "
+	       "with %u MiB stored\n", SMALL, NLAT, empty / 1000.0,
+	       full / 1000.0, BULK_COUNT * (BULK_VALUE >> 20));
+	printf("    longest GET while a %u MiB PUT commits: %.2f ms\n",
+	       BULK_VALUE >> 20, get_worst / 1000.0);
+	if (full > 2 * empty + 2000)
+		fail_msg("PUT with 64 MiB stored: %.2f ms, empty: %.2f ms",
+			 full / 1000.0, empty / 1000.0);
+	check_key(P.port, "bulk/0", bulk, BULK_VALUE);
+	assert_exit_0(server_stop(&P, SIGTERM));
+	free(bulk);
+	free(file);
+}
+
+/* --- main ---------------------------------------------------------------- */
+
+/* A failed test may leave its server up. */
+static int cleanup(void **state)
+{
+	(void)state;
+	if (P.pid > 0) {
+		kill(P.pid, SIGKILL);
+		waitpid(P.pid, NULL, 0);
+		P.pid = -1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_put_latency, cleanup),
+	};
+	int failed;
+
+	if (!mkdtemp(tmp_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	failed = cmocka_run_group_tests_name("xfer-metad store", tests,
+					     NULL, NULL);
+	th_rm_tree(tmp_dir);
+	return failed;
+}
