@@ -1,7 +1,8 @@
 /*
- * xfer-metad's store under load, the real program over real sockets: a
- * small PUT costs about the same with 64 MiB stored as with nothing
- * stored, and GETs go on while a large PUT commits.
+ * xfer-metad's store, the real program over real sockets: its limits
+ * (value size, keys, bytes) answer 413 and 507 and store nothing; a small
+ * PUT costs about the same with 64 MiB stored as with nothing stored; and
+ * how long GETs wait while a large PUT commits.
  *
  * XFER_TEST_WRAP puts a command in front of the server (th_metad.h).
  */
@@ -133,6 +134,111 @@ static int64_t get_max_during_put_us(uint16_t port, const char *key,
 	return worst;
 }
 
+/* A PUT refused with @p status and a one-line reason holding @p says. */
+static void put_refused(uint16_t port, const char *key, size_t len,
+			int status, const char *says)
+{
+	char *t = key_target(key), *val = malloc(len + 1);
+	struct resp r;
+
+	assert_non_null(val);
+	memset(val, 'x', len);
+	r = req1(port, "PUT", t, val, len);
+	if (r.status != status || !strstr(r.body, says))
+		fail_msg("PUT %s of %zu bytes: %d %s, want %d '%s'", key, len,
+			 r.status, r.body, status, says);
+	free(r.body);
+	free(val);
+	free(t);
+}
+
+static void put_len(uint16_t port, const char *key, size_t len)
+{
+	char *val = malloc(len + 1);
+
+	assert_non_null(val);
+	memset(val, 'x', len);
+	put_key(port, key, val, len);
+	free(val);
+}
+
+static void check_len(uint16_t port, const char *key, size_t len)
+{
+	char *val = malloc(len + 1);
+
+	assert_non_null(val);
+	memset(val, 'x', len);
+	check_key(port, key, val, len);
+	free(val);
+}
+
+/* Over a limit: 413 or 507 with a reason, nothing stored, no revision,
+ * in memory or on disk. */
+static void test_limits(void **state)
+{
+	const char *args[] = { "--max-value-bytes", "1000",
+		"--max-keys", "3", "--max-bytes", "2500", NULL };
+	char *file = fmt("%s/store-limits", tmp_dir);
+	char *t = key_target("c");
+
+	(void)state;
+	server_start_args(&P, file, NULL, args);
+	put_len(P.port, "a", 1000);
+	/* evhttp refuses a longer body before it is read, with a reason
+	 * of its own */
+	put_refused(P.port, "b", 1001, 413, "Too Large");
+	put_refused(P.port, "a", 1001, 413, "Too Large");
+	put_len(P.port, "b", 10);
+	put_len(P.port, "c", 10);
+	put_refused(P.port, "d", 1, 507, "--max-keys");
+	put_len(P.port, "b", 1000);         /* a key already there */
+	/* 1 + 1000 + 1 + 1000 + 1 + 10 bytes stored; 990 more is too many */
+	put_refused(P.port, "c", 1000, 507, "--max-bytes");
+	assert_int_equal(current_rev(P.port), 4);
+	check_len(P.port, "a", 1000);
+	check_len(P.port, "c", 10);
+	req_status(P.port, "GET", "/metadata?key=d", NULL, 0, 404);
+	/* room again */
+	req_status(P.port, "DELETE", t, NULL, 0, 200);
+	put_len(P.port, "d", 400);
+	assert_exit_0(server_stop(&P, SIGTERM));
+
+	/* on disk as answered; past the limits of a later start, a store
+	 * loads whole and only stops growing */
+	args[5] = "1000";
+	server_start_args(&P, file, NULL, args);
+	check_len(P.port, "a", 1000);
+	check_len(P.port, "b", 1000);
+	check_len(P.port, "d", 400);
+	req_status(P.port, "GET", t, NULL, 0, 404);
+	assert_int_equal(current_rev(P.port), 6);
+	put_refused(P.port, "d", 401, 507, "--max-bytes");
+	put_len(P.port, "d", 300);          /* shrinking is fine */
+	assert_exit_0(server_stop(&P, SIGTERM));
+	free(t);
+	free(file);
+}
+
+/* Limits that make no sense stop the program at once (status 2). */
+static void test_bad_limits(void **state)
+{
+	static const char *const bad[][3] = {
+		{ "--max-keys", "0", NULL },
+		{ "--max-value-bytes", "1G", NULL },
+		{ "--max-bytes", "12x", NULL },
+		{ "--max-bytes", "-1", NULL },
+		{ "--max-bytes", "99999999999999999999", NULL },
+	};
+	int status;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		status = reap(spawn_args(NULL, "/dev/null", bad[i]));
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 2);
+	}
+}
+
 /*
  * A small PUT with 64 MiB stored takes at most twice (plus 2 ms for the
  * noise of one fsync on a shared disk) what it takes on an empty store:
@@ -188,6 +294,8 @@ static int cleanup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_limits, cleanup),
+		cmocka_unit_test(test_bad_limits),
 		cmocka_unit_test_teardown(test_put_latency, cleanup),
 	};
 	int failed;

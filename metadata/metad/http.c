@@ -7,7 +7,9 @@
  * A watch whose answer is not ready is held: its evhttp_request stays
  * with us until a matching change, its timer, or its client hanging up.
  * Nothing from a client is trusted; whatever is wrong gets a 4xx with a
- * one-line reason and the server goes on.
+ * one-line reason and the server goes on. A PUT over the store's limits
+ * gets 413 (the value: evhttp's own answer, before the body is read) or
+ * 507 (keys or bytes), a change the disk refused 500 (507 if full).
  */
 #include <sys/queue.h>
 #include <sys/socket.h>

@@ -165,6 +165,7 @@ static int migrate(const char *path, const struct names *n, char *err,
 {
 	uint64_t count = 0, revision = 0;
 	uint8_t *buf = NULL;
+	bool linked = false;
 	size_t len = 0;
 	int ret;
 
@@ -176,8 +177,10 @@ static int migrate(const char *path, const struct names *n, char *err,
 	}
 	ret = build(path, n, buf, len, &count, &revision, err, errlen);
 	free(buf);
-	if (!ret)
-		ret = keep_old(path, n, err, errlen);
+	if (ret)
+		return ret;
+	ret = keep_old(path, n, err, errlen);
+	linked = !ret;
 	/* logs of no database of ours: SQLite must not replay them */
 	if (!ret && (ret = remove_all(path, sqlite_logs)))
 		snprintf(err, errlen, "cannot migrate %s: cannot remove its "
@@ -187,11 +190,20 @@ static int migrate(const char *path, const struct names *n, char *err,
 		snprintf(err, errlen, "cannot migrate %s: cannot rename %s "
 			 "over it: %s", path, n->tmp, strerror(errno));
 	}
-	if (!ret && (ret = metad_sync_dir(path)))
+	if (ret) {
+		/* as it was: the old file under its one name */
+		remove_all(n->tmp, sqlite_files);
+		if (linked)
+			unlink(n->aside);
+		return ret;
+	}
+	/* the old file stays at n->aside whatever happens now */
+	ret = metad_sync_dir(path);
+	if (ret) {
 		snprintf(err, errlen, "cannot migrate %s: cannot sync its "
 			 "folder: %s", path, strerror(-ret));
-	if (ret)
 		return ret;
+	}
 	fprintf(stderr, "xfer-metad: %s: migrated %" PRIu64 " keys at "
 		"revision %" PRIu64 " from the old persist format into SQLite; "
 		"the old file is kept as %s\n", path, count, revision,
