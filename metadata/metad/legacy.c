@@ -97,7 +97,7 @@ int metad_legacy_parse(const uint8_t *buf, size_t len, metad_entry_cb cb,
 		       void *arg, uint64_t *revision, char *err,
 		       size_t errlen)
 {
-	struct reader r = { .p = buf, .left = len - SUM_LEN };
+	struct reader r;
 	uint64_t rev, count;
 	const char *why;
 	int cb_ret = 0;
@@ -116,13 +116,15 @@ int metad_legacy_parse(const uint8_t *buf, size_t len, metad_entry_cb cb,
 	if (why)
 		goto refuse;
 
-	take(&r, HEADER_LEN);
 	rev = le(buf + METAD_LEGACY_MAGIC_LEN + 4, 8);
 	count = le(buf + METAD_LEGACY_MAGIC_LEN + 12, 8);
 	if (count > rev) {
 		why = "more keys than changes";
 		goto refuse;
 	}
+	/* the entries, between the header and the checksum, twice */
+	r.p = buf + HEADER_LEN;
+	r.left = len - SUM_LEN - HEADER_LEN;
 	if ((why = walk(&r, count, NULL, NULL, NULL)))
 		goto refuse;
 	r.p = buf + HEADER_LEN;
