@@ -1,5 +1,6 @@
 # xfer — top-level Makefile. The rules live in mk/*.mk.
-#   make            libxfer.a, libxfer.so (versioned soname) and xfer-bench
+#   make            libxfer.a, libxfer.so, libtransfer_engine.a and .so
+#                   (Mooncake's C API; versioned sonames), xfer-bench
 #   make setup      install every Debian package the build and tests need
 #   make test       the whole suite: unit, integration, examples
 #   make test-unit | test-integration | test-examples
@@ -9,6 +10,7 @@ all:
 
 include mk/config.mk
 include mk/lib.mk
+include mk/capi.mk
 include mk/bench.mk
 include mk/metad.mk
 include mk/test.mk

@@ -38,14 +38,19 @@ endef
 
 # The shared library exports its API only; its files call each other one
 # way only.
-test-unit: $(UNIT_BINS) $(LIB_SO)
-	@sh test/check_exports.sh $(LIB_SO)
+test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
+	@sh test/check_exports.sh $(LIB_SO) XFER_EXPORT include/xfer/xfer.h \
+		include/xfer/event.h
+	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
+		include/xfer/transfer_engine_c.h
 	@python3 test/check_layers.py $(LIB_OBJS)
 	$(call run_each,$(UNIT_BINS))
 
 # xfer-bench --plugin: one second each way, checked and reported.
-test-integration: $(IT_BINS) $(BENCH)
-	$(call run_each,$(IT_BINS))
+test-integration: $(IT_BINS) $(BENCH) $(CAPI_TEST_BINS) \
+		  $(BUILD)/test/capi_pair_static
+	$(call run_each,$(IT_BINS) $(CAPI_TEST_BINS) \
+		$(BUILD)/test/capi_pair_static)
 	@sh test/check_bench_plugin.sh $(BENCH)
 
 test-examples: $(EX_BINS)

@@ -235,6 +235,14 @@ XFER_EXPORT
 uint16_t xfer_engine_rpc_port(const struct xfer_engine *e);
 
 /**
+ * The host peers reach this engine's handshake port at: what it publishes
+ * in rpc_meta (the host part of its name in p2p mode). Owned by the
+ * engine, valid until xfer_engine_free(). Any thread.
+ */
+XFER_EXPORT
+const char *xfer_engine_host(const struct xfer_engine *e);
+
+/**
  * A readable message for the last error of this engine (thread-shared, so
  * best read right after the failing call). Owned by the engine. Any thread.
  */
