@@ -46,12 +46,14 @@ test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
 	@python3 test/check_layers.py $(LIB_OBJS)
 	$(call run_each,$(UNIT_BINS))
 
-# xfer-bench --plugin: one second each way, checked and reported.
+# xfer-bench --plugin: one second each way, checked and reported; the
+# command lines of Mooncake's bench documentation (test/capi_*: mk/capi.mk).
 test-integration: $(IT_BINS) $(BENCH) $(CAPI_TEST_BINS) \
 		  $(BUILD)/test/capi_pair_static
 	$(call run_each,$(IT_BINS) $(CAPI_TEST_BINS) \
 		$(BUILD)/test/capi_pair_static)
 	@sh test/check_bench_plugin.sh $(BENCH)
+	@sh test/check_bench_seeds.sh $(BENCH)
 
 test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
