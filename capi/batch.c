@@ -249,20 +249,36 @@ bool te_batches_live(struct te *t)
 void te_batches_fini(struct te *t)
 {
 	struct timespec ms = { 0, 1000000L };
+	struct xfer_batch **live = NULL;
+	size_t n = 0;
 
 	pthread_rwlock_wrlock(&t->batch_lock);
+	if (t->live)
+		live = malloc(t->live * sizeof(*live));
 	for (size_t i = 0; i < t->nslots; i++) {
 		struct te_slot *s = &t->slots[i];
 
 		if (!s->b || s->zombie)
 			continue;
 		s->zombie = true;
-		xfer_batch_cancel(s->b);
-		reap(t, s);
+		if (live)
+			live[n++] = s->b;
 	}
 	pthread_rwlock_unlock(&t->batch_lock);
-	/* canceled tasks end once nothing of them can arrive; their
-	 * callbacks free the rest */
-	for (int n = 0; n < 10000 && te_batches_live(t); n++)
-		nanosleep(&ms, NULL);
+	/* Not under the lock: a cancel waits for the reactors, whose batch
+	 * callbacks take it. Zombies stay until their callback or below. */
+	for (size_t i = 0; i < n; i++)
+		xfer_batch_cancel(live[i]);
+	free(live);
+	/* canceled tasks end once nothing of them can arrive; the callbacks
+	 * free those batches, this the ones with nothing in flight */
+	for (int k = 0; k < 10000 && te_batches_live(t); k++) {
+		pthread_rwlock_wrlock(&t->batch_lock);
+		for (size_t i = 0; i < t->nslots; i++)
+			if (t->slots[i].b)
+				reap(t, &t->slots[i]);
+		pthread_rwlock_unlock(&t->batch_lock);
+		if (te_batches_live(t))
+			nanosleep(&ms, NULL);
+	}
 }
