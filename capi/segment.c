@@ -6,6 +6,7 @@
  * both, as Mooncake forgets the name.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,21 @@ int64_t te_seg_xid(struct te *t, int64_t id)
 	pthread_mutex_unlock(&t->seg_lock);
 	return xid;
 }
+
+/* Mooncake's layout of a request, which programs built against its
+ * header pass in (LP64). */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(struct transfer_request) == 40 &&
+	       offsetof(struct transfer_request, source) == 8 &&
+	       offsetof(struct transfer_request, target_id) == 16 &&
+	       offsetof(struct transfer_request, file_id) == 20 &&
+	       offsetof(struct transfer_request, target_offset) == 24 &&
+	       offsetof(struct transfer_request, length) == 32,
+	       "struct transfer_request is not Mooncake's");
+_Static_assert(sizeof(struct transfer_status) == 16 &&
+	       offsetof(struct transfer_status, transferred_bytes) == 8,
+	       "struct transfer_status is not Mooncake's");
+#endif
 
 void te_requests(struct te *t, const struct transfer_request *in,
 		 struct xfer_request *out, size_t n)
