@@ -62,7 +62,7 @@ test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
 
 # Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
-test-rdma: $(RT_BINS) $(BENCH)
+test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD)
 	@sh test/rdma/run.sh
 
 test: test-unit test-integration test-examples test-rdma

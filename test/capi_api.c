@@ -1,7 +1,8 @@
 /*
  * Mooncake's C API in one process, written against transfer_engine_c.h
  * alone (and POSIX): transports installed and uninstalled (the engine
- * remade, peers reopening), auto discovery and MC_FORCE_TCP, file
+ * remade where the host has RDMA devices, peers reopening; the RDMA
+ * tier runs this too), auto discovery and MC_FORCE_TCP, file
  * segments (not yet), many threads on one engine, an engine freed with a
  * batch in flight, a central store (xfer-metad) named by a connection
  * string, and NULL or bad arguments everywhere.
@@ -162,10 +163,12 @@ static void transports(void)
 	CHECK_EQ(freeBatchID(a, live), 0);
 
 	/* RDMA where the host has devices: the engine is remade, with its
-	 * name, port, memory; the peer opens it again (new data port). */
+	 * name, port, memory; the peer, which needs RDMA too to reach it,
+	 * opens it again. */
 	rdma = installTransport(a, "rdma", args);
 	CHECK_EQ(strcmp(name_of(a, again, sizeof(again)), an), 0);
 	CHECK(advertises(an, rdma ? "rdma" : "tcp"));
+	CHECK(!rdma || installTransport(b, "rdma", args));
 	CHECK_EQ(openSegmentNoCache(b, an), seg);
 	memset(bbuf, 0, MiB);
 	CHECK_EQ(xfer1(b, OPCODE_READ, bbuf, seg, (uintptr_t)abuf, MiB),
@@ -173,6 +176,7 @@ static void transports(void)
 	CHECK(bbuf[0] == 0xab && bbuf[MiB - 1] == 0xab);
 	CHECK_EQ(uninstallTransport(a, "rdma"), 0);
 	CHECK(advertises(an, "tcp"));
+	CHECK_EQ(uninstallTransport(b, "rdma"), 0);
 	CHECK_EQ(uninstallTransport(a, "nvmeof"), -1);
 	CHECK_EQ(uninstallTransport(a, NULL), -1);
 

@@ -6,10 +6,13 @@
  * both ways, and checks every byte, every status and every answer of
  * every call of the header, the refusals included.
  *
- *   capi_pair            run both (exit 0: all good)
+ *   capi_pair            run both over TCP (exit 0: all good)
+ *   capi_pair --rdma     both install RDMA first (the RDMA tier runs it
+ *                        on Soft-RoCE)
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 #define WAIT_MS 30000
 
 static const char *role = "initiator";
+static bool rdma; /* --rdma: both engines install RDMA */
 
 #define CHECK(c) do { if (!(c)) { \
 	fprintf(stderr, "capi_pair %s: %s:%d: failed: %s\n", role, \
@@ -106,6 +110,16 @@ static void next_notify(transfer_engine_t e, char **name, char **msg)
 	i++;
 }
 
+/* TCP, and RDMA with --rdma (the priority matrix from sysfs). */
+static void install(transfer_engine_t e)
+{
+	void *args[2] = { "", NULL };
+
+	CHECK(installTransport(e, "tcp", NULL));
+	if (rdma)
+		CHECK(installTransport(e, "rdma", args));
+}
+
 /* ---- the target ---- */
 
 static int target(int out_fd)
@@ -121,7 +135,7 @@ static int target(int out_fd)
 	e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", "127.0.0.1",
 				 12345, 0);
 	CHECK(e);
-	CHECK(installTransport(e, "tcp", NULL));
+	install(e);
 	fill(buf, TGT_LEN, 1, 0);
 	CHECK_EQ(registerLocalMemory(e, buf, TGT_LEN, "cpu:0", 1), 0);
 	CHECK_EQ(getLocalIpAndPort(e, self, sizeof(self)), 0);
@@ -395,7 +409,7 @@ static void initiator(pid_t child)
 
 	E = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 0);
 	CHECK(E);
-	CHECK(installTransport(E, "tcp", NULL));
+	install(E);
 	CHECK_EQ(getLocalIpAndPort(E, self_name, sizeof(self_name)), 0);
 	CHECK(!strncmp(self_name, "127.0.0.1:", 10));
 
@@ -413,9 +427,13 @@ static void initiator(pid_t child)
 	seg = segments();
 	transfers(seg);
 	with_notify(seg);
-	busy(child, seg);
+	/* an RDMA WRITE needs no CPU of the target: stopping it holds none */
+	if (!rdma)
+		busy(child, seg);
+	else
+		run1(OPCODE_WRITE, A, seg, tgt, 64 * 1024);
 	batch_ids(seg);
-	/* busy() wrote A's first 64 KiB, seed 3 since with_notify() */
+	/* A's first 64 KiB went there, seed 3 since with_notify() */
 	target_checks(seg, 3, 0, 64 * 1024);
 	{
 		notify_msg_t n = { self_name, "x" };
@@ -433,7 +451,7 @@ static void initiator(pid_t child)
 	free(B);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	char line[300];
 	int pfd[2], status;
@@ -441,6 +459,7 @@ int main(void)
 	pid_t pid;
 
 	signal(SIGPIPE, SIG_IGN);
+	rdma = argc > 1 && !strcmp(argv[1], "--rdma");
 	CHECK(pipe(pfd) == 0);
 	pid = fork();
 	CHECK(pid >= 0);
@@ -462,6 +481,6 @@ int main(void)
 	CHECK(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	printf("capi_pair: every call of transfer_engine_c.h checked between "
-	       "two processes\n");
+	       "two processes over %s\n", rdma ? "RDMA" : "TCP");
 	return 0;
 }

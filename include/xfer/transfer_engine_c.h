@@ -177,7 +177,8 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
  * installing RDMA remakes the engine: same name and handshake port,
  * registered memory registered again, open segments opened again (same
  * ids); refused while batches are allocated. Peers that opened this
- * segment before should open it again (a store's watch does so).
+ * segment before should open it again (a store's watch does so); a peer
+ * reaches an RDMA engine's memory only with RDMA itself.
  * @return a non-NULL handle; NULL for an unknown protocol, a bad matrix,
  *         no RDMA device (the engine stays as it was), or live batches.
  */
