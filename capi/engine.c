@@ -89,6 +89,18 @@ static struct xfer_engine *engine_with(struct te *t, bool rdma,
 	return xfer_engine_new(t->cfg);
 }
 
+/* Whether the host has an RDMA device (else RDMA is not
+ * tried: an engine made or remade for nothing). */
+static bool have_rdma(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+
+	if (list)
+		ibv_free_device_list(list);
+	return n > 0;
+}
+
 static void te_free(struct te *t)
 {
 	te_segs_fini(t);
@@ -131,9 +143,9 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 		       strerror(-ret));
 		goto err_free;
 	}
-	t->rdma = auto_discover && !getenv("MC_FORCE_TCP");
+	t->rdma = auto_discover && !getenv("MC_FORCE_TCP") && have_rdma();
 	t->e = engine_with(t, t->rdma, NULL, 0);
-	if (!t->e && t->rdma && errno == ENODEV) { /* no RDMA device */
+	if (!t->e && t->rdma && errno == ENODEV) { /* none it can use */
 		t->rdma = false;
 		t->e = engine_with(t, false, NULL, 0);
 	}
@@ -155,7 +167,6 @@ err_free:
 int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len)
 {
 	struct te *t = engine;
-
 	struct xfer_engine *e;
 
 	if (!buf_out || !buf_len || !(e = te_enter(t)))
@@ -203,17 +214,6 @@ static int remake(struct te *t, bool rdma, const char *matrix)
 	te_mems_reregister(t);
 	te_segs_reopen(t);
 	return ret;
-}
-
-/* Whether the host has an RDMA device (else remaking is for nothing). */
-static bool have_rdma(void)
-{
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-
-	if (list)
-		ibv_free_device_list(list);
-	return n > 0;
 }
 
 transport_t installTransport(transfer_engine_t engine, const char *proto,
