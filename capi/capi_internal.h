@@ -60,6 +60,11 @@ struct te_mem {
 };
 
 /* A segment id: its name, and the xfer id it has now (-1: closed). */
+struct te_file {
+	char *path;
+	size_t size;
+};
+
 struct te_seg {
 	char *name;
 	int64_t xid;
@@ -81,6 +86,8 @@ struct te {
 	pthread_mutex_t mem_lock;
 	struct te_mem *mems;
 	size_t nmems;
+	struct te_file *files;    /* under mem_lock too */
+	size_t nfiles;
 
 	pthread_mutex_t seg_lock;
 	struct te_seg *segs;      /* by id; [0] is the own segment */
@@ -140,6 +147,18 @@ void te_requests(struct te *t, const struct transfer_request *in,
 /** Register every buffer of the list again, on a new engine. */
 int te_mems_reregister(struct te *t);
 void te_mems_fini(struct te *t);
+
+/* ---- file.c ---- */
+
+/** Register every file of the list again, on a new engine. */
+int te_files_reregister(struct te *t);
+void te_files_fini(struct te *t);
+
+/** Where a request's @p offset in file @p file_id of segment @p seg
+ *  (xfer id @p xid) lies in the segment: itself for a RAM segment,
+ *  UINT64_MAX (an INVALID task) for a file the segment lacks. */
+uint64_t te_file_offset(struct te *t, const char *seg, int64_t xid,
+			uint32_t file_id, uint64_t offset);
 
 /* ---- batch.c ---- */
 

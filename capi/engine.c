@@ -105,6 +105,7 @@ static void te_free(struct te *t)
 {
 	te_segs_fini(t);
 	te_mems_fini(t);
+	te_files_fini(t);
 	free(t->slots);
 	xfer_config_free(t->cfg);
 	pthread_rwlock_destroy(&t->batch_lock);
@@ -212,6 +213,7 @@ static int remake(struct te *t, bool rdma, const char *matrix)
 		return ret;
 	}
 	te_mems_reregister(t);
+	te_files_reregister(t);
 	te_segs_reopen(t);
 	return ret;
 }

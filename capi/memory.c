@@ -2,8 +2,7 @@
  * Mooncake's C API: local memory. Each call is xfer's register or
  * unregister; the batch forms start every registration, then wait for
  * the store once for all. What is registered is listed, to register it
- * again when installTransport() remakes the engine. File segments are
- * not in xfer yet: supportFileBuffer() says so.
+ * again when installTransport() remakes the engine.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -270,28 +269,4 @@ int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addr_list,
 int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 {
 	return unregisterLocalMemoryBatch(engine, &addr, 1);
-}
-
-/* ---- file segments: not in xfer yet ---- */
-
-bool supportFileBuffer(transfer_engine_t engine)
-{
-	(void)engine;
-	return false;
-}
-
-int registerLocalFile(transfer_engine_t engine, const char *path, size_t size,
-		      file_id_t *id)
-{
-	(void)size;
-	if (!engine || !path || !id)
-		return TE_ERR_INVALID_ARGUMENT;
-	return TE_ERR_NOT_IMPLEMENTED;
-}
-
-int unregisterLocalFile(transfer_engine_t engine, const char *path)
-{
-	if (!engine || !path)
-		return TE_ERR_INVALID_ARGUMENT;
-	return TE_ERR_NOT_IMPLEMENTED;
 }

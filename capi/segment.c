@@ -81,14 +81,18 @@ void te_requests(struct te *t, const struct transfer_request *in,
 	pthread_mutex_lock(&t->seg_lock);
 	for (size_t i = 0; i < n; i++) {
 		int64_t id = in[i].target_id;
+		const struct te_seg *s = id >= 0 && (uint64_t)id < t->nsegs &&
+					 t->segs[id].name ? &t->segs[id] : NULL;
 
 		out[i] = (struct xfer_request){
 			/* another opcode stays another: an INVALID task */
 			.opcode = (enum xfer_opcode)in[i].opcode,
 			.source = in[i].source,
-			.target_id = id >= 0 && (uint64_t)id < t->nsegs &&
-				     t->segs[id].name ? t->segs[id].xid : -1,
-			.target_offset = in[i].target_offset,
+			.target_id = s ? s->xid : -1,
+			.target_offset = s ? te_file_offset(t, s->name, s->xid,
+							    in[i].file_id,
+							    in[i].target_offset)
+					   : in[i].target_offset,
 			.length = (size_t)in[i].length,
 		};
 	}

@@ -3,7 +3,7 @@
  * alone (and POSIX): transports installed and uninstalled (the engine
  * remade where the host has RDMA devices, peers reopening; the RDMA
  * tier runs this too), auto discovery and MC_FORCE_TCP, file
- * segments (not yet), many threads on one engine, an engine freed with a
+ * segments, many threads on one engine, an engine freed with a
  * batch in flight, a central store (xfer-metad) named by a connection
  * string, and NULL or bad arguments everywhere.
  *
@@ -81,12 +81,13 @@ static const char *name_of(transfer_engine_t e, char *buf, size_t len)
 }
 
 /* Move @len bytes with one request and wait: the task's status. */
-static int xfer1(transfer_engine_t e, int op, void *src, segment_id_t seg,
-		 uint64_t off, uint64_t len)
+static int xfer1_file(transfer_engine_t e, int op, void *src,
+		      segment_id_t seg, file_id_t file, uint64_t off,
+		      uint64_t len)
 {
 	transfer_request_t r = { .opcode = op, .source = src,
-				 .target_id = seg, .target_offset = off,
-				 .length = len };
+				 .target_id = seg, .file_id = file,
+				 .target_offset = off, .length = len };
 	struct transfer_status st;
 	batch_id_t b = allocateBatchID(e, 1);
 	int64_t end = now_ms() + WAIT_MS;
@@ -99,6 +100,12 @@ static int xfer1(transfer_engine_t e, int op, void *src, segment_id_t seg,
 	} while (st.status == STATUS_WAITING);
 	CHECK_EQ(freeBatchID(e, b), 0);
 	return st.status;
+}
+
+static int xfer1(transfer_engine_t e, int op, void *src, segment_id_t seg,
+		 uint64_t off, uint64_t len)
+{
+	return xfer1_file(e, op, src, seg, 0, off, len);
 }
 
 /* The "protocol" a peer-to-peer engine at @p name advertises, asked
@@ -212,18 +219,55 @@ static void auto_discovery(void)
 	destroyTransferEngine(e);
 }
 
-/* File segments are not in xfer yet. */
+/* File segments: two files registered get ids 0 and 1; a request names
+ * its file and the offset in it; a file the segment lacks is INVALID. */
 static void files(void)
 {
 	transfer_engine_t e = engine(0);
-	file_id_t id = 0;
+	char dir[] = "/tmp/capi_api.XXXXXX", path[2][64], n[128], seg[160];
+	uint8_t *buf = alloc(8192, 0x5a), back[100];
+	file_id_t id = 9;
+	segment_id_t s;
+	FILE *f;
 
-	CHECK(!supportFileBuffer(e));
-	CHECK_EQ(registerLocalFile(e, "/tmp/f", 4096, &id), -303);
-	CHECK_EQ(unregisterLocalFile(e, "/tmp/f"), -303);
+	CHECK(supportFileBuffer(e));
+	CHECK(mkdtemp(dir));
+	for (int i = 0; i < 2; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/f%d", dir, i);
+		f = fopen(path[i], "w");
+		CHECK(f && fclose(f) == 0);
+		CHECK_EQ(registerLocalFile(e, path[i], 4096, &id), 0);
+		CHECK_EQ(id, i);
+	}
+	CHECK_EQ(registerLocalFile(e, "/nonexistent/f", 4096, &id), -1);
+	CHECK_EQ(registerLocalMemory(e, buf, 8192, "cpu:0", 1), 0);
+	snprintf(seg, sizeof(seg), "nvmeof/%s", name_of(e, n, sizeof(n)));
+	s = openSegment(e, seg);
+	CHECK(s >= 0);
+	CHECK_EQ(xfer1_file(e, OPCODE_WRITE, buf, s, 1, 100, 100),
+		 STATUS_COMPLETED);
+	f = fopen(path[1], "r");
+	CHECK(f && fseek(f, 100, SEEK_SET) == 0);
+	CHECK_EQ(fread(back, 1, 100, f), 100);
+	fclose(f);
+	CHECK(back[0] == 0x5a && back[99] == 0x5a);
+	CHECK_EQ(xfer1_file(e, OPCODE_READ, buf + 4096, s, 1, 100, 100),
+		 STATUS_COMPLETED);
+	CHECK(buf[4096] == 0x5a && buf[4195] == 0x5a);
+	CHECK_EQ(xfer1_file(e, OPCODE_READ, buf, s, 2, 0, 1), STATUS_INVALID);
+	CHECK_EQ(xfer1_file(e, OPCODE_READ, buf, s, 0, 4000, 100),
+		 STATUS_INVALID);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(unregisterLocalFile(e, path[i]), 0);
+		unlink(path[i]);
+	}
+	CHECK_EQ(unregisterLocalFile(e, path[0]), -1);
 	CHECK_EQ(registerLocalFile(e, NULL, 4096, &id), -1);
 	CHECK_EQ(unregisterLocalFile(NULL, "/tmp/f"), -1);
+	CHECK_EQ(unregisterLocalMemory(e, buf), 0);
 	destroyTransferEngine(e);
+	rmdir(dir);
+	free(buf);
 }
 
 /* ---- threads: batches from several threads on one engine ---- */

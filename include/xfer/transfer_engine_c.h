@@ -63,9 +63,11 @@ extern "C" {
 /**
  * One request (40 bytes on LP64). @c target_offset is an address in the
  * target segment as its owner registered it (a buffer's address plus an
- * offset). @c file_id names a file of a file segment; xfer has no file
- * segments yet and ignores it (it fills what was padding in Mooncake's
- * older header, so programs built against either layout work).
+ * offset). For a file segment (opened as "nvmeof/<name>") @c file_id
+ * names the file (registerLocalFile()'s id) and @c target_offset is the
+ * offset in that file; for a RAM segment it is ignored (it fills what was
+ * padding in Mooncake's older header, so programs built against either
+ * layout work).
  */
 struct transfer_request {
 	int opcode;
@@ -281,18 +283,28 @@ XFER_TE_EXPORT
 int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addr_list,
 			       size_t addr_len);
 
-/** Whether file segments (registerLocalFile()) are there: not yet in
- *  xfer, so false. */
+/** Whether file segments (registerLocalFile()) are there: true for any
+ *  engine (xfer's file transport always runs). */
 XFER_TE_EXPORT
 bool supportFileBuffer(transfer_engine_t engine);
 
-/** Register a file as a file segment. @return -303 while
- *  supportFileBuffer() is false. */
+/**
+ * Register the file or block device at @p path, @p size bytes (0: its
+ * size now), as a file of the engine's file segment "nvmeof/<name>"
+ * (xfer_register_file()), and wait until peers can see it. *@p id gets
+ * its index in that segment, which requests name in @c file_id; ids of
+ * files after one unregistered move down by one.
+ * @return 0; -1 (NULL argument, a path that does not open read-write, an
+ *         empty file with @p size 0, registered before with a larger
+ *         size); -302 (no memory).
+ */
 XFER_TE_EXPORT
 int registerLocalFile(transfer_engine_t engine, const char *path, size_t size,
 		      file_id_t *id);
 
-/** @return -303 while supportFileBuffer() is false. */
+/** Drop the file registered as @p path and wait until peers see it gone.
+ *  @return 0; -1 (NULL argument, not registered); -4 (a transfer or a
+ *  peer's request uses it). */
 XFER_TE_EXPORT
 int unregisterLocalFile(transfer_engine_t engine, const char *path);
 
