@@ -170,7 +170,7 @@ static const char *setup(struct metad_db *db, bool *made)
 			       &tables);
 	if (rc)
 		return why_rc(sql, rc);
-	if (tables && app_id != APP_ID)
+	if ((tables || app_id) && app_id != APP_ID)
 		return "an SQLite file that is not an xfer-metad store";
 	*made = !tables;
 
