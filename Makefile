@@ -1,8 +1,9 @@
 # xfer — top-level Makefile. The rules live in mk/*.mk.
 #   make            libxfer.a, libxfer.so (versioned soname) and xfer-bench
 #   make setup      install every Debian package the build and tests need
-#   make test       the whole suite: unit, integration, examples
-#   make test-unit | test-integration | test-examples
+#   make test       the whole suite: unit, integration, examples, python
+#   make test-unit | test-integration | test-examples | test-python
+#   make python     the Python extension module, in place (python/xfer/)
 #   V=1 shows the commands; WERROR=0 turns warnings back into warnings.
 
 all:
@@ -11,6 +12,7 @@ include mk/config.mk
 include mk/lib.mk
 include mk/bench.mk
 include mk/metad.mk
+include mk/python.mk
 include mk/test.mk
 
 setup:

@@ -39,17 +39,20 @@ if not os.path.exists(LIBXFER) and "XFER_LIBXFER" not in os.environ:
 SOURCES = sorted(os.path.join("src", f) for f in os.listdir(
     os.path.join(HERE, "src")) if f.endswith(".c"))
 
+CFLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
+          "-fvisibility=hidden"]
+if os.environ.get("XFER_WERROR") == "1":  # make's WERROR
+    CFLAGS.append("-Werror")
+
 xfer_ext = Extension(
     "xfer._xfer",
     sources=SOURCES,
     include_dirs=[ROOT, os.path.join(ROOT, "include")],
     depends=[os.path.join("src", "xfer_py.h")],
-    extra_compile_args=["-std=gnu11", "-Wall", "-Wextra",
-                        "-Wno-missing-field-initializers",
-                        "-fvisibility=hidden"] + pkg_config("--cflags"),
+    extra_compile_args=CFLAGS + pkg_config("--cflags"),
     extra_objects=[LIBXFER],
     # libxfer's symbols stay inside the module
     extra_link_args=["-Wl,--exclude-libs,ALL"] + pkg_config("--libs"),
 )
 
-setup(ext_modules=[xfer_ext])
+setup(packages=["xfer"], ext_modules=[xfer_ext])
