@@ -32,6 +32,7 @@ static void cq_push(struct xpy_cq *cq, struct xpy_op *op)
 	bool wake;
 
 	pthread_mutex_lock(&cq->lock);
+	op->called = true;
 	op->qnext = NULL;
 	wake = !cq->head;
 	*cq->tail = op;
@@ -47,6 +48,7 @@ static void cq_push(struct xpy_cq *cq, struct xpy_op *op)
 static struct xpy_cq *cq_get(EngineObject *eng)
 {
 	struct xpy_cq *cq = eng->cq;
+	pthread_condattr_t ca;
 
 	if (cq)
 		return cq;
@@ -62,7 +64,10 @@ static struct xpy_cq *cq_get(EngineObject *eng)
 		return NULL;
 	}
 	pthread_mutex_init(&cq->lock, NULL);
-	pthread_cond_init(&cq->called, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cq->called, &ca);
+	pthread_condattr_destroy(&ca);
 	cq->tail = &cq->head;
 	eng->cq = cq;
 	return cq;
@@ -148,7 +153,7 @@ static void resolve_batch(EngineObject *eng, struct xpy_op *op)
 		exc = xpy_transfer_error(eng, bo->b, bo->outcome);
 	if (bo->outcome != XFER_COMPLETED && !exc)
 		exc = xpy_error(eng, -EIO, "transfer");
-	xpy_batch_finish(bo);
+	xpy_batch_finish(bo, op->called);
 	pending_unlink(op);
 	if (op->fut)
 		fut_settle(op->fut, NULL, exc);
@@ -519,33 +524,21 @@ PyObject *xpy_aio_listen(EngineObject *eng, PyObject *cb)
 
 /* ---- closing ------------------------------------------------------------ */
 
-/* Before the engine is freed: no more notifications; awaited batches
- * cancelled, their callbacks waited for and their futures settled. */
-void xpy_aio_close(EngineObject *eng)
+/* Before the engine is freed: no more notifications; the callbacks of the
+ * awaited batches (cancelled) waited for until @p deadline, and what came
+ * settled. */
+void xpy_aio_close(EngineObject *eng, const struct timespec *deadline)
 {
 	struct xpy_cq *cq = eng->cq;
 
 	if (!cq)
 		return;
-	if (xpy_engine_get(eng)) {
-		xfer_engine_set_notify_cb(eng->e, NULL, NULL);
-		for (struct xpy_op *op = eng->pending; op; op = op->pnext) {
-			BatchObject *bo;
-
-			if (op->kind != XPY_OP_BATCH)
-				continue;
-			bo = container_of(op, BatchObject, op);
-			Py_BEGIN_ALLOW_THREADS
-			xfer_batch_cancel(bo->b);
-			Py_END_ALLOW_THREADS
-		}
-		xpy_engine_put(eng);
-	}
-	PyErr_Clear();
+	xfer_engine_set_notify_cb(eng->e, NULL, NULL);
 	Py_BEGIN_ALLOW_THREADS
 	pthread_mutex_lock(&cq->lock);
-	while (cq->batches)
-		pthread_cond_wait(&cq->called, &cq->lock);
+	while (cq->batches && pthread_cond_timedwait(&cq->called, &cq->lock,
+						     deadline) == 0)
+		;
 	pthread_mutex_unlock(&cq->lock);
 	Py_END_ALLOW_THREADS
 	drain(eng);
@@ -564,6 +557,14 @@ void xpy_aio_free(EngineObject *eng)
 	while (eng->pending) {
 		struct xpy_op *op = eng->pending;
 
+		if (op->kind == XPY_OP_BATCH) { /* tasks over, no callback */
+			BatchObject *bo = container_of(op, BatchObject, op);
+
+			op->result = bo->b ? xpy_batch_outcome(bo->b) :
+					     XFER_CANCELED;
+			resolve_batch(eng, op);
+			continue;
+		}
 		exc = xpy_error(NULL, -ECANCELED, "the engine closed");
 		if (op->fut && exc)
 			fut_settle(op->fut, NULL, exc);

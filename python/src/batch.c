@@ -6,6 +6,7 @@
  * with a future (asyncio) are submitted in aio.c.
  */
 #include <errno.h>
+#include <time.h>
 
 #include "python/src/xfer_py.h"
 
@@ -214,20 +215,24 @@ PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw)
 	return (PyObject *)xpy_batch_new(eng, (size_t)cap);
 }
 
-/* Cancel and wait for what is in flight, free the xfer batch, let go of
- * the buffers. The callback of a batch with one has run (or none is
- * set). Engine read-locked by the caller, or closing. */
-static void batch_free(BatchObject *bo)
+/*
+ * Free the xfer batch and let go of the buffers. With the engine alive
+ * what is in flight is cancelled and waited for first (a batch with a
+ * callback has had it, or has none set). Once the engine is freed its
+ * tasks are over, but a batch whose callback never ran cannot be freed:
+ * that one is left allocated.
+ */
+static void batch_release(BatchObject *bo, bool engine_alive)
 {
 	if (!bo->b)
 		return;
-	if (bo->inflight) {
+	if (bo->inflight && engine_alive) {
 		Py_BEGIN_ALLOW_THREADS
 		xfer_batch_cancel(bo->b);
 		xfer_batch_wait(bo->b, -1);
 		Py_END_ALLOW_THREADS
-		bo->inflight = false;
 	}
+	bo->inflight = false;
 	xfer_batch_free(bo->b);
 	bo->b = NULL;
 	xpy_hold_release(&bo->hold);
@@ -239,16 +244,55 @@ static void batch_free(BatchObject *bo)
 	}
 }
 
-void xpy_batch_finish(BatchObject *bo)
+static void batch_free(BatchObject *bo)
 {
-	bo->inflight = false;
-	batch_free(bo);
+	batch_release(bo, true);
+}
+
+void xpy_batch_finish(BatchObject *bo, bool engine_alive)
+{
+	if (engine_alive)
+		bo->inflight = false; /* its callback ran */
+	batch_release(bo, engine_alive);
+}
+
+int xpy_ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	int64_t ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (int64_t)(deadline->tv_sec - now.tv_sec) * 1000 +
+	     (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return ms > 0 ? (int)ms : 0;
+}
+
+void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
+{
+	for (BatchObject *bo = eng->batches; bo; bo = bo->next) {
+		if (!bo->inflight)
+			continue;
+		Py_BEGIN_ALLOW_THREADS
+		xfer_batch_cancel(bo->b);
+		Py_END_ALLOW_THREADS
+	}
+	for (BatchObject *bo = eng->batches; bo; bo = bo->next) {
+		int ret;
+
+		if (!bo->inflight || bo->op.fut)
+			continue; /* an awaited one: aio.c waits for it */
+		Py_BEGIN_ALLOW_THREADS
+		ret = xfer_batch_wait(bo->b, xpy_ms_left(deadline));
+		Py_END_ALLOW_THREADS
+		if (ret == 0)
+			bo->inflight = false;
+	}
 }
 
 void xpy_batches_close(EngineObject *eng)
 {
 	while (eng->batches)
-		batch_free(eng->batches);
+		batch_release(eng->batches, false);
 }
 
 static void batch_dealloc(BatchObject *bo)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "python/src/xfer_py.h"
 
@@ -117,16 +118,25 @@ static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
 	return 0;
 }
 
-/* Stop everything in flight, then free the engine: its callbacks are over
- * when xfer_engine_free() returns, so what they never answered fails. */
+/* How long close() waits for cancelled batches before it frees the engine
+ * anyway (a READ on the wire from a stalled peer ends only with the
+ * transfer timeout). */
+#define XPY_CLOSE_GRACE_MS 2000
+
+/* Cancel everything in flight, then free the engine: its callbacks are
+ * over when xfer_engine_free() returns, so what they never answered
+ * fails then. */
 static int eng_close_inner(EngineObject *self)
 {
 	struct xfer_engine *e;
+	struct timespec deadline;
 
 	if (!self->e)
 		return 0;
-	xpy_aio_close(self);
-	xpy_batches_close(self);
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += XPY_CLOSE_GRACE_MS / 1000;
+	xpy_batches_cancel(self, &deadline);
+	xpy_aio_close(self, &deadline);
 	Py_BEGIN_ALLOW_THREADS
 	pthread_rwlock_wrlock(&self->lock);
 	e = self->e;
@@ -135,6 +145,7 @@ static int eng_close_inner(EngineObject *self)
 	pthread_rwlock_unlock(&self->lock);
 	Py_END_ALLOW_THREADS
 	xpy_aio_free(self);
+	xpy_batches_close(self);
 	PyDict_Clear(self->regs);
 	return 0;
 }
@@ -287,7 +298,7 @@ int xpy_reg_args(PyObject *obj, PyObject *length, bool writable,
 
 	if (length != Py_None && xpy_addr(length, &want) < 0)
 		return -1;
-	if (PyIndex_Check(obj)) {
+	if (!PyObject_CheckBuffer(obj)) {
 		if (length == Py_None) {
 			PyErr_SetString(PyExc_TypeError,
 					"an integer address needs a length");
@@ -369,7 +380,7 @@ static PyObject *eng_unregister(EngineObject *self, PyObject *obj)
 	uint64_t addr;
 	int ret;
 
-	if (PyIndex_Check(obj)) {
+	if (!PyObject_CheckBuffer(obj)) {
 		if (xpy_addr(obj, &addr) < 0)
 			return NULL;
 	} else {

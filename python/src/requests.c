@@ -76,7 +76,7 @@ static int one_request(struct xfer_request *r, PyObject *src,
 		if (xpy_addr(length, &want) < 0)
 			return -1;
 	}
-	if (PyIndex_Check(src)) {
+	if (!PyObject_CheckBuffer(src)) {
 		if (!length || length == Py_None) {
 			PyErr_SetString(PyExc_TypeError,
 					"an integer source needs a length");

@@ -54,6 +54,7 @@ struct xpy_op {
 	struct xpy_op *qnext;             /* queue link */
 	struct xpy_op *pnext, **pprev;    /* pending list link */
 	enum xpy_op_kind kind;
+	bool called;                      /* its callback ran (queue lock) */
 	const char *what;                 /* names the call in errors */
 	int64_t result;
 	struct xpy_cq *cq;
@@ -125,7 +126,12 @@ PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw);
 BatchObject *xpy_batch_new(EngineObject *eng, size_t cap);
 int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b);
 enum xfer_status xpy_batch_outcome(struct xfer_batch *b);
-void xpy_batch_finish(BatchObject *bo);
+void xpy_batch_finish(BatchObject *bo, bool engine_alive);
+int xpy_ms_left(const struct timespec *deadline);
+/* Closing, before the engine is freed: cancel every batch in flight and
+ * wait for those not awaited until @p deadline (CLOCK_MONOTONIC). */
+void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline);
+/* After: free them all (their tasks are over). */
 void xpy_batches_close(EngineObject *eng);
 
 /* aio.c */
@@ -139,7 +145,7 @@ PyObject *xpy_aio_refresh(EngineObject *eng, PyObject *args);
 PyObject *xpy_aio_listen(EngineObject *eng, PyObject *cb);
 void xpy_aio_batch_done(struct xfer_batch *b, enum xfer_status outcome,
 			void *arg);
-void xpy_aio_close(EngineObject *eng);
+void xpy_aio_close(EngineObject *eng, const struct timespec *deadline);
 void xpy_aio_free(EngineObject *eng);
 
 #endif /* XFER_PY_H */

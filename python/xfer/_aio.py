@@ -36,12 +36,15 @@ class AsyncEngine:
         loop, self._loop = self._loop, None
         if loop is not None and not loop.is_closed():
             loop.remove_reader(self._aio_fd)
-        if self.closed or loop is None:
-            while self._note_waiters:
-                w = self._note_waiters.popleft()
-                if not w.done() and not w.get_loop().is_closed():
-                    w.set_exception(_xfer.XferError(
-                        errno.ECANCELED, "the engine closed"))
+
+    def _aio_closed(self):
+        """The engine closed: fail what awaits a notification."""
+        self._listening = False
+        while self._note_waiters:
+            w = self._note_waiters.popleft()
+            if not w.done() and not w.get_loop().is_closed():
+                w.set_exception(_xfer.XferError(errno.ECANCELED,
+                                                "the engine closed"))
 
     def _aio_future(self):
         loop = asyncio.get_running_loop()

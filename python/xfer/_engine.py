@@ -37,6 +37,7 @@ class Engine(AsyncEngine, _xfer._Engine):
         the engine. Memory registered stays the caller's. Idempotent."""
         self._aio_unbind()
         super().close()
+        self._aio_closed()
         self._segments.clear()
 
     def __enter__(self):
