@@ -1,6 +1,7 @@
 # cmocka tests: test/unit_*.c are unit tests, test/it_*.c integration tests
 # over real sockets; examples/*.c build and run in the suite too;
-# test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh).
+# test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh);
+# python/tests (pytest) are test-python's, in mk/python.mk.
 UNIT_SRCS := $(wildcard test/unit_*.c)
 IT_SRCS   := $(wildcard test/it_*.c)
 EX_SRCS   := $(wildcard examples/*.c)
@@ -55,7 +56,7 @@ test-examples: $(EX_BINS)
 test-rdma: $(RT_BINS) $(BENCH)
 	@sh test/rdma/run.sh
 
-test: test-unit test-integration test-examples test-rdma
+test: test-unit test-integration test-examples test-python test-rdma
 
 .PHONY: test test-unit test-integration test-examples test-rdma
 .SECONDARY:

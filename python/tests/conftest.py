@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -74,7 +75,18 @@ class Peer:
         return self.call("digest", off=off, len=n)["digest"]
 
     def stop(self):
+        """SIGSTOP, and wait until every thread of the peer is stopped."""
         self.proc.send_signal(signal.SIGSTOP)
+        tasks = f"/proc/{self.proc.pid}/task"
+        for _ in range(1000):
+            states = []
+            for t in os.listdir(tasks):
+                with open(f"{tasks}/{t}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            if all(s in "tT" for s in states):
+                return
+            time.sleep(0.005)
+        raise TimeoutError("the peer does not stop")
 
     def cont(self):
         self.proc.send_signal(signal.SIGCONT)
