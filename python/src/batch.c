@@ -89,6 +89,18 @@ static void sync_done_wait(struct sync_done *d)
 	Py_END_ALLOW_THREADS
 }
 
+const char xpy_transfer_doc[] = (
+"transfer(opcode, segment, sources=None, targets=None, lengths=None, *,\n"
+"         pairs=None, notify=None)\n\n"
+"One batch, submitted and waited for without the GIL (the blocking form\n"
+"of Mooncake's batch transfers). @opcode READ or WRITE; @segment a segment\n"
+"id (or a Segment); the requests as in Batch.submit(): @pairs\n"
+"[(source, target address[, length]), ...] or the three lists, lengths\n"
+"in bytes. @notify=(name, msg) goes to the segment's owner once every\n"
+"task completed, and the call returns once it acknowledged it. Raises\n"
+"TransferError (.outcome, .statuses) unless every task completed;\n"
+"XferError (EINVAL, EMSGSIZE, ENOMEM); KeyboardInterrupt cancels.");
+
 #define TRANSFER_KWLIST { "opcode", "segment", "sources", "targets", \
 			  "lengths", "pairs", "notify", NULL }
 
@@ -200,6 +212,11 @@ BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
 	eng->batches = bo;
 	return bo;
 }
+
+const char xpy_batch_doc[] = (
+"batch(capacity) -> Batch\n\n"
+"A batch for up to @capacity requests (Mooncake's allocateBatchID), to\n"
+"submit() now and wait() or poll later; `with` frees it.");
 
 PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw)
 {

@@ -120,6 +120,7 @@ struct xfer_request *xpy_reqs_from(PyObject *pairs, PyObject *sources,
 int xpy_notify_arg(PyObject *o, const char **name, const char **msg);
 
 /* batch.c */
+extern const char xpy_transfer_doc[], xpy_batch_doc[];
 PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 			      PyObject *kw);
 PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw);
