@@ -308,32 +308,26 @@ static void notify_cb(struct xfer_engine *e, const char *name,
 
 PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "future", "opcode", "segment", "sources",
-				  "targets", "lengths", "pairs", "notify",
-				  NULL };
-	PyObject *fut, *sources = Py_None, *targets = Py_None;
-	PyObject *lengths = Py_None, *pairs = Py_None, *notify = Py_None;
-	PyObject *cb, *r;
-	const char *nname, *nmsg;
+	PyObject *fut, *rest, *cb, *r;
 	struct xpy_hold h = { 0 };
-	struct xfer_request *reqs;
+	struct xpy_transfer t = { 0 };
 	BatchObject *bo = NULL;
 	struct xpy_cq *cq;
-	long long seg;
-	int opcode, ret = -1;
-	size_t n;
+	int ret = -1;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiL|OOOO$O:_aio_submit",
-					 kwlist, &fut, &opcode, &seg,
-					 &sources, &targets, &lengths, &pairs,
-					 &notify) ||
-	    xpy_notify_arg(notify, &nname, &nmsg) < 0 || !(cq = cq_get(eng)))
+	/* (future, then the arguments of transfer()) */
+	if (PyTuple_GET_SIZE(args) < 1) {
+		PyErr_SetString(PyExc_TypeError, "_aio_submit(future, ...)");
 		return NULL;
-	reqs = xpy_reqs_from(pairs, sources, targets, lengths, opcode, seg,
-			     &n, &h);
-	if (!reqs)
+	}
+	fut = PyTuple_GET_ITEM(args, 0);
+	rest = PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args));
+	if (!rest)
 		return NULL;
-	bo = xpy_batch_new(eng, n);
+	if (!(cq = cq_get(eng)) ||
+	    xpy_transfer_parse(rest, kw, "_aio_submit", &t, &h) < 0)
+		goto out;
+	bo = xpy_batch_new(eng, t.n);
 	if (!bo || !xpy_engine_get(eng))
 		goto out;
 	bo->hold = h;
@@ -347,10 +341,7 @@ PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 	pthread_mutex_lock(&cq->lock);
 	cq->batches++;
 	pthread_mutex_unlock(&cq->lock);
-	Py_BEGIN_ALLOW_THREADS
-	ret = nname ? xfer_batch_submit_notify(bo->b, reqs, n, nname, nmsg) :
-		      xfer_batch_submit(bo->b, reqs, n);
-	Py_END_ALLOW_THREADS
+	ret = xpy_submit(bo->b, &t);
 	xpy_engine_put(eng);
 	if (ret) { /* the callback never runs */
 		pthread_mutex_lock(&cq->lock);
@@ -370,7 +361,8 @@ PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 	Py_XDECREF(cb);
 	Py_XDECREF(r);
 out:
-	PyMem_Free(reqs);
+	Py_DECREF(rest);
+	PyMem_Free(t.reqs);
 	xpy_hold_release(&h);
 	if (ret)
 		Py_CLEAR(bo);

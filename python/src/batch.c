@@ -58,6 +58,18 @@ int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b)
 	return -1;
 }
 
+int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t)
+{
+	int ret;
+
+	Py_BEGIN_ALLOW_THREADS
+	ret = t->nname ? xfer_batch_submit_notify(b, t->reqs, t->n, t->nname,
+						  t->nmsg) :
+			 xfer_batch_submit(b, t->reqs, t->n);
+	Py_END_ALLOW_THREADS
+	return ret;
+}
+
 /* A notifying batch's outcome comes from its callback. */
 struct sync_done {
 	pthread_mutex_t lock;
@@ -101,69 +113,51 @@ const char xpy_transfer_doc[] = (
 "TransferError (.outcome, .statuses) unless every task completed;\n"
 "XferError (EINVAL, EMSGSIZE, ENOMEM); KeyboardInterrupt cancels.");
 
-#define TRANSFER_KWLIST { "opcode", "segment", "sources", "targets", \
-			  "lengths", "pairs", "notify", NULL }
-
 PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 			      PyObject *kw)
 {
-	static char *kwlist[] = TRANSFER_KWLIST;
-	PyObject *sources = Py_None, *targets = Py_None, *lengths = Py_None;
-	PyObject *pairs = Py_None, *notify = Py_None, *exc = NULL;
 	struct sync_done d = { .lock = PTHREAD_MUTEX_INITIALIZER,
 			       .cond = PTHREAD_COND_INITIALIZER };
-	const char *nname, *nmsg;
 	struct xpy_hold h = { 0 };
-	struct xfer_request *reqs;
+	struct xpy_transfer t;
 	struct xfer_engine *e;
 	struct xfer_batch *b;
 	enum xfer_status outcome;
-	int opcode, ret;
-	long long seg;
-	size_t n;
+	PyObject *exc = NULL;
+	int ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "iL|OOOO$O:transfer",
-					 kwlist, &opcode, &seg, &sources,
-					 &targets, &lengths, &pairs, &notify) ||
-	    xpy_notify_arg(notify, &nname, &nmsg) < 0)
-		return NULL;
-	reqs = xpy_reqs_from(pairs, sources, targets, lengths, opcode, seg, &n,
-			 &h);
-	if (!reqs)
+	if (xpy_transfer_parse(args, kw, "transfer", &t, &h) < 0)
 		return NULL;
 	e = xpy_engine_get(eng);
 	if (!e)
 		goto out;
-	b = xfer_batch_new(e, n);
+	b = xfer_batch_new(e, t.n);
 	if (!b) {
 		xpy_raise(eng, -errno, "batch");
 		goto out_put;
 	}
-	if (nname)
+	if (t.nname)
 		xfer_batch_set_callback(b, sync_done_cb, &d);
-	Py_BEGIN_ALLOW_THREADS
-	ret = nname ? xfer_batch_submit_notify(b, reqs, n, nname, nmsg) :
-		      xfer_batch_submit(b, reqs, n);
-	Py_END_ALLOW_THREADS
+	ret = xpy_submit(b, &t);
 	if (ret) {
 		xpy_raise(eng, ret, "submit");
 	} else if (xpy_batch_wait(eng, b) == 0) {
-		if (nname)
+		if (t.nname)
 			sync_done_wait(&d);
-		outcome = nname ? d.outcome : xpy_batch_outcome(b);
+		outcome = t.nname ? d.outcome : xpy_batch_outcome(b);
 		if (outcome != XFER_COMPLETED) {
 			exc = xpy_transfer_error(eng, b, outcome);
 			if (exc)
 				PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
 		}
-	} else if (nname) {
+	} else if (t.nname) {
 		sync_done_wait(&d);
 	}
 	xfer_batch_free(b);
 out_put:
 	xpy_engine_put(eng);
 out:
-	PyMem_Free(reqs);
+	PyMem_Free(t.reqs);
 	xpy_hold_release(&h);
 	if (exc) {
 		Py_DECREF(exc);
@@ -347,37 +341,19 @@ PyDoc_STRVAR(submit_doc,
 
 static PyObject *batch_submit(BatchObject *bo, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = TRANSFER_KWLIST;
-	PyObject *sources = Py_None, *targets = Py_None, *lengths = Py_None;
-	PyObject *pairs = Py_None, *notify = Py_None;
 	struct xfer_batch *b = batch_get(bo);
-	struct xfer_request *reqs;
-	const char *nname, *nmsg;
-	int opcode, ret;
-	long long seg;
-	size_t n;
+	struct xpy_transfer t;
+	int ret;
 
-	if (!b)
-		return NULL;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "iL|OOOO$O:submit",
-					 kwlist, &opcode, &seg, &sources,
-					 &targets, &lengths, &pairs, &notify) ||
-	    xpy_notify_arg(notify, &nname, &nmsg) < 0)
-		return NULL;
-	reqs = xpy_reqs_from(pairs, sources, targets, lengths, opcode, seg, &n,
-			 &bo->hold);
-	if (!reqs)
+	if (!b || xpy_transfer_parse(args, kw, "submit", &t, &bo->hold) < 0)
 		return NULL;
 	if (!xpy_engine_get(bo->eng)) {
-		PyMem_Free(reqs);
+		PyMem_Free(t.reqs);
 		return NULL;
 	}
-	Py_BEGIN_ALLOW_THREADS
-	ret = nname ? xfer_batch_submit_notify(b, reqs, n, nname, nmsg) :
-		      xfer_batch_submit(b, reqs, n);
-	Py_END_ALLOW_THREADS
+	ret = xpy_submit(b, &t);
 	xpy_engine_put(bo->eng);
-	PyMem_Free(reqs);
+	PyMem_Free(t.reqs);
 	if (ret)
 		return xpy_raise(bo->eng, ret, "submit");
 	bo->inflight = true;

@@ -192,41 +192,30 @@ static void eng_dealloc(EngineObject *self)
 	Py_TYPE(self)->tp_free(self);
 }
 
-static PyObject *eng_get_name(EngineObject *self, void *c)
+/* The engine's attributes, by the closure of their getter. */
+enum eng_attr { ATTR_NAME, ATTR_RPC_PORT, ATTR_LAST_ERROR, ATTR_CPU };
+
+static PyObject *eng_attr(EngineObject *self, void *c)
 {
 	struct xfer_engine *e = xpy_engine_get(self);
-	PyObject *r;
+	PyObject *r = NULL;
 
-	(void)c;
 	if (!e)
 		return NULL;
-	r = PyUnicode_FromString(xfer_engine_name(e));
-	xpy_engine_put(self);
-	return r;
-}
-
-static PyObject *eng_get_rpc_port(EngineObject *self, void *c)
-{
-	struct xfer_engine *e = xpy_engine_get(self);
-	PyObject *r;
-
-	(void)c;
-	if (!e)
-		return NULL;
-	r = PyLong_FromLong(xfer_engine_rpc_port(e));
-	xpy_engine_put(self);
-	return r;
-}
-
-static PyObject *eng_get_last_error(EngineObject *self, void *c)
-{
-	struct xfer_engine *e = xpy_engine_get(self);
-	PyObject *r;
-
-	(void)c;
-	if (!e)
-		return NULL;
-	r = PyUnicode_FromString(xfer_engine_last_error(e));
+	switch ((enum eng_attr)(intptr_t)c) {
+	case ATTR_NAME:
+		r = PyUnicode_FromString(xfer_engine_name(e));
+		break;
+	case ATTR_RPC_PORT:
+		r = PyLong_FromLong(xfer_engine_rpc_port(e));
+		break;
+	case ATTR_LAST_ERROR:
+		r = PyUnicode_FromString(xfer_engine_last_error(e));
+		break;
+	case ATTR_CPU:
+		r = PyFloat_FromDouble(xfer_engine_cpu_seconds(e));
+		break;
+	}
 	xpy_engine_put(self);
 	return r;
 }
@@ -239,15 +228,8 @@ static PyObject *eng_get_closed(EngineObject *self, void *c)
 
 static PyObject *eng_cpu_seconds(EngineObject *self, PyObject *unused)
 {
-	struct xfer_engine *e = xpy_engine_get(self);
-	PyObject *r;
-
 	(void)unused;
-	if (!e)
-		return NULL;
-	r = PyFloat_FromDouble(xfer_engine_cpu_seconds(e));
-	xpy_engine_put(self);
-	return r;
+	return eng_attr(self, (void *)(intptr_t)ATTR_CPU);
 }
 
 static void capsule_release(PyObject *cap)
@@ -604,12 +586,15 @@ static PyMethodDef eng_methods[] = {
 };
 
 static PyGetSetDef eng_getset[] = {
-	{ "name", (getter)eng_get_name, NULL,
-	  "Name of the engine's own segment (`host:port` in p2p mode).", NULL },
-	{ "rpc_port", (getter)eng_get_rpc_port, NULL,
-	  "The handshake port the engine listens on.", NULL },
-	{ "last_error", (getter)eng_get_last_error, NULL,
-	  "The engine's message for its last error.", NULL },
+	{ "name", (getter)eng_attr, NULL,
+	  "Name of the engine's own segment (`host:port` in p2p mode).",
+	  (void *)(intptr_t)ATTR_NAME },
+	{ "rpc_port", (getter)eng_attr, NULL,
+	  "The handshake port the engine listens on.",
+	  (void *)(intptr_t)ATTR_RPC_PORT },
+	{ "last_error", (getter)eng_attr, NULL,
+	  "The engine's message for its last error.",
+	  (void *)(intptr_t)ATTR_LAST_ERROR },
 	{ "closed", (getter)eng_get_closed, NULL,
 	  "Whether close() has run.", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },

@@ -208,10 +208,10 @@ static struct xfer_request *reqs_pairs(PyObject *pairs, int opcode,
 
 /* The requests of a transfer or submit call: pairs, or Mooncake's three
  * lists. */
-struct xfer_request *xpy_reqs_from(PyObject *pairs, PyObject *sources,
-				   PyObject *targets, PyObject *lengths,
-				   int opcode, long long seg, size_t *n,
-				   struct xpy_hold *h)
+static struct xfer_request *reqs_from(PyObject *pairs, PyObject *sources,
+				      PyObject *targets, PyObject *lengths,
+				      int opcode, long long seg, size_t *n,
+				      struct xpy_hold *h)
 {
 	if (opcode != XFER_READ && opcode != XFER_WRITE) {
 		PyErr_SetString(PyExc_ValueError, "opcode is READ or WRITE");
@@ -228,7 +228,7 @@ struct xfer_request *xpy_reqs_from(PyObject *pairs, PyObject *sources,
 }
 
 /* A notification argument: None or (name, msg). */
-int xpy_notify_arg(PyObject *o, const char **name, const char **msg)
+static int notify_arg(PyObject *o, const char **name, const char **msg)
 {
 	*name = *msg = NULL;
 	if (o == Py_None)
@@ -236,4 +236,26 @@ int xpy_notify_arg(PyObject *o, const char **name, const char **msg)
 	if (!PyArg_ParseTuple(o, "ss;notify is (name, msg)", name, msg))
 		return -1;
 	return 0;
+}
+
+int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
+		       struct xpy_transfer *t, struct xpy_hold *h)
+{
+	static char *kwlist[] = { "opcode", "segment", "sources", "targets",
+				  "lengths", "pairs", "notify", NULL };
+	PyObject *sources = Py_None, *targets = Py_None, *lengths = Py_None;
+	PyObject *pairs = Py_None, *notify = Py_None;
+	long long seg;
+	char fmt[64];
+	int opcode;
+
+	snprintf(fmt, sizeof(fmt), "iL|OOOO$O:%s", fname);
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &opcode, &seg,
+					 &sources, &targets, &lengths, &pairs,
+					 &notify) ||
+	    notify_arg(notify, &t->nname, &t->nmsg) < 0)
+		return -1;
+	t->reqs = reqs_from(pairs, sources, targets, lengths, opcode, seg,
+			    &t->n, h);
+	return t->reqs ? 0 : -1;
 }

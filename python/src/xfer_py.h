@@ -113,11 +113,16 @@ PyObject *xpy_reg_keep(EngineObject *eng, uint64_t addr,
 int xpy_hold_add(struct xpy_hold *h, PyObject *obj, bool writable,
 		 void **addr, size_t *len);
 void xpy_hold_release(struct xpy_hold *h);
-struct xfer_request *xpy_reqs_from(PyObject *pairs, PyObject *sources,
-				   PyObject *targets, PyObject *lengths,
-				   int opcode, long long seg, size_t *n,
-				   struct xpy_hold *h);
-int xpy_notify_arg(PyObject *o, const char **name, const char **msg);
+/* The requests of a call (opcode, segment, sources=None, targets=None,
+ * lengths=None, *, pairs=None, notify=None); @p h keeps their buffer
+ * objects. The strings stay valid while @p args does. */
+struct xpy_transfer {
+	struct xfer_request *reqs;        /* PyMem_Free() them */
+	size_t n;
+	const char *nname, *nmsg;         /* a notification, or NULL */
+};
+int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
+		       struct xpy_transfer *t, struct xpy_hold *h);
 
 /* batch.c */
 extern const char xpy_transfer_doc[], xpy_batch_doc[];
@@ -126,6 +131,8 @@ PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw);
 BatchObject *xpy_batch_new(EngineObject *eng, size_t cap);
 int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b);
+/* xfer_batch_submit(_notify) without the GIL: 0 or -errno. */
+int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t);
 enum xfer_status xpy_batch_outcome(struct xfer_batch *b);
 void xpy_batch_finish(BatchObject *bo, bool engine_alive);
 int xpy_ms_left(const struct timespec *deadline);
