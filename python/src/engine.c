@@ -180,11 +180,18 @@ static void eng_dealloc(EngineObject *self)
 {
 	PyObject_GC_UnTrack(self);
 	if (self->e) {
+#if PY_VERSION_HEX >= 0x030C0000
+		PyObject *exc = PyErr_GetRaisedException();
+
+		eng_close_inner(self);
+		PyErr_SetRaisedException(exc);
+#else
 		PyObject *t, *v, *tb;
 
 		PyErr_Fetch(&t, &v, &tb);
 		eng_close_inner(self);
 		PyErr_Restore(t, v, tb);
+#endif
 	}
 	eng_clear(self);
 	Py_CLEAR(self->regs);
