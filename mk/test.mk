@@ -53,8 +53,10 @@ test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
 
 # Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
-test-rdma: $(RT_BINS) $(BENCH)
+# Then one more guest for the Python case (mk/python.mk).
+test-rdma: $(RT_BINS) $(BENCH) $(PY_EXT)
 	@sh test/rdma/run.sh
+	@PYTHON=$(PYTHON) sh python/tests/rdma.sh
 
 test: test-unit test-integration test-examples test-python test-rdma
 

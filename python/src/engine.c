@@ -239,6 +239,33 @@ static PyObject *eng_cpu_seconds(EngineObject *self, PyObject *unused)
 	return eng_attr(self, (void *)(intptr_t)ATTR_CPU);
 }
 
+PyDoc_STRVAR(device_stats_doc,
+"device_stats() -> [(name, bytes), ...]\n\n"
+"The RDMA devices the engine opened, in order, with the bytes it moved\n"
+"through each as the initiator of completed slices; [] without RDMA.");
+
+static PyObject *eng_device_stats(EngineObject *self, PyObject *unused)
+{
+	struct xfer_engine *e = xpy_engine_get(self);
+	PyObject *list, *t;
+	const char *name;
+	uint64_t bytes;
+
+	(void)unused;
+	if (!e)
+		return NULL;
+	list = PyList_New(0);
+	for (size_t i = 0; list &&
+	     xfer_engine_device_stats(e, i, &name, &bytes) == 0; i++) {
+		t = Py_BuildValue("(sK)", name, (unsigned long long)bytes);
+		if (!t || PyList_Append(list, t) < 0)
+			Py_CLEAR(list);
+		Py_XDECREF(t);
+	}
+	xpy_engine_put(self);
+	return list;
+}
+
 static void capsule_release(PyObject *cap)
 {
 	Py_buffer *v = PyCapsule_GetPointer(cap, "xfer.view");
@@ -562,6 +589,8 @@ static PyMethodDef eng_methods[] = {
 	{ "close", (PyCFunction)eng_close, METH_NOARGS, close_doc },
 	{ "cpu_seconds", (PyCFunction)eng_cpu_seconds, METH_NOARGS,
 	  "cpu_seconds() -> float\n\nCPU seconds the engine's threads used." },
+	{ "device_stats", (PyCFunction)eng_device_stats, METH_NOARGS,
+	  device_stats_doc },
 	{ "register", (PyCFunction)(void (*)(void))eng_register,
 	  METH_VARARGS | METH_KEYWORDS, register_doc },
 	{ "unregister", (PyCFunction)eng_unregister, METH_O, unregister_doc },
