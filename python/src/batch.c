@@ -280,17 +280,32 @@ int xpy_ms_left(const struct timespec *deadline)
 
 void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
 {
-	for (BatchObject *bo = eng->batches; bo; bo = bo->next) {
-		if (!bo->inflight)
+	PyObject *live = PyList_New(0);
+	Py_ssize_t n;
+
+	/* held in a list: another thread may free one while the GIL is out */
+	for (BatchObject *bo = eng->batches; live && bo; bo = bo->next)
+		if (bo->inflight && PyList_Append(live, (PyObject *)bo) < 0)
+			Py_CLEAR(live);
+	if (!live) {
+		PyErr_Clear();
+		return;
+	}
+	n = PyList_GET_SIZE(live);
+	for (Py_ssize_t i = 0; i < n; i++) {
+		BatchObject *bo = (BatchObject *)PyList_GET_ITEM(live, i);
+
+		if (!bo->b)
 			continue;
 		Py_BEGIN_ALLOW_THREADS
 		xfer_batch_cancel(bo->b);
 		Py_END_ALLOW_THREADS
 	}
-	for (BatchObject *bo = eng->batches; bo; bo = bo->next) {
+	for (Py_ssize_t i = 0; i < n; i++) {
+		BatchObject *bo = (BatchObject *)PyList_GET_ITEM(live, i);
 		int ret;
 
-		if (!bo->inflight || bo->op.fut)
+		if (!bo->b || !bo->inflight || bo->op.fut)
 			continue; /* an awaited one: aio.c waits for it */
 		Py_BEGIN_ALLOW_THREADS
 		ret = xfer_batch_wait(bo->b, xpy_ms_left(deadline));
@@ -298,6 +313,7 @@ void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
 		if (ret == 0)
 			bo->inflight = false;
 	}
+	Py_DECREF(live);
 }
 
 void xpy_batches_close(EngineObject *eng)

@@ -87,12 +87,11 @@ PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 	snprintf(what, sizeof(what), "transfer %s",
 		 xfer_status_str(outcome));
 	exc = error_new(xpy_TransferError, eng, outcome_errno(outcome), what);
-	if (exc && (PyObject_SetAttrString(exc, "statuses", statuses) < 0 ||
-		    (o = PyLong_FromLong(outcome)) == NULL ||
-		    PyObject_SetAttrString(exc, "outcome", o) < 0))
+	o = exc ? PyLong_FromLong(outcome) : NULL;
+	if (exc && (!o || PyObject_SetAttrString(exc, "outcome", o) < 0 ||
+		    PyObject_SetAttrString(exc, "statuses", statuses) < 0))
 		Py_CLEAR(exc);
-	else if (exc)
-		Py_DECREF(o);
+	Py_XDECREF(o);
 	Py_DECREF(statuses);
 	return exc;
 }
