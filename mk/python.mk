@@ -21,7 +21,12 @@ $(PY_EXT): $(PY_DEPS) $(LIB_A)
 # Two-process transfers, asyncio, interop with xfer-bench, xfer-metad and
 # redis, reference counts, and a pip install into a venv.
 test-python: $(PY_EXT) $(BENCH) $(METAD)
-	cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q \
+	@echo "== pytest python/tests"
+	@cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q \
 		-p no:cacheprovider tests
 
-.PHONY: python test-python
+clean: python-clean
+python-clean:
+	rm -rf python/xfer/_xfer*.so python/build python/*.egg-info
+
+.PHONY: python test-python python-clean

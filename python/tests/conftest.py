@@ -100,6 +100,8 @@ class Peer:
             except Exception:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
 
 
 @pytest.fixture

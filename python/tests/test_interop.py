@@ -31,6 +31,7 @@ def bench_target():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        proc.stdout.close()
 
 
 @pytest.fixture
@@ -111,6 +112,7 @@ def test_through_xfer_metad(make_peer, te, tmp_path):
         port = int(port_file.read_text())
         store_pair(make_peer, te, f"http://127.0.0.1:{port}/metadata")
     finally:
+        te._close()  # engines go before their server
         proc.terminate()
         proc.wait(timeout=10)
 
@@ -138,6 +140,7 @@ def test_through_redis(make_peer, te):
         wait_port(port)
         store_pair(make_peer, te, f"redis://127.0.0.1:{port}")
     finally:
+        te._close()  # engines go before their server
         proc.terminate()
         proc.wait(timeout=10)
 

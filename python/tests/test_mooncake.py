@@ -207,6 +207,29 @@ def test_notifications(te, local, peer):
     assert te.get_notifies() == [TransferNotify("hi", "there")]
 
 
+def test_threads(te, local, peer):
+    """Threads share the engine: each call lets the GIL go while it
+    waits."""
+    import threading
+    size, per = 64 * 1024, 20
+    put(te, local, pattern(81, 4 * per * size))
+    fails = []
+
+    def run(t):
+        for k in range(per):
+            off = (t * per + k) * size
+            if te.transfer_sync_write(peer.name, local + off,
+                                      peer.addr + off, size) != 0:
+                fails.append(off)
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not fails
+    peer.check(81, 0, 4 * per * size)
+
+
 def test_send_probe(te, peer, dead_session):
     assert te.send_probe(peer.name) == 0
     assert te.send_probe(dead_session) == -1
