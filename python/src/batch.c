@@ -379,7 +379,9 @@ static PyObject *batch_submit(BatchObject *bo, PyObject *args, PyObject *kw)
 PyDoc_STRVAR(wait_doc,
 "wait(timeout_ms=-1) -> bool\n\n"
 "Wait, without the GIL, until every task is done (and a notification\n"
-"acknowledged): True, or False after @timeout_ms (< 0: no limit).");
+"acknowledged): True, or False after @timeout_ms (< 0: no limit). What\n"
+"Mooncake's get_batch_transfer_status polls for; a signal's exception\n"
+"(KeyboardInterrupt) cancels the batch and is raised.");
 
 static PyObject *batch_wait(BatchObject *bo, PyObject *args, PyObject *kw)
 {
@@ -455,8 +457,9 @@ static PyObject *batch_statuses(BatchObject *bo, PyObject *unused)
 
 PyDoc_STRVAR(cancel_doc,
 "cancel()\n\n"
-"Cancel the batch (xfer_batch_cancel): tasks not yet done end CANCELED;\n"
-"nothing more of them is written into local memory from the return on.");
+"Cancel the batch (xfer_batch_cancel; Mooncake has none): tasks not yet\n"
+"done end CANCELED; nothing more of them is written into local memory\n"
+"from the return on. Raises ValueError once the batch is freed.");
 
 static PyObject *batch_cancel(BatchObject *bo, PyObject *unused)
 {

@@ -76,7 +76,8 @@ class AsyncEngine:
 
     async def register_async(self, obj, length=None, *, location="*",
                              remote_access=True):
-        """register() without blocking the loop (xfer_register_async): the
+        """register() (Mooncake's register_memory; ``length`` in bytes)
+        without blocking the loop (xfer_register_async): the
         memory is registered, and usable as a source, at once; this
         returns once peers can see it. On a metadata server's error it
         raises XferError and the buffer stays registered (the engine
@@ -97,7 +98,9 @@ class AsyncEngine:
 
     async def write(self, segment, pairs, *, notify=None):
         """Write local sources to a segment; completes when every byte
-        arrived (the batch's callback, through the loop).
+        arrived (the batch's callback, through the loop). Mooncake's
+        batch_transfer_async_write and get_batch_transfer_status in one
+        awaitable.
 
         ``segment``: a Segment, its id, or a name (opened, then kept
         open). ``pairs``: [(source, target_address[, length]), ...] as in
@@ -111,8 +114,10 @@ class AsyncEngine:
         await self._transfer(WRITE, segment, pairs, notify)
 
     async def read(self, segment, pairs, *, notify=None):
-        """Read from a segment into local sources; as write(). Once the
-        awaiting task is cancelled nothing more is written into them."""
+        """Read from a segment into local sources (Mooncake's
+        batch_transfer_async_read, awaited); as write(), lengths in bytes,
+        same errors. Once the awaiting task is cancelled nothing more is
+        written into the sources."""
         await self._transfer(READ, segment, pairs, notify)
 
     # -- notifications --------------------------------------------------
@@ -134,7 +139,8 @@ class AsyncEngine:
         self._notes.append(note)
 
     async def recv_notify(self):
-        """The next notification received, a Notification(name, msg).
+        """The next notification received, a Notification(name, msg)
+        (Mooncake's get_notifies, awaited one at a time).
         From the first call on, notifications are delivered through the
         loop (xfer_engine_set_notify_cb) rather than queued for
         get_notify(), which still returns those not yet awaited."""
@@ -152,6 +158,6 @@ class AsyncEngine:
 
     async def notifications(self):
         """Notifications as they arrive: ``async for n in
-        engine.notifications()``."""
+        engine.notifications()`` (recv_notify() in a loop)."""
         while True:
             yield await self.recv_notify()

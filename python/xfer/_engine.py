@@ -71,7 +71,7 @@ class Engine(AsyncEngine, _xfer._Engine):
     def unregister(self, reg):
         """Unregister the buffer at ``reg`` (a Registration, an address or
         the buffer object) and wait until peers see it gone
-        (xfer_unregister). Raises XferError: ENOENT (nothing registered
+        (Mooncake's unregister_memory; xfer_unregister). Raises XferError: ENOENT (nothing registered
         there), EBUSY (a transfer uses it)."""
         if isinstance(reg, Registration):
             reg = reg.addr
@@ -104,7 +104,8 @@ class Engine(AsyncEngine, _xfer._Engine):
 
     # -- transfers ------------------------------------------------------
     def write_sync(self, segment, pairs, *, notify=None):
-        """Write local sources to a segment and wait, without the GIL.
+        """Write local sources to a segment and wait, without the GIL
+        (Mooncake's batch_transfer_sync_write).
 
         ``segment``: a Segment, its id, or a name (opened and kept open).
         ``pairs``: [(source, target_address[, length]), ...]: a source is
@@ -119,7 +120,9 @@ class Engine(AsyncEngine, _xfer._Engine):
                       notify=notify)
 
     def read_sync(self, segment, pairs, *, notify=None):
-        """Read from a segment into local sources; as write_sync()."""
+        """Read from a segment into local sources (Mooncake's
+        batch_transfer_sync_read); as write_sync(): lengths in bytes, the
+        same errors."""
         self.transfer(READ, self._target_sync(segment), pairs=pairs,
                       notify=notify)
 
@@ -140,7 +143,8 @@ class Engine(AsyncEngine, _xfer._Engine):
         return Notification(*n) if n else None
 
     def get_notifies(self):
-        """Every notification received so far, oldest first."""
+        """Every notification received so far, oldest first (Mooncake's
+        get_notifies), [Notification, ...]."""
         out = []
         while (n := self.get_notify()) is not None:
             out.append(n)

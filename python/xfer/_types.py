@@ -60,18 +60,21 @@ class Segment:
 
     @property
     def buffers(self):
-        """The segment's buffers as known now, [SegmentBuffer, ...]."""
+        """The segment's buffers as known now, [SegmentBuffer, ...]:
+        addresses and lengths in bytes (Mooncake's SegmentDesc buffers;
+        get_first_buffer_address is ``buffers[0].addr``)."""
         return [SegmentBuffer(*b) for b in self.engine.segment_buffers(
             self.id)]
 
     def refresh_sync(self):
-        """Fetch the descriptor again (buffers the peer registered since);
-        waits without the GIL. Raises XferError (ENOENT: the segment is
-        gone)."""
+        """Fetch the descriptor again (buffers the peer registered since;
+        Mooncake's send_probe does this); waits without the GIL. Raises
+        XferError (ENOENT: the segment is gone, or the fetch's error)."""
         self.engine.segment_refresh_sync(self.id)
 
     async def refresh(self):
-        """refresh_sync() awaited (xfer_segment_refresh_async)."""
+        """refresh_sync() awaited (xfer_segment_refresh_async); the same
+        errors."""
         await self.engine._aio_call(self.engine._aio_refresh, self.id)
 
     def close(self):
@@ -101,7 +104,8 @@ class Registration:
         return f"<xfer.Registration 0x{self.addr:x} {self.length} bytes>"
 
     def unregister(self):
-        """Unregister (xfer_unregister); see Engine.unregister."""
+        """Unregister (Mooncake's unregister_memory); see
+        Engine.unregister for the errors. Idempotent."""
         if self.engine is not None and not self.engine.closed:
             self.engine.unregister(self.addr)
         self.engine = None
