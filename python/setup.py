@@ -1,7 +1,7 @@
 """Build of xfer._xfer, the C extension module, against libxfer.
 
-libxfer comes from this repository's build/ (built with make if it is not
-there yet) and is linked in statically, so the installed module needs no
+libxfer comes from this repository's build/ (brought up to date with make
+first) and is linked in statically, so the installed module needs no
 LD_LIBRARY_PATH; its own dependencies come from pkg-config, the same list
 the library's Makefile uses (mk/config.mk). Overrides, from the
 environment: XFER_ROOT (the repository), XFER_LIBXFER (a libxfer.a).
@@ -32,8 +32,8 @@ def pkg_config(*args):
     return shlex.split(out)
 
 
-if not os.path.exists(LIBXFER) and "XFER_LIBXFER" not in os.environ:
-    subprocess.run(["make", "-C", ROOT, "build/libxfer.a"], check=True)
+if "XFER_LIBXFER" not in os.environ:  # the repository's, up to date
+    subprocess.run(["make", "-s", "-C", ROOT, "build/libxfer.a"], check=True)
 
 # The engine's files are the library's; only the module's own go here.
 SOURCES = sorted(os.path.join("src", f) for f in os.listdir(
