@@ -434,25 +434,30 @@ static PyObject *batch_status(BatchObject *bo, PyObject *arg)
 			     (unsigned long long)st.transferred);
 }
 
-static PyObject *batch_statuses(BatchObject *bo, PyObject *unused)
+PyObject *xpy_statuses(struct xfer_batch *b)
 {
-	struct xfer_batch *b = batch_get(bo);
-	size_t n;
-	PyObject *list;
+	size_t n = xfer_batch_size(b);
+	PyObject *list = PyList_New((Py_ssize_t)n), *o;
 
-	(void)unused;
-	if (!b)
-		return NULL;
-	n = xfer_batch_size(b);
-	list = PyList_New((Py_ssize_t)n);
 	for (size_t i = 0; list && i < n; i++) {
 		struct xfer_task_status st = { 0 };
 
 		xfer_batch_status(b, i, &st);
-		PyList_SET_ITEM(list, (Py_ssize_t)i,
-				PyLong_FromLong(st.status));
+		o = PyLong_FromLong(st.status);
+		if (!o)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, o);
 	}
 	return list;
+}
+
+static PyObject *batch_statuses(BatchObject *bo, PyObject *unused)
+{
+	struct xfer_batch *b = batch_get(bo);
+
+	(void)unused;
+	return b ? xpy_statuses(b) : NULL;
 }
 
 PyDoc_STRVAR(cancel_doc,

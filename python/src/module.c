@@ -67,23 +67,11 @@ PyObject *xpy_raise(EngineObject *eng, int err, const char *what)
 PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 			     enum xfer_status outcome)
 {
-	size_t n = xfer_batch_size(b);
-	PyObject *exc, *statuses = PyList_New((Py_ssize_t)n), *o;
+	PyObject *exc, *statuses = xpy_statuses(b), *o;
 	char what[64];
 
 	if (!statuses)
 		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		struct xfer_task_status st = { 0 };
-
-		xfer_batch_status(b, i, &st);
-		o = PyLong_FromLong(st.status);
-		if (!o) {
-			Py_DECREF(statuses);
-			return NULL;
-		}
-		PyList_SET_ITEM(statuses, (Py_ssize_t)i, o);
-	}
 	snprintf(what, sizeof(what), "transfer %s",
 		 xfer_status_str(outcome));
 	exc = error_new(xpy_TransferError, eng, outcome_errno(outcome), what);

@@ -134,6 +134,8 @@ int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b);
 /* xfer_batch_submit(_notify) without the GIL: 0 or -errno. */
 int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t);
 enum xfer_status xpy_batch_outcome(struct xfer_batch *b);
+/* [status of each task, ...] as ints */
+PyObject *xpy_statuses(struct xfer_batch *b);
 void xpy_batch_finish(BatchObject *bo, bool engine_alive);
 int xpy_ms_left(const struct timespec *deadline);
 /* Closing, before the engine is freed: cancel every batch in flight and
