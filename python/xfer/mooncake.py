@@ -29,6 +29,14 @@ from ._types import Status
 
 __all__ = ["TransferEngine", "TransferOpcode", "TransferNotify"]
 
+# What Mooncake's module says of its build: xfer moves host memory over
+# TCP and RDMA, and none of these.
+SUPPORT_CUDA = False
+SUPPORT_EFA = False
+SUPPORT_HIP = False
+SUPPORT_MNNVL = False
+SUPPORT_INTRA_NVLINK = False
+
 # Mooncake's error codes (its error.h), for the register family.
 ERR_INVALID_ARGUMENT = -1
 ERR_ADDRESS_NOT_REGISTERED = -3
