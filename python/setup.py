@@ -22,7 +22,8 @@ LIBXFER = os.environ.get("XFER_LIBXFER",
 def pkg_config_packages():
     """The PKGS list of mk/config.mk: the one place it is written."""
     with open(os.path.join(ROOT, "mk", "config.mk")) as f:
-        m = re.search(r"^PKGS\s*:=\s*(.+)$", f.read(), re.M)
+        text = f.read().replace("\\\n", " ")  # continued lines
+    m = re.search(r"^PKGS\s*:=\s*(.+)$", text, re.M)
     return m.group(1).split()
 
 
