@@ -124,6 +124,7 @@ static int add_members(struct etcd *e, const char *conn)
 	int n = parse_members(conn, hosts, ports), ret;
 	size_t used = 0;
 
+	e->timeout_s = n > 1 ? ETCD_MEMBER_TIMEOUT_S : ETCD_TIMEOUT_S;
 	for (int i = 0; i < n; i++) {
 		ret = xfer_store_resolve(hosts[i], addr, sizeof(addr));
 		if (ret) {
@@ -146,10 +147,10 @@ static int add_members(struct etcd *e, const char *conn)
 						  ports[i]);
 		if (!m->kv || !m->w)
 			return -ENOMEM;
-		evhttp_connection_set_timeout(m->kv, ETCD_TIMEOUT_S);
+		evhttp_connection_set_timeout(m->kv, e->timeout_s);
 		evhttp_connection_set_retries(m->kv, 0);
 		evhttp_connection_set_max_body_size(m->kv, ETCD_MAX_MSG);
-		evhttp_connection_set_timeout(m->w, ETCD_TIMEOUT_S);
+		evhttp_connection_set_timeout(m->w, e->timeout_s);
 		evhttp_connection_set_retries(m->w, 0);
 	}
 	return n < 0 ? n : 0;

@@ -35,10 +35,14 @@ struct evhttp_request;
 
 #define ETCD_TTL_S 10             /* lease TTL asked for */
 #define ETCD_TIMEOUT_S 5          /* connect, and each answer */
+/* The same with several members: a write sent to a follower just as its
+ * leader died waits for etcd's own timeout (7 s) where another member
+ * would take it once elected (about 1 s). */
+#define ETCD_MEMBER_TIMEOUT_S 2
 /* A request no member could serve (none answered, or none had a leader)
  * is tried again on each in turn, every ETCD_PARK_MS, until ETCD_CALL_MS
  * after it was made; then it fails (so within ETCD_CALL_MS plus one try's
- * ETCD_TIMEOUT_S). Every member refusing connections fails it at once. */
+ * timeout). Every member refusing connections fails it at once. */
 #define ETCD_CALL_MS 8000
 #define ETCD_PARK_MS 200
 #define ETCD_BACKOFF_MIN_MS 100   /* retries of the watch and the lease */
@@ -100,6 +104,7 @@ struct etcd {
 	struct etcd_member members[ETCD_MAX_MEMBERS];
 	int nmembers;
 	int cur;                  /* the member requests go to */
+	int timeout_s;            /* of a connect, of each answer */
 	char names[256];          /* "h1:p1,h2:p2...", for log messages */
 	struct event *lease_ev;   /* keepalive tick, or grant retry */
 	struct event *watch_ev;   /* watch retry */

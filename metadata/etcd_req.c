@@ -275,7 +275,7 @@ static int answer(struct etcd_op *op, struct evhttp_request *req,
 		*root = xfer_etcd_parse_body(req);
 		return st;
 	}
-	if (ms_since(op->e, &op->sent) >= ETCD_TIMEOUT_S * 1000)
+	if (ms_since(op->e, &op->sent) >= op->e->timeout_s * 1000)
 		return -ETIMEDOUT;
 	return req ? -ECONNREFUSED : -EIO;
 }

@@ -101,33 +101,6 @@ static void member_exec(struct th_etcd *c, int i)
 	_exit(127);
 }
 
-/* Start member @p i and wait until it answers HTTP (@p leader: until it
- * is healthy, with a leader). */
-static void member_start(struct th_etcd *c, int i, bool leader)
-{
-	int64_t end = th_now_ms() + TH_ETCD_START_MS, id, lead;
-	char cmd[160];
-
-	c->m[i].pid = fork();
-	assert_true(c->m[i].pid >= 0);
-	if (c->m[i].pid == 0)
-		member_exec(c, i);
-	/* Polling: a server coming up has no callback to wait on. */
-	while (leader ? !healthy(c->m[i].port) :
-	       member_status(c->m[i].port, &id, &lead)) {
-		if (waitpid(c->m[i].pid, NULL, WNOHANG) == c->m[i].pid) {
-			c->m[i].pid = 0;
-			snprintf(cmd, sizeof(cmd), "tail -n 20 %s/m%d.log >&2",
-				 c->dir, i);
-			if (system(cmd))
-				fprintf(stderr, "no log of m%d\n", i);
-			fail_msg("etcd m%d exited at start", i);
-		}
-		assert_true(th_now_ms() < end);
-		usleep(20000);
-	}
-}
-
 void th_etcd_start(struct th_etcd *c, int n)
 {
 	size_t a = 0, b = 0;
@@ -152,22 +125,9 @@ void th_etcd_start(struct th_etcd *c, int n)
 				      c->m[i].port);
 	}
 	/* Members of a new cluster wait for each other: start all, then
-	 * wait for each. */
-	for (int i = 0; i < n; i++) {
-		c->m[i].pid = fork();
-		assert_true(c->m[i].pid >= 0);
-		if (c->m[i].pid == 0)
-			member_exec(c, i);
-	}
-	for (int i = 0; i < n; i++) {
-		int64_t end = th_now_ms() + TH_ETCD_START_MS;
-
-		while (!healthy(c->m[i].port)) {
-			assert_int_equal(waitpid(c->m[i].pid, NULL, WNOHANG), 0);
-			assert_true(th_now_ms() < end);
-			usleep(20000);
-		}
-	}
+	 * wait for a leader. */
+	for (int i = 0; i < n; i++)
+		th_etcd_restart(c, i);
 	assert_true(th_etcd_wait_leader(c, TH_ETCD_START_MS) >= 0);
 }
 
@@ -180,10 +140,22 @@ void th_etcd_kill(struct th_etcd *c, int i, int sig)
 	c->m[i].pid = 0;
 }
 
+/* A member serves once the cluster has quorum, so only a cluster of one
+ * is waited for. */
 void th_etcd_restart(struct th_etcd *c, int i)
 {
+	int64_t end = th_now_ms() + TH_ETCD_START_MS;
+
 	assert_int_equal(c->m[i].pid, 0);
-	member_start(c, i, c->n == 1);
+	c->m[i].pid = fork();
+	assert_true(c->m[i].pid >= 0);
+	if (c->m[i].pid == 0)
+		member_exec(c, i);
+	while (c->n == 1 && !healthy(c->m[i].port)) {
+		assert_int_equal(waitpid(c->m[i].pid, NULL, WNOHANG), 0);
+		assert_true(th_now_ms() < end);
+		usleep(20000);
+	}
 }
 
 void th_etcd_free(struct th_etcd *c)

@@ -42,8 +42,9 @@ void th_etcd_free(struct th_etcd *c);
 /** Stop member @p i with @p sig, and reap it. */
 void th_etcd_kill(struct th_etcd *c, int i, int sig);
 
-/** Start member @p i again on its data; returns once it answers HTTP
- *  (it serves once it has a leader: see th_etcd_wait_leader). */
+/** Start member @p i again on its data. A member serves once the cluster
+ *  has quorum: this returns at once (see th_etcd_wait_leader), but for a
+ *  cluster of one, once it serves. */
 void th_etcd_restart(struct th_etcd *c, int i);
 
 /** The member that leads, by index, as the running members see it; -1
