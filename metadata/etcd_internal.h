@@ -135,6 +135,7 @@ struct etcd {
 	/* Counted for tests and debugging. */
 	struct {
 		uint64_t events;      /* watch events received */
+		uint64_t resyncs;     /* changed(NULL) said */
 		uint64_t gets;        /* user gets sent (tries counted once) */
 		uint64_t switches;    /* moves to another member */
 	} stats;

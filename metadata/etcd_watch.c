@@ -103,6 +103,7 @@ static void watch_created(struct etcd *e, yajl_val res)
 	xfer_etcd_back(e);
 	if (e->watch_missed) {
 		e->watch_missed = false;
+		e->stats.resyncs++;
 		xfer_deferred_resync(&e->deferred);
 	}
 }

@@ -35,7 +35,6 @@
 #define FAILOVER_MS 15000   /* a leader killed: calls work again */
 #define NPUTS 40
 
-static struct th_etcd etcd;
 
 #define sget(f, key, r) th_store_op(f, 'g', key, NULL, 0, r, IO_MS)
 #define sput(f, key, v) th_store_put(f, key, v, FAILOVER_MS)
@@ -49,15 +48,15 @@ static void conn_of(char *conn, size_t cap, const int *order, int n)
 	for (int i = 0; i < n && order[i] >= 0; i++)
 		used += (size_t)snprintf(conn + used, cap - used,
 					 "%s127.0.0.1:%u", i ? "," : "etcd://",
-					 etcd.m[order[i]].port);
+					 th_cluster.m[order[i]].port);
 }
 
 /* The members other than @p i, in order, after @p i. */
 static void others(int i, int *order)
 {
 	order[0] = i;
-	order[1] = (i + 1) % etcd.n;
-	order[2] = (i + 2) % etcd.n;
+	order[1] = (i + 1) % th_cluster.n;
+	order[2] = (i + 2) % th_cluster.n;
 }
 
 static struct etcd *backend(struct th_store *f)
@@ -68,10 +67,10 @@ static struct etcd *backend(struct th_store *f)
 /* Every member running again, with a leader they all follow. */
 static void all_back(void)
 {
-	for (int i = 0; i < etcd.n; i++)
-		if (!etcd.m[i].pid)
-			th_etcd_restart(&etcd, i);
-	assert_true(th_etcd_wait_leader(&etcd, TH_ETCD_START_MS) >= 0);
+	for (int i = 0; i < th_cluster.n; i++)
+		if (!th_cluster.m[i].pid)
+			th_etcd_restart(&th_cluster, i);
+	assert_true(th_etcd_wait_leader(&th_cluster, TH_ETCD_START_MS) >= 0);
 }
 
 /* The leader killed while another client puts NPUTS keys: every put
@@ -88,24 +87,24 @@ static void test_leader_killed(void **state)
 
 	(void)state;
 	all_back();
-	leader = th_etcd_leader(&etcd);
+	leader = th_etcd_leader(&th_cluster);
 	assert_true(leader >= 0);
 	others(leader, order);
 	conn_of(conn, sizeof(conn), order, 3);
 	th_etcd_open(w, conn);
-	others((leader + 1) % etcd.n, order);
+	others((leader + 1) % th_cluster.n, order);
 	conn_of(conn, sizeof(conn), order, 3);
 	th_etcd_open(p, conn);
 	th_store_wait_watching(w, p, "k/probe", IO_MS);
 	assert_int_equal(sput(w, "k/own", "x"), 0);
-	lease = th_etcd_key_lease(&etcd, "k/own");
+	lease = th_etcd_key_lease(&th_cluster, "k/own");
 	assert_true(lease > 0);
 	th_store_forget(w);
 	t0 = th_now_ms();
 	for (int i = 0; i < NPUTS; i++) {
 		snprintf(key, sizeof(key), "k/%d", i);
 		if (i == NPUTS / 2) {
-			th_etcd_kill(&etcd, leader, SIGKILL);
+			th_etcd_kill(&th_cluster, leader, SIGKILL);
 			t0 = th_now_ms();
 			/* The watcher's own requests move on too. */
 			assert_int_equal(th_store_op(w, 'g', "k/own", NULL, 0,
@@ -128,7 +127,7 @@ static void test_leader_killed(void **state)
 	assert_int_equal(w->changed_all, 0);
 	assert_int_equal(w->reconnected, 0);
 	assert_true(backend(w)->stats.switches >= 1);
-	assert_int_equal(th_etcd_key_lease(&etcd, "k/own"), lease);
+	assert_int_equal(th_etcd_key_lease(&th_cluster, "k/own"), lease);
 	th_store_free(p);
 	th_store_free(w);
 }
@@ -146,21 +145,21 @@ static void test_compacted(void **state)
 
 	(void)state;
 	all_back();
-	gone = (th_etcd_leader(&etcd) + 1) % etcd.n;
+	gone = (th_etcd_leader(&th_cluster) + 1) % th_cluster.n;
 	others(gone, order);
 	conn_of(conn, sizeof(conn), order, 1);
 	th_etcd_open(w, conn);
 	conn_of(conn, sizeof(conn), order + 1, 2);
 	th_etcd_open(p, conn);
 	th_store_wait_watching(w, p, "c/probe", IO_MS);
-	th_etcd_kill(&etcd, gone, SIGKILL);
+	th_etcd_kill(&th_cluster, gone, SIGKILL);
 	assert_int_equal(sput(p, "c/lost", "1"), 0);
 	assert_int_equal(sput(p, "c/lost", "2"), 0);
-	j = th_etcdctl(&etcd, "compact %lld",
-		       (long long)th_etcd_revision(&etcd));
+	j = th_etcdctl(&th_cluster, "compact %lld",
+		       (long long)th_etcd_revision(&th_cluster));
 	yajl_tree_free(j);
 	th_store_forget(w);
-	th_etcd_restart(&etcd, gone);
+	th_etcd_restart(&th_cluster, gone);
 	assert_true(th_run_until(w->base, w->changed_all, FAILOVER_MS));
 	assert_int_equal(sput(p, "c/after", "1"), 0);
 	assert_true(th_run_until(w->base, th_store_seen(w, "c/after"), IO_MS));
@@ -185,13 +184,13 @@ static void test_quorum_lost(void **state)
 
 	(void)state;
 	all_back();
-	leader = th_etcd_leader(&etcd);
-	th_etcd_open(f, etcd.conn);
+	leader = th_etcd_leader(&th_cluster);
+	th_etcd_open(f, th_cluster.conn);
 	th_store_wait_watching(f, f, "q/probe", IO_MS);
 	assert_int_equal(sput(f, "q/k", "v"), 0);
-	th_etcd_kill(&etcd, leader, SIGKILL);
-	th_etcd_kill(&etcd, (leader + 1) % etcd.n, SIGKILL);
-	left = (leader + 2) % etcd.n;
+	th_etcd_kill(&th_cluster, leader, SIGKILL);
+	th_etcd_kill(&th_cluster, (leader + 1) % th_cluster.n, SIGKILL);
+	left = (leader + 2) % th_cluster.n;
 	t0 = (int)th_now_ms();
 	xfer_etcd_ops.get(f->st, "q/k", th_res_cb, &rg);
 	xfer_etcd_ops.put(f->st, "q/k", "w", 1, th_res_cb, &rp);
@@ -199,12 +198,12 @@ static void test_quorum_lost(void **state)
 	print_message("quorum lost: get %d, put %d after %d ms\n", rg.err,
 		      rp.err, (int)th_now_ms() - t0);
 	assert_true(rg.err < 0 && rp.err < 0);
-	th_etcd_kill(&etcd, left, SIGKILL);
+	th_etcd_kill(&th_cluster, left, SIGKILL);
 	t0 = (int)th_now_ms();
 	assert_int_equal(sget(f, "q/k", &r), -ECONNREFUSED);
 	assert_true(th_now_ms() - t0 < 1000);
 	all_back();
-	j = th_etcdctl(&etcd, "put q/back x");
+	j = th_etcdctl(&th_cluster, "put q/back x");
 	yajl_tree_free(j);
 	th_store_forget(f);
 	assert_true(th_run_until(f->base, f->reconnected &&
@@ -215,21 +214,6 @@ static void test_quorum_lost(void **state)
 	th_store_free(f);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	th_etcd_start(&etcd, 3);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	th_etcd_free(&etcd);
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -238,5 +222,5 @@ int main(void)
 		cmocka_unit_test(test_quorum_lost),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, th_etcd_setup3, th_etcd_teardown);
 }

@@ -32,7 +32,6 @@
 #define IO_MS 5000       /* the most a healthy answer may take */
 #define TTL_S 10         /* the backend's lease TTL */
 
-static struct th_etcd etcd;
 
 /* A backend watching @p prefix on a base of its own; not open yet. */
 static struct th_store *fx_new(const char *prefix)
@@ -42,11 +41,11 @@ static struct th_store *fx_new(const char *prefix)
 
 static void fx_open(struct th_store *f)
 {
-	th_etcd_open(f, etcd.conn);
+	th_etcd_open(f, th_cluster.conn);
 }
 
-#define key_lease(key) th_etcd_key_lease(&etcd, key)
-#define etcdctl(...) th_etcdctl(&etcd, __VA_ARGS__)
+#define key_lease(key) th_etcd_key_lease(&th_cluster, key)
+#define etcdctl(...) th_etcdctl(&th_cluster, __VA_ARGS__)
 
 #define sget(f, key, r) th_store_op(f, 'g', key, NULL, 0, r, IO_MS)
 #define sput(f, key, v) th_store_put(f, key, v, IO_MS)
@@ -98,7 +97,7 @@ static void test_conn_strings(void **state)
 	/* Mooncake's bare host:port is etcd; a member that is down is
 	 * passed over. */
 	snprintf(conn, sizeof(conn), "127.0.0.1:%d;localhost:%d",
-		 th_free_port(), etcd.m[0].port);
+		 th_free_port(), th_cluster.m[0].port);
 	assert_int_equal(xfer_etcd_ops.open(conn, &f->env, &f->st), 0);
 	assert_int_equal(sget(f, "cs/absent", &r), -ENOENT);
 	th_store_free(f);
@@ -288,11 +287,11 @@ static void test_restart(void **state)
 	th_store_wait_watching(f, f, "r/probe", IO_MS);
 	assert_int_equal(sput(f, "r/k", "v1"), 0);
 	lease = key_lease("r/k");
-	th_etcd_kill(&etcd, 0, SIGKILL);
+	th_etcd_kill(&th_cluster, 0, SIGKILL);
 	assert_true(sget(f, "r/k", &r) < 0);
 	fx_open(g);
 	assert_true(sput(g, "r/g", "v") < 0);
-	th_etcd_restart(&etcd, 0);
+	th_etcd_restart(&th_cluster, 0);
 	th_store_forget(f);
 	j = etcdctl("put r/other x");
 	yajl_tree_free(j);
@@ -315,21 +314,6 @@ static void test_restart(void **state)
 	th_store_free(f);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	th_etcd_start(&etcd, 1);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	th_etcd_free(&etcd);
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -342,5 +326,5 @@ int main(void)
 		cmocka_unit_test(test_restart),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, th_etcd_setup1, th_etcd_teardown);
 }

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,8 +22,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "metadata/store.h"
+#include "core/engine_internal.h"
+#include "metadata/etcd_internal.h"
 #include "test/th_etcd.h"
+
+struct th_etcd th_cluster;
+
+int th_etcd_setup1(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	th_etcd_start(&th_cluster, 1);
+	return 0;
+}
+
+int th_etcd_setup3(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	th_etcd_start(&th_cluster, 3);
+	return 0;
+}
+
+int th_etcd_teardown(void **state)
+{
+	(void)state;
+	th_etcd_free(&th_cluster);
+	return 0;
+}
 
 /* One HTTP/1.0 exchange with member port @p port: the whole answer, head
  * and body, into @p buf (NUL-ended); "" if none came within 1 s. */
@@ -259,4 +286,97 @@ struct th_store *th_etcd_store(const char *prefix, struct event_base *base)
 void th_etcd_open(struct th_store *f, const char *conn)
 {
 	assert_int_equal(xfer_etcd_ops.open(conn, &f->env, &f->st), 0);
+}
+
+int th_line_read(int fd, char *buf, size_t cap, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int64_t end = th_now_ms() + ms;
+	size_t n = 0;
+
+	while (n + 1 < cap) {
+		if (poll(&p, 1, (int)(end - th_now_ms())) != 1 ||
+		    read(fd, buf + n, 1) != 1)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
+int th_line_write(int fd, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0 || n >= (int)sizeof(buf) - 1)
+		return -1;
+	buf[n++] = '\n';
+	return write(fd, buf, (size_t)n) == n ? 0 : -1;
+}
+
+struct xfer_engine *th_etcd_engine(const char *conn, const char *name,
+				   int workers)
+{
+	struct xfer_config *cfg = xfer_config_new();
+	struct xfer_engine *e = NULL;
+	char num[24];
+
+	snprintf(num, sizeof(num), "%d", workers);
+	if (cfg && !xfer_config_set(cfg, "bind_addr", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "local_server_name", name) &&
+	    !xfer_config_set(cfg, "metadata_server", conn) &&
+	    !xfer_config_set(cfg, "workers", num))
+		e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	return e;
+}
+
+/* One request, waited for. @return 0, -EIO if it did not complete. */
+static int xfer_one(struct xfer_engine *e, enum xfer_opcode op, void *src,
+		    int64_t seg, uint64_t remote, size_t len)
+{
+	struct xfer_request r = { op, src, seg, remote, len };
+	struct xfer_task_status st = { 0 };
+	struct xfer_batch *b = xfer_batch_new(e, 1);
+	int ret;
+
+	if (!b)
+		return -errno;
+	ret = xfer_batch_submit(b, &r, 1);
+	if (!ret)
+		ret = xfer_batch_wait(b, 30000);
+	if (!ret)
+		ret = xfer_batch_status(b, 0, &st);
+	if (!ret && st.status != XFER_COMPLETED)
+		ret = -EIO;
+	while (xfer_batch_free(b) == -EBUSY)
+		usleep(1000);
+	return ret;
+}
+
+int th_roundtrip(struct xfer_engine *e, int64_t seg, uint8_t *src,
+		 uint8_t *dst, uint64_t remote, size_t len, uint64_t seed)
+{
+	int ret;
+
+	th_fill(src, len, seed);
+	memset(dst, 0, len);
+	ret = xfer_one(e, XFER_WRITE, src, seg, remote, len);
+	if (!ret)
+		ret = xfer_one(e, XFER_READ, dst, seg, remote, len);
+	if (!ret && th_check(dst, len, seed) != -1)
+		ret = -EILSEQ;
+	return ret;
+}
+
+struct etcd *th_etcd_of(struct xfer_engine *e)
+{
+	return container_of(e->meta.store, struct etcd, base);
 }

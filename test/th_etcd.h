@@ -12,11 +12,14 @@
 #define XFER_TEST_TH_ETCD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <yajl/yajl_tree.h>
 
 #include "test/helpers.h"
+
+struct etcd;
 
 #define TH_ETCD_MAX 3
 #define TH_ETCD_START_MS 20000   /* a member up; a cluster with a leader */
@@ -31,6 +34,17 @@ struct th_etcd {
 	char conn[200];          /* "etcd://127.0.0.1:p1,127.0.0.1:p2..." */
 	char endpoints[200];     /* etcdctl's "http://127.0.0.1:p1,..." */
 };
+
+/** The cluster of the running test program, for the group fixtures. */
+extern struct th_etcd th_cluster;
+
+/** cmocka group setup: th_cluster of one member, or three; SIGPIPE
+ *  ignored. */
+int th_etcd_setup1(void **state);
+int th_etcd_setup3(void **state);
+
+/** cmocka group teardown: th_etcd_free(&th_cluster). */
+int th_etcd_teardown(void **state);
 
 /** Start a cluster of @p n members (1 to TH_ETCD_MAX) and wait for its
  *  leader; fails the test if it does not come. */
@@ -68,6 +82,35 @@ int64_t th_etcd_key_lease(struct th_etcd *c, const char *key);
 
 /** An int field @p a (or @p a.@p b) of JSON object @p v, 0 if absent. */
 int64_t th_json_int(yajl_val v, const char *a, const char *b);
+
+/* ---- a parent and its children, one line at a time (no cmocka) ---- */
+
+/** Read one line (without its '\n') within @p ms. @return 0, -1. */
+int th_line_read(int fd, char *buf, size_t cap, int ms);
+
+/** Write one line of @p fmt and a '\n'. @return 0, -1. */
+int th_line_write(int fd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- engines (no cmocka asserts: forked children and threads call
+ * these) ---- */
+
+/** An engine named @p name on 127.0.0.1 with @p workers workers and the
+ *  store at @p conn. @return it, or NULL with errno. */
+struct xfer_engine *th_etcd_engine(const char *conn, const char *name,
+				   int workers);
+
+/**
+ * WRITE @p len bytes of pattern @p seed from @p src to @p remote of
+ * segment @p seg, READ them back into @p dst, and compare.
+ * @return 0; -EIO (a task did not complete), -EILSEQ (bytes differ), or
+ *         what the batch calls returned.
+ */
+int th_roundtrip(struct xfer_engine *e, int64_t seg, uint8_t *src,
+		 uint8_t *dst, uint64_t remote, size_t len, uint64_t seed);
+
+/** The etcd backend of engine @p e (one with an etcd store). */
+struct etcd *th_etcd_of(struct xfer_engine *e);
 
 /** A fixture for the etcd backend watching @p prefix on @p base (NULL:
  *  a base of its own); not open yet (see th_etcd_open). */
