@@ -1,6 +1,9 @@
 #!/bin/sh
 # Install every Debian package the build, the tests and the benchmark need.
 set -e
+# redis-server runs the tests' servers and their sentinels too
+# (redis-server --sentinel: the redis-sentinel package only adds a service);
+# etcd-server and etcd-client, their etcd clusters and etcdctl.
 PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libssl-dev libcmocka-dev libibverbs-dev libnuma-dev rdma-core ibverbs-providers ibverbs-utils perftest numactl time redis-server etcd-server etcd-client iperf3 iproute2 python3"
 missing=""
 for p in $PKGS; do
