@@ -251,8 +251,9 @@ int64_t th_json_int(yajl_val v, const char *a, const char *b)
 	const char *path[] = { a, b, NULL };
 
 	v = yajl_tree_get(v, path, yajl_t_any);
+	/* Member ids are uint64: kept bit for bit. */
 	if (YAJL_IS_STRING(v))
-		return strtoll(v->u.string, NULL, 10);
+		return (int64_t)strtoull(v->u.string, NULL, 10);
 	return YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : 0;
 }
 

@@ -80,7 +80,8 @@ int64_t th_etcd_revision(struct th_etcd *c);
 /** The lease @p key is attached to: 0 for none, -1 when it is absent. */
 int64_t th_etcd_key_lease(struct th_etcd *c, const char *key);
 
-/** An int field @p a (or @p a.@p b) of JSON object @p v, 0 if absent. */
+/** An int field @p a (or @p a.@p b) of JSON object @p v, 0 if absent;
+ *  a uint64 in a string comes back bit for bit. */
 int64_t th_json_int(yajl_val v, const char *a, const char *b);
 
 /* ---- a parent and its children, one line at a time (no cmocka) ---- */
