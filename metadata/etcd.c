@@ -178,6 +178,7 @@ static char *prefix_end(const char *prefix, size_t *len)
 
 static void etcd_free(struct etcd *e);
 static void etcd_release(struct xfer_deferred *d);
+static void write_done(struct etcd *e);
 
 static int etcd_open(const char *conn, const struct xfer_store_env *env,
 		     struct xfer_store **out)
@@ -192,9 +193,11 @@ static int etcd_open(const char *conn, const struct xfer_store_env *env,
 	e->base.ops = &xfer_etcd_ops;
 	e->env = *env;
 	e->on_member_down = xfer_etcd_watch_member_down;
+	e->on_write_done = write_done;
 	TAILQ_INIT(&e->inflight);
 	TAILQ_INIT(&e->waiting);
 	TAILQ_INIT(&e->parked);
+	TAILQ_INIT(&e->writes);
 	e->lease_backoff_ms = e->watch_backoff_ms = ETCD_BACKOFF_MIN_MS;
 	ret = add_members(e, conn);
 	if (ret)
@@ -226,6 +229,32 @@ err_free:
 	return ret;
 }
 
+/* Send write @p op (a put with the lease). */
+static void write_start(struct etcd_op *op)
+{
+	int ret;
+
+	if (op->kind == OP_PUT) {
+		xfer_etcd_put_start(op);
+		return;
+	}
+	ret = xfer_etcd_op_send(op);
+	if (ret)
+		xfer_etcd_finish(op, ret);
+}
+
+/* The write in flight is finished: the next one goes. */
+static void write_done(struct etcd *e)
+{
+	struct etcd_op *op = TAILQ_FIRST(&e->writes);
+
+	e->writing = op;
+	if (op) {
+		xfer_etcd_op_move(op, NULL);
+		write_start(op);
+	}
+}
+
 static void call_start(struct xfer_store *s, enum etcd_op_kind kind,
 		       const char *key, const char *value, size_t len,
 		       xfer_store_cb cb, void *arg)
@@ -243,15 +272,17 @@ static void call_start(struct xfer_store *s, enum etcd_op_kind kind,
 	}
 	op->cb = cb;
 	op->arg = arg;
-	if (kind == OP_GET)
+	if (kind == OP_GET) {
 		e->stats.gets++;
-	if (kind == OP_PUT) {
-		xfer_etcd_put_start(op);
-		return;
+		ret = xfer_etcd_op_send(op);
+		if (ret)
+			xfer_etcd_finish(op, ret);
+	} else if (e->writing) {
+		xfer_etcd_op_move(op, &e->writes);
+	} else {
+		e->writing = op;
+		write_start(op);
 	}
-	ret = xfer_etcd_op_send(op);
-	if (ret)
-		xfer_etcd_finish(op, ret);
 }
 
 static void etcd_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
@@ -276,7 +307,8 @@ static void etcd_del(struct xfer_store *s, const char *key, xfer_store_cb cb,
 /* Frees what open got to build, too. */
 static void etcd_free(struct etcd *e)
 {
-	struct etcd_op_q *qs[] = { &e->inflight, &e->waiting, &e->parked };
+	struct etcd_op_q *qs[] = { &e->inflight, &e->waiting, &e->parked,
+				   &e->writes };
 	struct etcd_op *op;
 
 	/* Freeing a connection drops its requests without calling back. */

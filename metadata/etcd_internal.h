@@ -113,9 +113,14 @@ struct etcd {
 	/* Set by etcd.c for etcd_req.c: a request to @p member got no answer
 	 * (@p err, a negative errno), the member seems out of reach. */
 	void (*on_member_down)(struct etcd *e, int member, int err);
+	/* Set by etcd.c for etcd_req.c: e->writing is finished. */
+	void (*on_write_done)(struct etcd *e);
 	/* Requests in flight; puts waiting for a lease; requests waiting to
-	 * go again once no member could serve them. */
-	struct etcd_op_q inflight, waiting, parked;
+	 * go again once no member could serve them; puts and deletes
+	 * waiting for the one before (e->writing) to finish: a write that
+	 * moves to another member must not overtake, nor be overtaken. */
+	struct etcd_op_q inflight, waiting, parked, writes;
+	struct etcd_op *writing;
 	struct etcd_op *grant;    /* in flight */
 	int64_t lease;            /* 0: none */
 	int ttl_s;

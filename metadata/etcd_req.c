@@ -87,6 +87,8 @@ void xfer_etcd_finish(struct etcd_op *op, int err)
 	op->err = err;
 	xfer_etcd_op_move(op, NULL);
 	xfer_deferred_push(&op->e->deferred, &op->done, op_deliver);
+	if (op == op->e->writing)
+		op->e->on_write_done(op->e);
 }
 
 /* ---- outages and retries ---- */

@@ -130,11 +130,15 @@ void xfer_redis_sentinel_master(struct redis_store *s, const char *ip,
 	 * backoff. */
 	if (s->master_known && !moved)
 		return;
-	xfer_log(moved ? XFER_LOG_WARN : XFER_LOG_INFO,
-		 "redis sentinel %s:%d: master %s %s%s:%d%s%s%s",
-		 s->link.addr->host, s->link.addr->port, s->master_name,
-		 moved ? "moved to " : "at ", ip, port, moved ? " (was " : "",
-		 moved ? m->host : "", moved ? ")" : "");
+	if (moved)
+		xfer_log(XFER_LOG_WARN, "redis sentinel %s:%d: master %s moved "
+			 "from %s:%d to %s:%d", s->link.addr->host,
+			 s->link.addr->port, s->master_name, m->host, m->port,
+			 ip, port);
+	else
+		xfer_log(XFER_LOG_INFO, "redis sentinel %s:%d: master %s at "
+			 "%s:%d", s->link.addr->host, s->link.addr->port,
+			 s->master_name, ip, port);
 	if (moved)
 		s->switches++;
 	/* A sentinel's address is numeric unless it was told to announce

@@ -2,7 +2,8 @@
  * The etcd backend against a cluster of three members on loopback: a
  * member killed under a stream of puts (requests move on; the watch
  * resumes from its revision, every event seen once, none twice; the lease
- * lives on), a compacted history (one refetch, said once), quorum lost
+ * lives on), a member that stops answering (writes move on in order), a
+ * compacted history (one refetch, said once), quorum lost
  * (calls fail within their bound, naming the members), every member down
  * (calls fail at once), and all of it back without reopening.
  *
@@ -137,6 +138,70 @@ static void test_leader_killed(void **state)
 	th_store_free(w);
 }
 
+/* Where a write's callback came in the order of all. */
+struct seq {
+	int *next, at, err;
+};
+
+static void seq_cb(int err, const char *value, size_t len, void *arg)
+{
+	struct seq *q = arg;
+
+	(void)value;
+	(void)len;
+	q->at = ++*q->next;
+	q->err = err;
+}
+
+/* The member in use stops answering (SIGSTOP): requests move on after a
+ * try's timeout, writes issued together land in their order, and the
+ * watch, quiet on that member, starts over on the next from its
+ * revision and sees each of them. */
+static void test_stopped_member(void **state)
+{
+	struct th_store *f = th_etcd_store("s/", NULL);
+	struct seq q[4] = { { 0 } };
+	int order[3], stopped, next = 0;
+	char conn[200];
+	struct th_res r;
+	int64_t t0, ms;
+
+	(void)state;
+	all_back();
+	stopped = (th_etcd_leader(&th_cluster) + 1) % th_cluster.n;
+	others(stopped, order);
+	conn_of(conn, sizeof(conn), order, 3);
+	th_etcd_open(f, conn);
+	th_store_wait_watching(f, f, "s/probe", IO_MS);
+	th_store_forget(f);
+	kill(th_cluster.m[stopped].pid, SIGSTOP);
+	t0 = th_now_ms();
+	for (int i = 0; i < 4; i++)
+		q[i].next = &next;
+	xfer_etcd_ops.put(f->st, "s/k", "1", 1, seq_cb, &q[0]);
+	xfer_etcd_ops.put(f->st, "s/k", "2", 1, seq_cb, &q[1]);
+	xfer_etcd_ops.del(f->st, "s/k", seq_cb, &q[2]);
+	xfer_etcd_ops.put(f->st, "s/k", "3", 1, seq_cb, &q[3]);
+	assert_true(th_run_until(f->base, next == 4, FAILOVER_MS));
+	ms = th_now_ms() - t0;
+	print_message("member stopped: 4 writes done after %lld ms\n",
+		      (long long)ms);
+	assert_true(ms >= ETCD_MEMBER_TIMEOUT_S * 1000 - 100);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(q[i].err, 0);
+		assert_int_equal(q[i].at, i + 1);
+	}
+	assert_int_equal(th_store_op(f, 'g', "s/k", NULL, 0, &r, IO_MS), 0);
+	assert_memory_equal(r.val, "3", 1);
+	assert_true(th_run_until(f->base, th_store_seen(f, "s/k") == 4,
+				 FAILOVER_MS));
+	th_run_until(f->base, false, 100);
+	assert_int_equal(th_store_seen(f, "s/k"), 4);
+	assert_int_equal(f->changed_all, 0);
+	kill(th_cluster.m[stopped].pid, SIGCONT);
+	th_store_free(f);
+}
+
 /* The watch's member (a follower, and the only one it knows) down while
  * the history it needs is compacted away: once back, one changed(NULL),
  * logged once; events after it come. */
@@ -223,6 +288,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_leader_killed),
+		cmocka_unit_test(test_stopped_member),
 		cmocka_unit_test(test_compacted),
 		cmocka_unit_test(test_quorum_lost),
 	};
