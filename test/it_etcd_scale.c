@@ -39,7 +39,9 @@
 #define NALL (NPROC * NENG)
 #define SLOT (64 << 10)       /* what each engine writes to each other */
 #define STEP_MS 120000        /* the most one step may take */
-#define FDS 8192              /* descriptors a child needs, about */
+#define FDS 4096              /* descriptors a child needs: 2 per data
+				 connection (one to each peer, one from
+				 each), and a few per engine */
 
 struct eng {
 	struct xfer_engine *e;
@@ -196,6 +198,8 @@ static void __attribute__((noreturn)) child_main(int p, int fd,
 	int64_t t0;
 	int ret;
 
+	/* One data connection per peer (2 by default) is plenty here. */
+	setenv("XFER_TCP_CONNS", "1", 1);
 	answer(fd, "%d", child_start(p, conn));
 	while (!th_line_read(fd, cmd, sizeof(cmd), 10 * STEP_MS)) {
 		if (!strcmp(cmd, "open")) {
