@@ -74,7 +74,7 @@ struct etcd_op {
 	struct timeval made;     /* first sent: for ETCD_CALL_MS */
 	struct timeval sent;     /* this try */
 	int member;              /* this try's member */
-	int tries;               /* members tried in this round */
+	uint32_t tried;          /* members that failed it this round */
 	bool served;             /* a member answered but could not serve
 				    (no leader, timeout): worth waiting */
 	int64_t lease;           /* put, keepalive: the lease it went with */

@@ -193,7 +193,20 @@ static int op_body(struct etcd_op *op, struct evbuffer *b)
 	}
 }
 
-/* One try of @p op, on the current member. @return 0, -ENOMEM, -EIO. */
+/* The member for @p op's next try: the current one, unless it failed @p op
+ * in this round already (others' failures move e->cur too), then the next
+ * that did not. */
+static int op_member(struct etcd_op *op)
+{
+	struct etcd *e = op->e;
+	int m = e->cur;
+
+	for (int i = 0; i < e->nmembers && op->tried & 1u << m; i++)
+		m = (m + 1) % e->nmembers;
+	return m;
+}
+
+/* One try of @p op. @return 0, -ENOMEM, -EIO. */
 static int op_try(struct etcd_op *op)
 {
 	static const char *const paths[] = {
@@ -209,7 +222,7 @@ static int op_try(struct etcd_op *op)
 	req = evhttp_request_new(op_done, op);
 	if (!req)
 		return -ENOMEM;
-	op->member = e->cur;
+	op->member = op_member(op);
 	if (op_body(op, evhttp_request_get_output_buffer(req)) ||
 	    xfer_etcd_add_headers(e, op->member, req)) {
 		evhttp_request_free(req);
@@ -229,7 +242,7 @@ static int op_try(struct etcd_op *op)
 int xfer_etcd_op_send(struct etcd_op *op)
 {
 	event_base_gettimeofday_cached(op->e->env.base, &op->made);
-	op->tries = 0;
+	op->tried = 0;
 	op->served = false;
 	return op_try(op);
 }
@@ -256,7 +269,7 @@ void xfer_etcd_unpark(evutil_socket_t fd, short what, void *arg)
 	while ((op = TAILQ_FIRST(&q))) {
 		op->q = NULL;
 		TAILQ_REMOVE(&q, op, link);
-		op->tries = 0;
+		op->tried = 0;
 		op->served = false;
 		ret = op_try(op);
 		if (ret)
@@ -338,7 +351,8 @@ static bool op_next(struct etcd_op *op, int *st, yajl_val root)
 		*st = -ETIMEDOUT;
 		return false;
 	}
-	if (++op->tries < e->nmembers) {
+	op->tried |= 1u << op->member;
+	if (op->tried != (1u << e->nmembers) - 1) {
 		ret = op_try(op);
 		if (!ret)
 			return true;
