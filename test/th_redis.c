@@ -215,9 +215,10 @@ static bool sentinels_ready(struct th_sentinels *t)
 
 void th_sentinels_start(struct th_sentinels *t, const char *password)
 {
-	const char *extra[12] = { "--replica-read-only", "no" };
+	/* A replica keeps the copy it syncs from in its folder. */
+	const char *extra[14] = { "--replica-read-only", "no", "--dir" };
 	char conf[96], mport[16], info[4096];
-	int n = 2;
+	int n = 4;
 	int64_t end;
 	size_t used, len;
 	FILE *f;
@@ -227,6 +228,7 @@ void th_sentinels_start(struct th_sentinels *t, const char *password)
 	t->password = password;
 	snprintf(t->dir, sizeof(t->dir), "/tmp/xfer_sentinel.XXXXXX");
 	assert_non_null(mkdtemp(t->dir));
+	extra[3] = t->dir;
 	if (password) {
 		extra[n++] = "--requirepass";
 		extra[n++] = password;
