@@ -1,9 +1,12 @@
 /*
  * Handshake socket (PROTOCOL.md §1). Server: a listener on one
  * event_base; each connection carries one frame, answered with the same
- * type byte, then the write side is shut. Anything malformed closes that
- * connection only, without a reply. Client: one exchange on an
- * event_base.
+ * type byte (a legacy untyped frame with an untyped one), then the write
+ * side is shut. Anything malformed closes that connection only, without
+ * a reply. With a cluster secret, the peer proves itself first (frames
+ * of type 0xC1, PROTOCOL.md §6). Bounded: at most max_conns connections,
+ * and a frame is read only once its length fits the bytes all of them
+ * may buffer (buffer_max). Client: one exchange on an event_base.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -224,8 +227,10 @@ static int take_request(struct hs_conn *c, uint8_t *body, uint64_t len)
 	size_t reply_len;
 	bool legacy;
 
-	/* A legacy frame has no type byte: its body starts with '{'. */
-	legacy = body[0] == '{';
+	/* A legacy frame has no type byte. As Mooncake reads frames, a first
+	 * byte past the last type and below 0x80 starts one (JSON text, '{'
+	 * in practice); the body must then be a Connection object. */
+	legacy = body[0] > XFER_HS_LAST_TYPE && body[0] < 0x80;
 	type = legacy ? XFER_HS_CONNECTION : body[0];
 	if (!legacy) {
 		body++;
