@@ -3,7 +3,7 @@
  * docs/SECURITY.md, bytes in docs/PROTOCOL.md §6): an HMAC-SHA256
  * challenge-response, mutual, with fresh 32-byte nonces from both sides.
  * The same three messages open a handshake connection (each in a frame
- * of type 0x41) and a TCP data connection (raw, before any request):
+ * of type 0xC1) and a TCP data connection (raw, before any request):
  *
  *   hello      client -> server  "XFERAUTH" nonce_c              40 bytes
  *   challenge  server -> client  nonce_s  HMAC(K, "xfer-auth-1 server"

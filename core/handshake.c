@@ -403,7 +403,7 @@ static void req_finish(struct xfer_hs_req *q, int err, const char *body,
 	xfer_handshake_cancel(q);
 }
 
-/* The challenge frame (type 0x41) at @p body: the server proved itself,
+/* The challenge frame (type 0xC1) at @p body: the server proved itself,
  * so our proof and the request held back go out. @return 0, -EACCES (the
  * server does not know the secret), -EPROTO, -ENOMEM. */
 static int req_challenge(struct xfer_hs_req *q, const uint8_t *body,

@@ -24,6 +24,7 @@
 
 #include "core/auth_internal.h"
 #include "core/desc_internal.h"
+#include "core/handshake_internal.h"
 #include "test/helpers.h"
 #include "test/th_harden.h"
 
@@ -31,7 +32,7 @@
 #define OTHER "another cluster's secret, 1234"
 #define LEN (1u << 20)
 #define OP_V2 0x80
-#define HS_AUTH 0x41
+#define HS_AUTH XFER_HS_AUTH
 
 static const char *const with_secret[] = { "auth_secret", SECRET, NULL };
 static const char *const with_other[] = { "auth_secret", OTHER, NULL };
@@ -64,7 +65,7 @@ static void target_stop(void)
 /* ---- a raw client that knows the protocol ---- */
 
 /* The client's half of the exchange on a connected socket @p fd: hello,
- * challenge, proof, as raw bytes (data port) or in frames of type 0x41
+ * challenge, proof, as raw bytes (data port) or in frames of type 0xC1
  * (handshake port). @return 0, or -EACCES if the server's proof is wrong,
  * or another -errno. */
 static int raw_auth(int fd, const char *secret, bool framed)
