@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <xfer/event.h>
 #include <xfer/xfer.h>
 
 #include "core/desc_internal.h"
@@ -135,6 +136,69 @@ static void test_idle_connections_closed(void **state)
 	assert_int_equal(closed, NIDLE);
 	assert_true(cpu < 0.5);
 	good(&t);
+	target_free(&t);
+}
+
+/*
+ * The target closes an idle connection while the initiator is not
+ * looking: the initiator runs on this test's event_base (plugin mode, no
+ * worker), not dispatched while the target's idle timeout passes. Its
+ * next WRITE finds the close and goes out on a new connection.
+ */
+static void on_opened(struct xfer_engine *e, int64_t seg, void *arg)
+{
+	(void)e;
+	*(int64_t *)arg = seg;
+}
+
+static void on_batch(struct xfer_batch *b, enum xfer_status st, void *arg)
+{
+	(void)b;
+	*(int *)arg = (int)st + 1;
+}
+
+static void test_idle_close_race(void **state)
+{
+	static const char *const kv[] = { "conn_idle_timeout_ms", "200", NULL };
+	struct event_base *base = event_base_new();
+	struct xfer_config *cfg = th_config();
+	struct xfer_engine *i;
+	uint8_t *buf = th_alloc(65536);
+	int64_t seg = INT64_MIN;
+	struct target t;
+
+	(void)state;
+	target_new(&t, MIB, kv);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "workers", "0");
+	i = xfer_engine_new_on_base(base, cfg);
+	xfer_config_free(cfg);
+	assert_non_null(i);
+	assert_int_equal(xfer_register(i, buf, 65536, "cpu:0", true), 0);
+	assert_int_equal(xfer_segment_open_async(i, xfer_engine_name(t.e),
+						 on_opened, &seg), 0);
+	assert_true(th_run_until(base, seg != INT64_MIN, 5000));
+	assert_true(seg >= 0);
+	for (int round = 0; round < 2; round++) {
+		struct xfer_request r = { XFER_WRITE, buf, seg,
+					  (uintptr_t)t.mem, 65536 };
+		struct xfer_batch *b = xfer_batch_new(i, 1);
+		int done = 0;
+
+		th_fill(buf, 65536, 300 + round);
+		assert_int_equal(xfer_batch_set_callback(b, on_batch, &done), 0);
+		assert_int_equal(xfer_batch_submit(b, &r, 1), 0);
+		assert_true(th_run_until(base, done, 5000));
+		th_assert_status(done - 1, XFER_COMPLETED);
+		assert_int_equal(th_check(t.mem, 65536, 300 + round), -1);
+		assert_int_equal(xfer_batch_free(b), 0);
+		/* the target closes the connection; we do not look */
+		usleep(600000);
+	}
+	xfer_engine_free(i);
+	event_base_free(base);
+	free(buf);
 	target_free(&t);
 }
 
@@ -360,6 +424,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_idle_connections_closed),
+		cmocka_unit_test(test_idle_close_race),
 		cmocka_unit_test(test_connection_cap),
 		cmocka_unit_test(test_half_close_delivers_replies),
 		cmocka_unit_test(test_unregister_half_sent_write),
