@@ -58,7 +58,12 @@ static void usage(FILE *f)
 	      "  --verify                          check every byte against a pattern\n"
 	      "  --json                            one JSON line instead of text\n"
 	      "  --plugin                          initiator on the bench's event_base,\n"
-	      "                                    no thread, no waiting; loop stalls\n",
+	      "                                    no thread, no waiting; loop stalls\n"
+	      "  --file PATH                       target segment: the file segment\n"
+	      "                                    nvmeof/<target name>; target and\n"
+	      "                                    loopback register PATH, --buffer_size\n"
+	      "                                    bytes (extended if shorter); initiator:\n"
+	      "                                    the target's PATH, not opened here\n",
 	      f);
 }
 
@@ -131,7 +136,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 		O_MODE = 256, O_OPERATION, O_PROTOCOL, O_METADATA, O_NAME,
 		O_SEGMENT, O_BATCH, O_BLOCK, O_BUFFER, O_DURATION, O_THREADS,
 		O_VERIFY, O_JSON, O_WORKERS, O_BIND, O_RPC_PORT, O_HELP,
-		O_DEVICE, O_AUTO, O_MATRIX, O_PLUGIN,
+		O_DEVICE, O_AUTO, O_MATRIX, O_PLUGIN, O_FILE,
 	};
 	static const struct option longopts[] = {
 		{ "mode", required_argument, NULL, O_MODE },
@@ -155,6 +160,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 		{ "auto_discovery", no_argument, NULL, O_AUTO },
 		{ "nic_priority_matrix", required_argument, NULL, O_MATRIX },
 		{ "plugin", no_argument, NULL, O_PLUGIN },
+		{ "file", required_argument, NULL, O_FILE },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -232,6 +238,11 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 			break;
 		case O_PLUGIN:
 			o->plugin = true;
+			break;
+		case O_FILE:
+			if (!*optarg)
+				die("--file: empty path");
+			o->file = optarg;
 			break;
 		case O_WORKERS:
 			o->workers = (long)parse_u64("workers", optarg, 0, 64);
