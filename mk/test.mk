@@ -43,10 +43,12 @@ test-unit: $(UNIT_BINS) $(LIB_SO)
 	@python3 test/check_layers.py $(LIB_OBJS)
 	$(call run_each,$(UNIT_BINS))
 
-# xfer-bench --plugin: one second each way, checked and reported.
+# xfer-bench --plugin and --file: one second each way, checked and
+# reported.
 test-integration: $(IT_BINS) $(BENCH)
 	$(call run_each,$(IT_BINS))
 	@sh test/check_bench_plugin.sh $(BENCH)
+	@sh test/check_bench_file.sh $(BENCH)
 
 test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
