@@ -4,8 +4,10 @@
 # path, io_uring) with the same block size, queue depth and direction, one
 # line each with the ratio xfer / fio; then the remote path (a target
 # process serving the file, an initiator with XFER_FILE_LOCAL=0) at 1 MiB
-# next to TCP RAM-to-RAM between the same two processes. Fails only when a
-# tool fails, not on a low ratio.
+# next to TCP RAM-to-RAM between the same two processes. xfer moves each
+# slice (XFER_SLICE_SIZE, 64 KiB) as one read or write: set it to the
+# block size to compare equal I/O sizes. Fails only when a tool fails, not
+# on a low ratio.
 #   DURATION=10 bench/file_speed.sh   (seconds per run; FILE_DIR=/var/tmp,
 #   DISK_SIZE=1073741824, TMPFS_SIZE=536870912, QUEUE_DEPTH=32)
 set -euo pipefail
