@@ -65,8 +65,9 @@ fio_run() {
 # xfer_run ARGS...: xfer-bench's GB/s.
 xfer_run() {
 	local out
-	out=$(timeout $((DURATION + 60)) "$BENCH" --batch_size "$QD" \
-		--threads 1 --duration "$DURATION" --json "$@") ||
+	out=$(timeout $((DURATION + 60)) "$BENCH" --protocol tcp \
+		--batch_size "$QD" --threads 1 --duration "$DURATION" --json \
+		"$@") ||
 		die "xfer-bench $* failed"
 	json throughput_gbps <<<"$out"
 }
@@ -74,8 +75,8 @@ xfer_run() {
 # target_start ARGS...: a target serving on loopback; sets target_pid and
 # target_name.
 target_start() {
-	"$BENCH" --mode target --bind_addr 127.0.0.1 --duration 0 "$@" \
-		>"$tmp/target" &
+	"$BENCH" --mode target --protocol tcp --bind_addr 127.0.0.1 \
+		--duration 0 "$@" >"$tmp/target" &
 	target_pid=$!
 	pids+=("$target_pid")
 	until grep -q 'segment' "$tmp/target"; do

@@ -12,7 +12,8 @@ target=
 trap '[ -z "$target" ] || kill "$target" 2>/dev/null; rm -rf "$dir"' EXIT
 file=$dir/segment
 # 32 blocks of 64 KiB: a 2 MiB region in a 4 MiB file
-sizes="--batch_size 32 --block_size 65536 --buffer_size 4194304"
+sizes="--protocol tcp --threads 1 --batch_size 32 --block_size 65536
+	--buffer_size 4194304"
 
 # check WHAT: the JSON report on stdin moved bytes from a file, verified.
 check() {
