@@ -45,10 +45,9 @@ struct file_sconn {
 	struct file_transport *t;
 	LIST_ENTRY(file_sconn) link;   /* t->sconns, under t->lock */
 	struct xfer_job start_job;
-	int fd;                        /* -1 once closed */
+	int fd;
 	struct event *rev, *wev;
 	bool reading, writing;         /* which events are added */
-	bool dead;                     /* closed in S_IO: done frees it */
 	enum sstate state;
 	uint8_t hdr[FILE_HDR_LEN];
 	size_t got;                    /* bytes of hdr, payload or reply */
@@ -76,26 +75,9 @@ static void sconn_free(struct file_sconn *c)
 		event_free(c->rev);
 	if (c->wev)
 		event_free(c->wev);
-	if (c->fd >= 0)
-		close(c->fd);
+	close(c->fd);
 	free(c->buf);
 	free(c);
-}
-
-/* The peer is gone or misbehaved. With the file I/O engine holding c->req
- * the memory stays until its done callback. */
-static void sconn_close(struct file_sconn *c)
-{
-	if (c->state != S_IO) {
-		sconn_free(c);
-		return;
-	}
-	event_free(c->rev);
-	event_free(c->wev);
-	c->rev = c->wev = NULL;
-	close(c->fd);
-	c->fd = -1;
-	c->dead = true;
 }
 
 static void set_interest(struct event *ev, bool *cur, bool want)
@@ -136,17 +118,12 @@ static bool reserve(struct file_sconn *c, size_t size)
 	return c->buf != NULL;
 }
 
-/* The request is over: the file goes, and a large buffer with it. */
-static void request_end(struct file_sconn *c)
+/* The I/O is over: the file may go. */
+static void put_file(struct file_sconn *c)
 {
 	if (c->fo)
 		xfer_file_open_put(c->fo);
 	c->fo = NULL;
-	if (c->cap > KEEP_BUF) {
-		free(c->buf);
-		c->buf = NULL;
-		c->cap = 0;
-	}
 }
 
 static void io_submit(struct file_sconn *c)
@@ -193,7 +170,7 @@ static int take_header(struct file_sconn *c)
 		if (c->write) {
 			c->drain = true; /* the stream needs the payload read */
 		} else {
-			request_end(c);
+			put_file(c);
 			reply(c, ENOMEM);
 			return 0;
 		}
@@ -233,7 +210,7 @@ static ssize_t sconn_read(struct file_sconn *c)
 	if (c->state == S_HEADER)
 		return take_header(c) ? -1 : n;
 	if (c->drain) {
-		request_end(c);
+		put_file(c);
 		reply(c, ENOMEM);
 	} else {
 		io_submit(c);
@@ -263,14 +240,19 @@ static ssize_t sconn_write(struct file_sconn *c)
 		return n;
 	if (c->refused)
 		return -1; /* the status is out; the connection ends */
-	request_end(c);
+	if (c->cap > KEEP_BUF) {
+		free(c->buf);
+		c->buf = NULL;
+		c->cap = 0;
+	}
 	c->got = 0;
 	c->state = S_HEADER;
 	return n;
 }
 
 /* Move the connection on until the socket would block, the file I/O
- * engine has the request, or the budget is spent. @return -1 to close. */
+ * engine has the request, or the budget is spent. @return -1 to close,
+ * never while the engine has the request. */
 static int sconn_run(struct file_sconn *c)
 {
 	size_t budget = BUDGET;
@@ -308,13 +290,14 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (sconn_run(arg))
-		sconn_close(arg);
+		sconn_free(arg);
 }
 
 /*
- * The read or write of the file ended. While the transport closes (the
- * reactor stopped, xfer_fio_free() ending what it holds) only the request
- * is let go: xfer_file_server_stop() frees the connection.
+ * The read or write of the file ended; the connection's events were off
+ * meanwhile, so it is still here. While the transport closes (the reactor
+ * stopped, xfer_fio_free() ending what it holds) only the request is let
+ * go: xfer_file_server_stop() frees the connection.
  */
 static void on_fio_done(struct xfer_fio_req *r, int res)
 {
@@ -330,16 +313,14 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 		/* 1 says refused on the wire */
 		code = res == -EPERM ? EACCES : (uint32_t)-res;
 	}
-	request_end(c);
-	if (c->t->closing || c->dead) {
+	put_file(c);
+	if (c->t->closing) {
 		c->state = S_HEADER;
-		if (!c->t->closing)
-			sconn_free(c);
 		return;
 	}
 	reply(c, code);
 	if (sconn_run(c))
-		sconn_close(c);
+		sconn_free(c);
 }
 
 static void sconn_start(struct xfer_job *j)
