@@ -11,9 +11,11 @@ RT_SRCS   := $(wildcard test/rdma/rt_*.c)
 RT_BINS   := $(RT_SRCS:test/rdma/%.c=$(BUILD)/test/rdma/%)
 TEST_LIBS := $(LDLIBS) $(shell pkg-config --libs cmocka)
 
+# The library last: a test/th_*.o added below may call it too.
 $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/helpers.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
+		$(TEST_LIBS)
 
 # test/th_NAME.c holds what the programs test/{it,unit}_NAME.c and
 # test/{it,unit}_NAME_*.c share; they link it too.

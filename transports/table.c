@@ -13,11 +13,13 @@
 extern const struct xfer_transport_ops xfer_local_ops;
 extern const struct xfer_transport_ops xfer_tcp_ops;
 extern const struct xfer_transport_ops xfer_rdma_ops;
+extern const struct xfer_transport_ops xfer_file_ops;
 
 static const struct xfer_transport_ops *const list[] = {
 	&xfer_local_ops,
 	&xfer_tcp_ops,
 	&xfer_rdma_ops,
+	&xfer_file_ops,
 };
 #define NTP (sizeof(list) / sizeof(list[0]))
 
@@ -204,7 +206,8 @@ const struct xfer_transport_ops *xfer_transport_find(const char *name)
 	const struct xfer_transport_ops *const *t = xfer_transports();
 
 	for (; *t; t++)
-		if (!((*t)->flags & XFER_TP_LOCAL) && !strcmp((*t)->name, name))
+		if (!((*t)->flags & XFER_TP_LOCAL) && !(*t)->kind &&
+		    !strcmp((*t)->name, name))
 			return *t;
 	return NULL;
 }

@@ -164,7 +164,7 @@ extern const struct xfer_knob xfer_transport_knobs[];
 const struct xfer_transport_ops *const *xfer_transports(void);
 
 /** The transport a descriptor or the configuration may name @p name
- *  (never one with XFER_TP_LOCAL); NULL if none. */
+ *  (never one with XFER_TP_LOCAL or a kind); NULL if none. */
 const struct xfer_transport_ops *xfer_transport_find(const char *name);
 
 /** The descriptor codecs of every transport that has one, NULL-ended. */

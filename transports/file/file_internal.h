@@ -91,7 +91,8 @@ struct file_transport {
 	/* io.c: slices waiting for room in the engine, and in it. */
 	struct xfer_slice *in_head, **in_tail;
 	unsigned inflight, reads;
-	bool kick_pending, hold_reads, closing;
+	unsigned holds;           /* cancels waiting for reads to land */
+	bool kick_pending, closing;
 	pthread_cond_t reads_done;
 	struct xfer_job kick;
 	/* server.c */
@@ -125,8 +126,8 @@ void xfer_file_open_get(struct file_open *fo);
 void xfer_file_open_put(struct file_open *fo);
 /** Add @p path of @p length bytes (0: its size now) to the own segment,
  *  or grow it; @p map: NULL or host, path pairs ended by NULL.
- *  @return 0, -EINVAL, -EEXIST (registered with a larger length),
- *  -errno of open(), -ENOMEM. Any thread. */
+ *  @return 1 added, 0 grown or unchanged; -EINVAL, -EEXIST (registered
+ *  with a larger length), -errno of open(), -ENOMEM. Any thread. */
 int xfer_file_add(struct file_transport *t, const char *path,
 		  uint64_t length, const char *const *map);
 /** Drop @p path from the own segment. @return 0, -ENOENT, -EBUSY (in

@@ -1,0 +1,302 @@
+/*
+ * File segments between two processes: a forked owner registers a file
+ * on disk, this process opens "nvmeof/<owner>" by name (p2p, and through
+ * xfer-metad), WRITEs then READs back 1 B, 4 KiB, 64 KiB + 1 and 16 MiB,
+ * O_DIRECT-aligned and not, and a batch of 1000 scattered requests; every
+ * byte is compared with the file read independently. Through its own
+ * files (io_uring, and the worker thread once) and through the owner.
+ * And the registry as peers see it: files added, grown and dropped.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "test/helpers.h"
+#include "test/th_file.h"
+
+#define FILE_LEN (48u << 20)
+#define BUF_LEN (40u << 20)
+#define NSCATTER 1000
+#define SLOT (FILE_LEN / NSCATTER)   /* each scattered request's room */
+
+static const struct th_mode modes[] = {
+	{ "p2p, local", false, true, false },
+	{ "p2p, through the owner", false, false, false },
+	{ "p2p, local, worker thread", false, true, true },
+	{ "xfer-metad, local", true, true, false },
+	{ "xfer-metad, through the owner", true, false, false },
+};
+
+struct fix {
+	const struct th_mode *m;
+	char path[128];
+	struct th_owner owner;
+	struct xfer_engine *e;
+	uint8_t *buf, *want;
+	int64_t seg;
+};
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->m = *state;
+	snprintf(f->path, sizeof(f->path), "%s/seg", th_dir);
+	th_file_make(f->path, FILE_LEN, 99);
+	th_owner_start(&f->owner, f->path, FILE_LEN, f->m->metad);
+	f->e = th_file_engine(f->m);
+	f->buf = th_alloc(BUF_LEN);
+	f->want = th_alloc(BUF_LEN);
+	assert_int_equal(xfer_register(f->e, f->buf, BUF_LEN, "cpu:0", false),
+			 0);
+	f->seg = th_file_open(f->e, f->owner.name);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	xfer_engine_free(f->e);
+	th_owner_stop(&f->owner);
+	free(f->buf);
+	free(f->want);
+	free(f);
+	return 0;
+}
+
+/* The file's bytes at @p off must be th_fill(@p seed). */
+static void expect_file(struct fix *f, uint64_t off, size_t len,
+			uint64_t seed)
+{
+	long bad;
+
+	th_file_read(f->path, off, f->want, len);
+	bad = th_check(f->want, len, seed);
+	if (bad >= 0)
+		fail_msg("%s: file byte %llu+%ld differs after a write of %zu",
+			 f->m->what, (unsigned long long)off, bad, len);
+}
+
+static void one(struct fix *f, enum xfer_opcode op, size_t local,
+		uint64_t off, size_t len)
+{
+	enum xfer_status st = th_xfer1(f->e, op, f->buf + local, f->seg, off,
+				       len, NULL);
+
+	if (st != XFER_COMPLETED)
+		fail_msg("%s: %s of %zu at %llu: %s (%s)", f->m->what,
+			 op == XFER_READ ? "read" : "write", len,
+			 (unsigned long long)off, xfer_status_str(st),
+			 xfer_engine_last_error(f->e));
+}
+
+/* WRITE th_fill(seed) from buf+local to off, check the file, READ it back
+ * into a cleared buffer, check that. */
+static void round_trip(struct fix *f, size_t local, uint64_t off, size_t len,
+		       uint64_t seed)
+{
+	th_fill(f->buf + local, len, seed);
+	one(f, XFER_WRITE, local, off, len);
+	expect_file(f, off, len, seed);
+	memset(f->buf + local, 0, len);
+	one(f, XFER_READ, local, off, len);
+	assert_int_equal(th_check(f->buf + local, len, seed), -1);
+}
+
+static void test_sizes(void **state)
+{
+	static const size_t lens[] = { 1, 4096, (64u << 10) + 1, 16u << 20 };
+	struct fix *f = *state;
+
+	for (size_t i = 0; i < 4; i++) {
+		/* aligned: page-aligned memory, offset and length (O_DIRECT
+		 * on this disk for 4 KiB and 16 MiB) */
+		round_trip(f, 0, (uint64_t)i << 20, lens[i], i);
+		/* unaligned: buffered */
+		round_trip(f, 4099, (20u << 20) + 8197 + (i << 10), lens[i],
+			   10 + i);
+	}
+}
+
+/* 1000 requests at scattered offsets, one batch each way. */
+static void test_scatter(void **state)
+{
+	struct fix *f = *state;
+	struct xfer_request *r = calloc(NSCATTER, sizeof(*r));
+	struct xfer_batch *b;
+	size_t local = 0;
+	uint64_t seed = 1000;
+
+	assert_non_null(r);
+	srand(7);
+	for (size_t i = 0; i < NSCATTER; i++) {
+		size_t len = 1 + (size_t)rand() % (16u << 10);
+		size_t k = (i * 379) % NSCATTER; /* a permutation of slots */
+
+		r[i] = (struct xfer_request){
+			.opcode = XFER_WRITE, .source = f->buf + local,
+			.target_id = f->seg, .length = len,
+			.target_offset = (uint64_t)k * SLOT +
+					 (size_t)rand() % (SLOT - len),
+		};
+		th_fill(f->buf + local, len, seed + i);
+		local += len;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		b = xfer_batch_new(f->e, NSCATTER);
+		assert_non_null(b);
+		assert_int_equal(xfer_batch_submit(b, r, NSCATTER), 0);
+		assert_int_equal(xfer_batch_wait(b, 60000), 0);
+		for (size_t i = 0; i < NSCATTER; i++) {
+			struct xfer_task_status ts;
+
+			assert_int_equal(xfer_batch_status(b, i, &ts), 0);
+			th_assert_status(ts.status, XFER_COMPLETED);
+			assert_int_equal(ts.transferred, r[i].length);
+		}
+		assert_int_equal(xfer_batch_free(b), 0);
+		for (size_t i = 0; i < NSCATTER; i++) {
+			if (pass == 0) {
+				expect_file(f, r[i].target_offset, r[i].length,
+					    seed + i);
+				memset(r[i].source, 0, r[i].length);
+				r[i].opcode = XFER_READ;
+			} else {
+				assert_int_equal(th_check(r[i].source,
+							  r[i].length,
+							  seed + i), -1);
+			}
+		}
+	}
+	free(r);
+}
+
+/* The buffers of @p seg as @p e sees them after a refresh: @p n of them,
+ * lengths @p lens, paths ending in @p tails. */
+static void expect_files(struct xfer_engine *e, int64_t seg, size_t n,
+			 const uint64_t *lens, const char *const *tails)
+{
+	uint64_t off, len, start = 0;
+	const char *name;
+
+	assert_int_equal(xfer_segment_refresh(e, seg), 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(xfer_segment_buffer(e, seg, i, &off, &len,
+						     &name), 0);
+		assert_int_equal(off, start);
+		assert_int_equal(len, lens[i]);
+		assert_non_null(strstr(name, tails[i]));
+		start += len;
+	}
+	assert_int_equal(xfer_segment_buffer(e, seg, n, &off, &len, NULL),
+			 -ENOENT);
+}
+
+static void registered(struct xfer_engine *e, int result, void *arg)
+{
+	(void)e;
+	atomic_store((atomic_int *)arg, result ? -1 : 1);
+}
+
+/* Through xfer-metad: what a call did is in the store when it returns. */
+static void test_registry(void **state)
+{
+	static const struct th_mode m = { "xfer-metad", true, true, false };
+	struct xfer_config *cfg = th_config();
+	struct xfer_engine *owner, *peer;
+	char a[128], b[128], none[128];
+	atomic_int done = 0;
+	int64_t seg;
+
+	(void)state;
+	snprintf(a, sizeof(a), "%s/a", th_dir);
+	snprintf(b, sizeof(b), "%s/b", th_dir);
+	snprintf(none, sizeof(none), "%s/none", th_dir);
+	th_file_make(a, 1000, 1);
+	th_file_make(b, 0, 2);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "metadata_server", th_metad_url);
+	th_set(cfg, "local_server_name", "registry-owner");
+	owner = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	assert_non_null(owner);
+	peer = th_file_engine(&m);
+
+	assert_int_equal(xfer_register_file(owner, a, 0, NULL), 0);
+	seg = th_file_open(peer, "registry-owner");
+	expect_files(peer, seg, 1, (uint64_t[]){ 1000 },
+		     (const char *[]){ "/a" });
+	/* an empty file needs a length; then it runs past the end */
+	assert_int_equal(xfer_register_file(owner, b, 0, NULL), -EINVAL);
+	assert_int_equal(xfer_register_file(owner, b, 4096,
+			 (const char *[]){ "elsewhere", "/mnt/b", NULL }), 0);
+	expect_files(peer, seg, 2, (uint64_t[]){ 1000, 4096 },
+		     (const char *[]){ "/a", "/b" });
+	/* growing is in place; shrinking is refused; the same is no change */
+	assert_int_equal(xfer_register_file(owner, a, 3000, NULL), 0);
+	assert_int_equal(xfer_register_file(owner, a, 2000, NULL), -EEXIST);
+	assert_int_equal(xfer_register_file(owner, a, 3000, NULL), 0);
+	expect_files(peer, seg, 2, (uint64_t[]){ 3000, 4096 },
+		     (const char *[]){ "/a", "/b" });
+	/* dropping the first moves the second to offset 0 */
+	assert_int_equal(xfer_unregister_file(owner, a), 0);
+	assert_int_equal(xfer_unregister_file(owner, a), -ENOENT);
+	expect_files(peer, seg, 1, (uint64_t[]){ 4096 },
+		     (const char *[]){ "/b" });
+	/* the asynchronous form: its callback says peers can see it */
+	assert_int_equal(xfer_register_file_async(owner, a, 0, NULL,
+						  registered, &done), 0);
+	assert_true(th_wait_atomic(&done, 1, 10000));
+	expect_files(peer, seg, 2, (uint64_t[]){ 4096, 1000 },
+		     (const char *[]){ "/b", "/a" });
+	/* nothing registered by a bad call */
+	assert_int_equal(xfer_register_file(owner, none, 10, NULL), -ENOENT);
+	assert_int_equal(xfer_register_file(owner, "", 10, NULL), -EINVAL);
+	assert_int_equal(xfer_register_file(owner, a, 10,
+			 (const char *[]){ "", "/x", NULL }), -EINVAL);
+	expect_files(peer, seg, 2, (uint64_t[]){ 4096, 1000 },
+		     (const char *[]){ "/b", "/a" });
+	xfer_engine_free(peer);
+	xfer_engine_free(owner);
+}
+
+#define NMODES (sizeof(modes) / sizeof(modes[0]))
+
+static int run(void)
+{
+	static char names[2 * NMODES][64];
+	struct CMUnitTest t[2 * NMODES + 1];
+	size_t n = 0;
+
+	for (size_t i = 0; i < NMODES; i++) {
+		t[n] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
+			test_sizes, setup, teardown, (void *)&modes[i]);
+		snprintf(names[n], sizeof(names[n]), "sizes, %s", modes[i].what);
+		t[n].name = names[n];
+		n++;
+		t[n] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
+			test_scatter, setup, teardown, (void *)&modes[i]);
+		snprintf(names[n], sizeof(names[n]), "1000 scattered, %s",
+			 modes[i].what);
+		t[n].name = names[n];
+		n++;
+	}
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_registry);
+	return _cmocka_run_group_tests("it_file", t, n, NULL, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	return th_file_main(argc, argv, true, run);
+}

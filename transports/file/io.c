@@ -1,0 +1,187 @@
+/*
+ * Slices on files this host reaches: each becomes one read or write of
+ * the file I/O engine on the transport's reactor, O_DIRECT when memory,
+ * offset and length are aligned for it. At most file_queue_depth are in
+ * the engine; the rest wait in the inbox, where a cancel can still end
+ * them.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "transports/file/file_internal.h"
+
+static struct xfer_slice *slice_of(struct xfer_fio_req *r)
+{
+	return (struct xfer_slice *)((char *)r - offsetof(struct xfer_slice,
+							  tp));
+}
+
+static void on_done(struct xfer_fio_req *r, int res);
+
+/* Start waiting slices while the engine has room (reactor thread). */
+static void pump(struct file_transport *t)
+{
+	unsigned depth = (unsigned)t->k[K_DEPTH].num;
+	struct xfer_slice *s;
+
+	pthread_mutex_lock(&t->lock);
+	while (!t->holds && t->inflight < depth && (s = t->in_head)) {
+		t->in_head = s->next;
+		if (!t->in_head)
+			t->in_tail = &t->in_head;
+		t->inflight++;
+		t->reads += s->opcode == XFER_READ;
+		pthread_mutex_unlock(&t->lock);
+		xfer_fio_submit(t->fio, &file_slice(s)->req);
+		pthread_mutex_lock(&t->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+static void kick(struct xfer_job *j)
+{
+	struct file_transport *t = container_of(j, struct file_transport,
+						kick);
+
+	pthread_mutex_lock(&t->lock);
+	t->kick_pending = false;
+	pthread_mutex_unlock(&t->lock);
+	pump(t);
+}
+
+/* Have the reactor pump soon; the job is posted once at a time. */
+static void kick_post(struct file_transport *t, bool locked)
+{
+	bool post;
+
+	if (!locked)
+		pthread_mutex_lock(&t->lock);
+	post = !t->kick_pending;
+	t->kick_pending = true;
+	t->kick.fn = kick;
+	if (!locked)
+		pthread_mutex_unlock(&t->lock);
+	if (post)
+		xfer_reactor_post(t->r, &t->kick);
+}
+
+static void on_done(struct xfer_fio_req *r, int res)
+{
+	struct xfer_slice *s = slice_of(r);
+	struct file_open *fo = file_slice(s)->fo;
+	struct file_transport *t = fo->t;
+	bool read = s->opcode == XFER_READ;
+
+	if (res)
+		xfer_error_set(t->base.env->err, res, "file %s: %s of %u "
+			       "bytes at %llu: %s", fo->path, read ? "read" :
+			       "write", s->len, (unsigned long long)r->off,
+			       strerror(-res));
+	xfer_file_open_put(fo);
+	xfer_slice_done(s, res ? XFER_FAILED : XFER_COMPLETED);
+	pthread_mutex_lock(&t->lock);
+	t->inflight--;
+	if (read && !--t->reads)
+		pthread_cond_broadcast(&t->reads_done);
+	pthread_mutex_unlock(&t->lock);
+	if (!t->closing)
+		pump(t);
+}
+
+void xfer_file_io_submit(struct file_transport *t, struct file_open *fo,
+			 uint64_t base, struct xfer_slice *s, size_t n)
+{
+	uint64_t a = fo->align;
+
+	for (size_t i = 0; i < n; i++) {
+		struct file_slice *fs = file_slice(&s[i]);
+		uint64_t off = s[i].remote - base;
+		bool direct = fo->dfd >= 0 && !((uintptr_t)s[i].local % a) &&
+			      !(off % a) && !(s[i].len % a);
+
+		xfer_file_open_get(fo);
+		fs->fo = fo;
+		fs->req = (struct xfer_fio_req){
+			.fd = direct ? fo->dfd : fo->fd,
+			.write = s[i].opcode == XFER_WRITE,
+			.buf = s[i].local,
+			.len = s[i].len,
+			.off = off,
+			.done = on_done,
+		};
+		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
+	}
+	pthread_mutex_lock(&t->lock);
+	*t->in_tail = s;
+	t->in_tail = &s[n - 1].next;
+	kick_post(t, true);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* End the slices taken off the inbox as @p st. */
+static void end_all(struct xfer_slice *s, enum xfer_status st)
+{
+	while (s) {
+		struct xfer_slice *next = s->next;
+
+		xfer_file_open_put(file_slice(s)->fo);
+		xfer_slice_done(s, st);
+		s = next;
+	}
+}
+
+/* Take the inbox's slices of canceled tasks; start nothing more until
+ * the cancel has seen the reads in flight land. */
+static void purge(void *arg)
+{
+	struct file_transport *t = arg;
+	struct xfer_slice **p = &t->in_head, *s, *gone = NULL, **gt = &gone;
+
+	pthread_mutex_lock(&t->lock);
+	while ((s = *p)) {
+		if (xfer_slice_canceled(s)) {
+			*p = s->next;
+			*gt = s;
+			gt = &s->next;
+		} else {
+			p = &s->next;
+		}
+	}
+	*gt = NULL;
+	t->in_tail = p;
+	t->holds++;
+	pthread_mutex_unlock(&t->lock);
+	end_all(gone, XFER_CANCELED);
+}
+
+/*
+ * A read in the kernel cannot be called back: wait until every read in
+ * flight has landed, so nothing lands in a canceled task's memory after
+ * the return. On the reactor's own thread (plugin mode, a callback) the
+ * wait could never end; reads already issued may still land then.
+ */
+void xfer_file_io_cancel(struct file_transport *t)
+{
+	xfer_reactor_run(t->r, purge, t);
+	pthread_mutex_lock(&t->lock);
+	while (t->reads && !xfer_reactor_on_thread(t->r))
+		pthread_cond_wait(&t->reads_done, &t->lock);
+	t->holds--;
+	kick_post(t, true);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void xfer_file_io_close(struct file_transport *t)
+{
+	struct xfer_slice *s;
+
+	t->closing = true;
+	xfer_fio_free(t->fio); /* those in flight end FAILED */
+	pthread_mutex_lock(&t->lock);
+	s = t->in_head;
+	t->in_head = NULL;
+	t->in_tail = &t->in_head;
+	pthread_mutex_unlock(&t->lock);
+	end_all(s, XFER_CANCELED);
+}
