@@ -1,16 +1,24 @@
 # xfer — top-level Makefile. The rules live in mk/*.mk.
-#   make            libxfer.a, libxfer.so (versioned soname) and xfer-bench
+#   make            libxfer.a, libxfer.so, libtransfer_engine.a and .so
+#                   (Mooncake's C API; versioned sonames), xfer-bench
 #   make setup      install every Debian package the build and tests need
-#   make test       the whole suite: unit, integration, examples
-#   make test-unit | test-integration | test-examples
+#   make install    PREFIX (/usr/local), DESTDIR: headers, libraries,
+#                   pkg-config files, programs, man pages; make uninstall
+#   make docs       Doxygen man pages and HTML of the public headers
+#   make test       the whole suite: unit, integration, examples, python
+#   make test-unit | test-integration | test-examples | test-python
+#   make python     the Python extension module, in place (python/xfer/)
 #   V=1 shows the commands; WERROR=0 turns warnings back into warnings.
 
 all:
 
 include mk/config.mk
 include mk/lib.mk
+include mk/capi.mk
 include mk/bench.mk
 include mk/metad.mk
+include mk/install.mk
+include mk/python.mk
 include mk/test.mk
 
 setup:

@@ -1,6 +1,7 @@
 # cmocka tests: test/unit_*.c are unit tests, test/it_*.c integration tests
 # over real sockets; examples/*.c build and run in the suite too;
-# test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh).
+# test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh);
+# python/tests (pytest) are test-python's, in mk/python.mk.
 UNIT_SRCS := $(wildcard test/unit_*.c)
 IT_SRCS   := $(wildcard test/it_*.c)
 EX_SRCS   := $(wildcard examples/*.c)
@@ -40,24 +41,36 @@ endef
 
 # The shared library exports its API only; its files call each other one
 # way only.
-test-unit: $(UNIT_BINS) $(LIB_SO)
-	@sh test/check_exports.sh $(LIB_SO)
+test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
+	@sh test/check_exports.sh $(LIB_SO) XFER_EXPORT include/xfer/xfer.h \
+		include/xfer/event.h
+	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
+		include/xfer/transfer_engine_c.h
 	@python3 test/check_layers.py $(LIB_OBJS)
 	$(call run_each,$(UNIT_BINS))
 
-# xfer-bench --plugin: one second each way, checked and reported.
-test-integration: $(IT_BINS) $(BENCH)
-	$(call run_each,$(IT_BINS))
+# xfer-bench --plugin: one second each way, checked and reported; the
+# command lines of Mooncake's bench documentation; make install into a
+# temporary DESTDIR and programs built against it (test/capi_*:
+# mk/capi.mk).
+test-integration: $(IT_BINS) $(BENCH) $(CAPI_TEST_BINS) \
+		  $(BUILD)/test/capi_pair_static
+	$(call run_each,$(IT_BINS) $(CAPI_TEST_BINS) \
+		$(BUILD)/test/capi_pair_static)
 	@sh test/check_bench_plugin.sh $(BENCH)
+	@sh test/check_bench_seeds.sh $(BENCH)
+	@MAKE="$(MAKE)" sh test/check_install.sh $(BUILD)
 
 test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
 
 # Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
-test-rdma: $(RT_BINS) $(BENCH)
+# Then one more guest for the Python case (mk/python.mk).
+test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD) $(PY_EXT)
 	@sh test/rdma/run.sh
+	@PYTHON=$(PYTHON) sh python/tests/rdma.sh
 
-test: test-unit test-integration test-examples test-rdma
+test: test-unit test-integration test-examples test-python test-rdma
 
 .PHONY: test test-unit test-integration test-examples test-rdma
 .SECONDARY:
