@@ -22,6 +22,7 @@ def bench_target():
     bench = build_tool("xfer-bench")
     proc = subprocess.Popen([bench, "--mode", "target", "--bind_addr",
                              "127.0.0.1", "--duration", "0", "--verify",
+                             "--protocol", "tcp", "--threads", "1",
                              "--buffer_size", str(4 * MiB)],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -66,6 +67,7 @@ def test_c_initiator_python_target(make_peer):
     for op in ("write", "read"):
         out = subprocess.run(
             [bench, "--mode", "initiator", "--segment_id", peer.name,
+             "--protocol", "tcp", "--threads", "1",
              "--operation", op, "--duration", "1", "--batch_size", "16",
              "--block_size", "65536", "--buffer_size", str(MiB),
              "--bind_addr", "127.0.0.1", "--json"]
