@@ -75,6 +75,7 @@ xfer_run() {
 # target_start ARGS...: a target serving on loopback; sets target_pid and
 # target_name.
 target_start() {
+	: >"$tmp/target" # not the line of the one before
 	"$BENCH" --mode target --protocol tcp --bind_addr 127.0.0.1 \
 		--duration 0 "$@" >"$tmp/target" &
 	target_pid=$!
