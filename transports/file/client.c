@@ -42,16 +42,12 @@ struct rslice {
 _Static_assert(sizeof(struct rslice) <= sizeof(((struct xfer_slice *)0)->tp),
 	       "file remote slice state does not fit");
 
-struct slice_queue {
-	struct xfer_slice *head, **tail;
-};
-
 struct rconn {
 	struct file_rpeer *p;
 	struct xfer_reactor *r;
 
 	pthread_mutex_t lock;          /* inbox and kicked: any thread */
-	struct slice_queue inbox;
+	struct xfer_slice_queue inbox;
 	bool kicked;
 	struct xfer_job kick_job;
 
@@ -59,9 +55,9 @@ struct rconn {
 	int fd;                        /* -1: not connected */
 	bool connecting, writing;
 	struct event *rev, *wev, *timer;
-	struct slice_queue sendq;      /* head may be partly sent */
+	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
-	struct slice_queue waitq;      /* sent, awaiting the reply */
+	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
 	unsigned wait_n;               /* slices in waitq */
 	uint64_t wait_bytes;           /* and their lengths */
 };
@@ -78,36 +74,6 @@ struct file_rpeer {
 static struct rslice *rs(struct xfer_slice *s)
 {
 	return (struct rslice *)s->tp.bytes;
-}
-
-static void q_init(struct slice_queue *q)
-{
-	q->head = NULL;
-	q->tail = &q->head;
-}
-
-static void q_push(struct slice_queue *q, struct xfer_slice *s)
-{
-	s->next = NULL;
-	*q->tail = s;
-	q->tail = &s->next;
-}
-
-static struct xfer_slice *q_pop(struct slice_queue *q)
-{
-	struct xfer_slice *s = q->head;
-
-	q->head = s->next;
-	if (!q->head)
-		q->tail = &q->head;
-	return s;
-}
-
-/* Report every slice of @p q with @p st and empty it. */
-static void q_fail(struct slice_queue *q, enum xfer_status st)
-{
-	while (q->head)
-		xfer_slice_done(q_pop(q), st);
 }
 
 static const char *op_name(const struct xfer_slice *s)
@@ -136,14 +102,14 @@ static bool can_send(const struct rconn *c)
 
 static void wait_push(struct rconn *c, struct xfer_slice *s)
 {
-	q_push(&c->waitq, s);
+	xfer_slice_q_push(&c->waitq, s);
 	c->wait_n++;
 	c->wait_bytes += s->len;
 }
 
 static struct xfer_slice *wait_pop(struct rconn *c)
 {
-	struct xfer_slice *s = q_pop(&c->waitq);
+	struct xfer_slice *s = xfer_slice_q_pop(&c->waitq);
 
 	c->wait_n--;
 	c->wait_bytes -= s->len;
@@ -170,10 +136,10 @@ static void close_socket(struct rconn *c)
 static void conn_fail(struct rconn *c, enum xfer_status st)
 {
 	close_socket(c);
-	q_fail(&c->waitq, st);
+	xfer_slice_q_fail(&c->waitq, st);
 	c->wait_n = 0;
 	c->wait_bytes = 0;
-	q_fail(&c->sendq, st);
+	xfer_slice_q_fail(&c->sendq, st);
 }
 
 static void set_writing(struct rconn *c, bool w)
@@ -247,7 +213,7 @@ static int conn_send(struct rconn *c)
 		       (size_t)n >= wire_len(c->sendq.head) - c->sent) {
 			n -= wire_len(c->sendq.head) - c->sent;
 			c->sent = 0;
-			wait_push(c, q_pop(&c->sendq));
+			wait_push(c, xfer_slice_q_pop(&c->sendq));
 		}
 		c->sent += n;
 	}
@@ -492,11 +458,11 @@ static int conn_connect(struct rconn *c)
 static void conn_kick(struct xfer_job *j)
 {
 	struct rconn *c = container_of(j, struct rconn, kick_job);
-	struct slice_queue in;
+	struct xfer_slice_queue in;
 
 	pthread_mutex_lock(&c->lock);
 	in = c->inbox;
-	q_init(&c->inbox);
+	xfer_slice_q_init(&c->inbox);
 	c->kicked = false;
 	pthread_mutex_unlock(&c->lock);
 	if (!in.head)
@@ -565,9 +531,9 @@ static int conn_init(struct rconn *c, struct file_rpeer *p)
 	if (!c->timer)
 		return -ENOMEM;
 	pthread_mutex_init(&c->lock, NULL);
-	q_init(&c->inbox);
-	q_init(&c->sendq);
-	q_init(&c->waitq);
+	xfer_slice_q_init(&c->inbox);
+	xfer_slice_q_init(&c->sendq);
+	xfer_slice_q_init(&c->waitq);
 	c->kick_job.fn = conn_kick;
 	return 0;
 }
@@ -579,13 +545,13 @@ static void conn_free(struct rconn *c)
 	struct xfer_slice *head = c->sendq.head;
 
 	if (head && c->sent) {
-		q_pop(&c->sendq);
+		xfer_slice_q_pop(&c->sendq);
 		xfer_slice_done(head, XFER_FAILED);
 	}
 	close_socket(c);
-	q_fail(&c->waitq, XFER_FAILED);
-	q_fail(&c->sendq, XFER_CANCELED);
-	q_fail(&c->inbox, XFER_CANCELED);
+	xfer_slice_q_fail(&c->waitq, XFER_FAILED);
+	xfer_slice_q_fail(&c->sendq, XFER_CANCELED);
+	xfer_slice_q_fail(&c->inbox, XFER_CANCELED);
 	event_free(c->timer);
 	pthread_mutex_destroy(&c->lock);
 }
