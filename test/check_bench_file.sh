@@ -39,6 +39,7 @@ for op in read write; do
 done
 
 rm -f "$file"
+: >"$dir/target.out" # the loop below may look before the target starts
 # shellcheck disable=SC2086
 "$bench" --mode target --bind_addr 127.0.0.1 --duration 0 --file "$file" \
 	$sizes --verify >"$dir/target.out" &
