@@ -14,6 +14,11 @@
  *   server.c   the owner's side of the data port
  *   client.c   the initiator's side, for files it cannot reach
  *   api.c      the public calls (xfer_register_file ...)
+ *
+ * Stop (file.c's fini), the reactors stopped: xfer_file_io_close() sets
+ * closing and frees the I/O engine, so every done callback left runs,
+ * the data port's too (with closing set they only let their request go);
+ * then xfer_file_server_stop(), then xfer_file_client_close().
  */
 #ifndef XFER_FILE_INTERNAL_H
 #define XFER_FILE_INTERNAL_H
@@ -92,6 +97,7 @@ struct file_transport {
 	struct xfer_job kick;
 	/* server.c */
 	struct evconnlistener *lev;
+	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	uint16_t data_port;
 	LIST_HEAD(, file_sconn) sconns;
 	/* client.c: every owner reached, as long as the transport lives. */
@@ -160,9 +166,13 @@ void xfer_file_io_cancel(struct file_transport *t);
 void xfer_file_io_close(struct file_transport *t);
 
 /* server.c */
-/** Listen on the bind address, any port (t->data_port). @return 0, -errno. */
+/** Listen on the bind address, any port (t->data_port), on the control
+ *  reactor; connections move to t->r and use t->fio, so both are set
+ *  first. @return 0, -errno (with the engine's error set). */
 int xfer_file_server_start(struct file_transport *t);
-/** After the reactors stopped: close the listener and the connections. */
+/** After xfer_file_io_close() (no request of the data port left in the
+ *  I/O engine): close the listener and the connections. Without a start,
+ *  nothing to do. */
 void xfer_file_server_stop(struct file_transport *t);
 
 /* client.c */

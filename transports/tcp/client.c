@@ -33,17 +33,13 @@ struct tcp_slice {
 _Static_assert(sizeof(struct tcp_slice) <= sizeof(((struct xfer_slice *)0)->tp),
 	       "tcp slice state does not fit");
 
-struct slice_queue {
-	struct xfer_slice *head, **tail;
-};
-
 struct tcp_conn {
 	struct tcp_transport *t;
 	struct tcp_peer *peer;
 	struct xfer_reactor *r;
 
 	pthread_mutex_t lock;          /* inbox and kicked: any thread */
-	struct slice_queue inbox;
+	struct xfer_slice_queue inbox;
 	bool kicked;
 	struct xfer_job kick_job;
 
@@ -53,44 +49,14 @@ struct tcp_conn {
 	bool authing;                  /* until the server took our proof */
 	struct tcp_auth_cli auth;
 	struct event *rev, *wev, *timer;
-	struct slice_queue sendq;      /* head may be partly sent */
+	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
-	struct slice_queue waitq;      /* sent, awaiting the reply */
+	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
 };
 
 static struct tcp_slice *ts(struct xfer_slice *s)
 {
 	return (struct tcp_slice *)s->tp.bytes;
-}
-
-static void q_init(struct slice_queue *q)
-{
-	q->head = NULL;
-	q->tail = &q->head;
-}
-
-static void q_push(struct slice_queue *q, struct xfer_slice *s)
-{
-	s->next = NULL;
-	*q->tail = s;
-	q->tail = &s->next;
-}
-
-static struct xfer_slice *q_pop(struct slice_queue *q)
-{
-	struct xfer_slice *s = q->head;
-
-	q->head = s->next;
-	if (!q->head)
-		q->tail = &q->head;
-	return s;
-}
-
-/* Report every slice of @p q with @p st and empty it. */
-static void q_fail(struct slice_queue *q, enum xfer_status st)
-{
-	while (q->head)
-		xfer_slice_done(q_pop(q), st);
 }
 
 static size_t wire_len(struct xfer_slice *s)
@@ -119,8 +85,8 @@ static void close_socket(struct tcp_conn *c)
 static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 {
 	close_socket(c);
-	q_fail(&c->waitq, st);
-	q_fail(&c->sendq, st);
+	xfer_slice_q_fail(&c->waitq, st);
+	xfer_slice_q_fail(&c->sendq, st);
 }
 
 static void set_writing(struct tcp_conn *c, bool w)
@@ -185,11 +151,11 @@ static int conn_send(struct tcp_conn *c)
 		       (size_t)n >= wire_len(c->sendq.head) - c->sent) {
 			n -= wire_len(c->sendq.head) - c->sent;
 			c->sent = 0;
-			s = q_pop(&c->sendq);
+			s = xfer_slice_q_pop(&c->sendq);
 			if (c->peer->version == 1 && s->opcode == XFER_WRITE)
 				xfer_slice_done(s, XFER_COMPLETED); /* no reply */
 			else
-				q_push(&c->waitq, s);
+				xfer_slice_q_push(&c->waitq, s);
 		}
 		c->sent += n;
 	}
@@ -273,7 +239,7 @@ static int conn_recv(struct tcp_conn *c)
 			}
 		}
 		while (c->waitq.head && reply_done(c, c->waitq.head)) {
-			s = q_pop(&c->waitq);
+			s = xfer_slice_q_pop(&c->waitq);
 			if (v2 && ts(s)->status != TCP_STATUS_OK) {
 				xfer_slice_done(s, XFER_FAILED);
 				return -1; /* the peer closes after a refusal */
@@ -379,11 +345,11 @@ static int conn_connect(struct tcp_conn *c)
 static void conn_kick(struct xfer_job *j)
 {
 	struct tcp_conn *c = container_of(j, struct tcp_conn, kick_job);
-	struct slice_queue in;
+	struct xfer_slice_queue in;
 
 	pthread_mutex_lock(&c->lock);
 	in = c->inbox;
-	q_init(&c->inbox);
+	xfer_slice_q_init(&c->inbox);
 	c->kicked = false;
 	pthread_mutex_unlock(&c->lock);
 	if (!in.head)
@@ -455,9 +421,9 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 		return NULL;
 	}
 	pthread_mutex_init(&c->lock, NULL);
-	q_init(&c->inbox);
-	q_init(&c->sendq);
-	q_init(&c->waitq);
+	xfer_slice_q_init(&c->inbox);
+	xfer_slice_q_init(&c->sendq);
+	xfer_slice_q_init(&c->waitq);
 	c->kick_job.fn = conn_kick;
 	return c;
 }
@@ -474,13 +440,13 @@ void xfer_tcp_conn_free(struct tcp_conn *c)
 	struct xfer_slice *head = c->sendq.head;
 
 	if (head && c->sent) {
-		q_pop(&c->sendq);
+		xfer_slice_q_pop(&c->sendq);
 		xfer_slice_done(head, XFER_FAILED);
 	}
 	close_socket(c);
-	q_fail(&c->waitq, XFER_FAILED);
-	q_fail(&c->sendq, XFER_CANCELED);
-	q_fail(&c->inbox, XFER_CANCELED);
+	xfer_slice_q_fail(&c->waitq, XFER_FAILED);
+	xfer_slice_q_fail(&c->sendq, XFER_CANCELED);
+	xfer_slice_q_fail(&c->inbox, XFER_CANCELED);
 	event_free(c->timer);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
