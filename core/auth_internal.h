@@ -95,4 +95,37 @@ int xfer_auth_verify(const struct xfer_auth *a,
 		     const struct xfer_auth_session *s,
 		     const uint8_t proof[XFER_AUTH_PROOF_LEN]);
 
+/* ---- the exchange on a raw non-blocking socket (auth_sock.c) ---- */
+
+struct xfer_auth_srv;
+
+/** The server's side of one connection; @p what names the port in the
+ *  log ("tcp", static). NULL on ENOMEM. */
+struct xfer_auth_srv *xfer_auth_srv_new(const struct xfer_auth *a,
+				       const char *what);
+/** NULL is fine. */
+void xfer_auth_srv_free(struct xfer_auth_srv *x);
+/** Move the exchange on @p fd as far as it goes now: read the hello
+ *  (refusing at its first byte that differs), send the challenge, read
+ *  and check the proof; a refusal is logged (at most once a second). On
+ *  the connection's reactor, when readable. @return 0 proved (requests
+ *  may be read now), 1 more to come, -1 refused or broken (close). */
+int xfer_auth_srv_step(struct xfer_auth_srv *x, int fd);
+
+/** The client's side of one connection. */
+struct xfer_auth_cli {
+	struct xfer_auth_session s;
+	size_t got;
+	uint8_t buf[XFER_AUTH_CHALLENGE_LEN];
+};
+
+/** Connected: send the hello. @return 0, -1 (close). */
+int xfer_auth_cli_start(struct xfer_auth_cli *x, int fd);
+/** Readable: take the challenge; once whole, check the server's MAC and
+ *  send the proof. @return 0 done (send requests), 1 more to come, -1
+ *  refused, broken, or the server does not know the secret (logged,
+ *  naming @p what). */
+int xfer_auth_cli_step(const struct xfer_auth *a, struct xfer_auth_cli *x,
+		       int fd, const char *what);
+
 #endif

@@ -47,7 +47,7 @@ struct tcp_conn {
 	int fd;                        /* -1: not connected */
 	bool connecting, writing;
 	bool authing;                  /* until the server took our proof */
-	struct tcp_auth_cli auth;
+	struct xfer_auth_cli auth;
 	struct event *rev, *wev, *timer;
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
@@ -262,7 +262,7 @@ static int start(struct tcp_conn *c)
 		return 0;
 	c->authing = true;
 	set_writing(c, false);
-	return xfer_tcp_auth_cli_start(&c->auth, c->fd);
+	return xfer_auth_cli_start(&c->auth, c->fd);
 }
 
 static void on_connected(struct tcp_conn *c)
@@ -283,7 +283,8 @@ static void on_connected(struct tcp_conn *c)
  * our proof, the slices go. @return 0, -1 (refused: close). */
 static int auth_step(struct tcp_conn *c)
 {
-	int ret = xfer_tcp_auth_cli_step(c->t->base.env->auth, &c->auth, c->fd);
+	int ret = xfer_auth_cli_step(c->t->base.env->auth, &c->auth, c->fd,
+				     "tcp");
 
 	if (ret)
 		return ret > 0 ? 0 : -1;

@@ -63,7 +63,7 @@ struct tcp_sconn {
 	unsigned rq_head, rq_n;
 	bool refused;                  /* close once the replies are out */
 	bool eof;                      /* the peer shut its write side */
-	struct tcp_auth_srv *auth;     /* until the peer proved itself */
+	struct xfer_auth_srv *auth;    /* until the peer proved itself */
 };
 
 static struct xfer_log_limit cap_log;
@@ -92,7 +92,7 @@ static void sconn_free(struct tcp_sconn *c)
 		event_free(c->wev);
 	if (c->timer)
 		event_free(c->timer);
-	xfer_tcp_auth_srv_free(c->auth);
+	xfer_auth_srv_free(c->auth);
 	close(c->fd);
 	free(c);
 }
@@ -365,9 +365,9 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (c->auth) {
-		ret = xfer_tcp_auth_srv_step(c->auth, c->fd);
+		ret = xfer_auth_srv_step(c->auth, c->fd);
 		if (ret == 0) {         /* proved: requests from now on */
-			xfer_tcp_auth_srv_free(c->auth);
+			xfer_auth_srv_free(c->auth);
 			c->auth = NULL;
 			rearm(c);
 			ret = sconn_run(c);
@@ -414,7 +414,7 @@ void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 
 	if (!c)
 		goto err_close;
-	if (env->auth && !(c->auth = xfer_tcp_auth_srv_new(env->auth)))
+	if (env->auth && !(c->auth = xfer_auth_srv_new(env->auth, "tcp")))
 		goto err_free;
 	evutil_make_socket_nonblocking(fd);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -439,7 +439,7 @@ void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 	return;
 
 err_free:
-	xfer_tcp_auth_srv_free(c ? c->auth : NULL);
+	xfer_auth_srv_free(c ? c->auth : NULL);
 	free(c);
 err_close:
 	close(fd);

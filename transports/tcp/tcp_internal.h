@@ -61,37 +61,8 @@ struct tcp_transport {
 void xfer_tcp_server_accept(struct tcp_transport *t, int fd);
 void xfer_tcp_server_close_all(struct tcp_transport *t);
 
-/* auth.c: the data port's challenge-response, with a secret. */
-
 /* An unproved connection gets this long (as a handshake). */
 #define XFER_TCP_AUTH_TIMEOUT_MS 5000
-
-struct tcp_auth_srv;
-
-/** The server's side of one connection; NULL on ENOMEM. */
-struct tcp_auth_srv *xfer_tcp_auth_srv_new(const struct xfer_auth *a);
-void xfer_tcp_auth_srv_free(struct tcp_auth_srv *x);
-/** Move the exchange on (non-blocking) @p fd as far as it goes: read the
- *  hello, send the challenge, read and check the proof; a refusal is
- *  logged (at most once a second). The connection's reactor.
- *  @return 0 proved (requests may be read now), 1 more to come (when
- *  readable), -1 refused or broken (close). */
-int xfer_tcp_auth_srv_step(struct tcp_auth_srv *x, int fd);
-
-/** The client's side of one connection. */
-struct tcp_auth_cli {
-	struct xfer_auth_session s;
-	size_t got;
-	uint8_t buf[XFER_AUTH_CHALLENGE_LEN];
-};
-
-/** Connected: send the hello. @return 0, -1 (close). */
-int xfer_tcp_auth_cli_start(struct tcp_auth_cli *x, int fd);
-/** Readable: take the challenge; once whole, check the server's MAC and
- *  send the proof. @return 0 done (send requests), 1 more to come, -1
- *  refused, broken, or the server does not know the secret (logged). */
-int xfer_tcp_auth_cli_step(const struct xfer_auth *a, struct tcp_auth_cli *x,
-			   int fd);
 
 /* client.c */
 struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,

@@ -1,25 +1,28 @@
 /*
- * TCP transport: the data port's challenge-response (core/auth_internal.h)
- * on a fresh non-blocking connection, before any request. Each side reads
- * exactly the bytes of the message it waits for, so the requests that
- * follow the proof stay in the socket for the server's request loop.
+ * The challenge-response on a raw, non-blocking socket (a data port: the
+ * TCP transport's, the file transport's), before any request. Each side
+ * reads exactly the bytes of the message it waits for, so the requests
+ * that follow the proof stay in the socket for the server's request loop.
  * A message of at most 64 bytes on a connection that has sent nothing
  * else always fits the socket's send buffer: a short send is an error.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
-#include "transports/tcp/tcp_internal.h"
+#include "core/auth_internal.h"
+#include "core/log_internal.h"
 
 enum { WAIT_HELLO, WAIT_PROOF };
 
-struct tcp_auth_srv {
+struct xfer_auth_srv {
 	const struct xfer_auth *a;
 	struct xfer_auth_session s;
 	int phase;
 	size_t got;
 	uint8_t buf[XFER_AUTH_HELLO_LEN];
+	const char *what;
 };
 
 static struct xfer_log_limit refused_log, server_log;
@@ -42,28 +45,31 @@ static int send_msg(int fd, const uint8_t *msg, size_t len)
 	return send(fd, msg, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
 }
 
-struct tcp_auth_srv *xfer_tcp_auth_srv_new(const struct xfer_auth *a)
+struct xfer_auth_srv *xfer_auth_srv_new(const struct xfer_auth *a,
+				       const char *what)
 {
-	struct tcp_auth_srv *x = calloc(1, sizeof(*x));
+	struct xfer_auth_srv *x = calloc(1, sizeof(*x));
 
-	if (x)
+	if (x) {
 		x->a = a;
+		x->what = what;
+	}
 	return x;
 }
 
-void xfer_tcp_auth_srv_free(struct tcp_auth_srv *x)
+void xfer_auth_srv_free(struct xfer_auth_srv *x)
 {
 	free(x);
 }
 
-static int refuse(const char *why)
+static int refuse(const struct xfer_auth_srv *x, const char *why)
 {
-	xfer_log_limited(&refused_log, XFER_LOG_WARN, "tcp: auth: refused a "
-			 "data connection: %s", why);
+	xfer_log_limited(&refused_log, XFER_LOG_WARN, "%s: auth: refused a "
+			 "connection: %s", x->what, why);
 	return -1;
 }
 
-int xfer_tcp_auth_srv_step(struct tcp_auth_srv *x, int fd)
+int xfer_auth_srv_step(struct xfer_auth_srv *x, int fd)
 {
 	uint8_t challenge[XFER_AUTH_CHALLENGE_LEN];
 	size_t want = x->phase == WAIT_HELLO ? XFER_AUTH_HELLO_LEN
@@ -71,26 +77,26 @@ int xfer_tcp_auth_srv_step(struct tcp_auth_srv *x, int fd)
 	int ret = recv_some(fd, x->buf, &x->got, want);
 
 	if (ret < 0)
-		return refuse("closed before it proved itself");
+		return refuse(x, "closed before it proved itself");
 	/* a request header where the hello should be: refused at once */
 	if (x->phase == WAIT_HELLO && !xfer_auth_hello_prefix(x->buf, x->got))
-		return refuse("it does not authenticate (no secret set?)");
+		return refuse(x, "it does not authenticate (no secret set?)");
 	if (ret == 0)
 		return 1;
 	x->got = 0;
 	if (x->phase == WAIT_PROOF)
 		return xfer_auth_verify(x->a, &x->s, x->buf) ?
-		       refuse("it does not know the secret") : 0;
+		       refuse(x, "it does not know the secret") : 0;
 	ret = xfer_auth_challenge(x->a, &x->s, x->buf, challenge);
 	if (ret == -EPROTO)
-		return refuse("it does not authenticate (no secret set?)");
+		return refuse(x, "it does not authenticate (no secret set?)");
 	if (ret || send_msg(fd, challenge, sizeof(challenge)))
 		return -1;
 	x->phase = WAIT_PROOF;
 	return 1;
 }
 
-int xfer_tcp_auth_cli_start(struct tcp_auth_cli *x, int fd)
+int xfer_auth_cli_start(struct xfer_auth_cli *x, int fd)
 {
 	uint8_t hello[XFER_AUTH_HELLO_LEN];
 
@@ -100,23 +106,24 @@ int xfer_tcp_auth_cli_start(struct tcp_auth_cli *x, int fd)
 	return send_msg(fd, hello, sizeof(hello));
 }
 
-int xfer_tcp_auth_cli_step(const struct xfer_auth *a, struct tcp_auth_cli *x,
-			   int fd)
+int xfer_auth_cli_step(const struct xfer_auth *a, struct xfer_auth_cli *x,
+		       int fd, const char *what)
 {
 	uint8_t proof[XFER_AUTH_PROOF_LEN];
 	int ret = recv_some(fd, x->buf, &x->got, XFER_AUTH_CHALLENGE_LEN);
 
 	if (ret < 0) {
-		xfer_log_limited(&server_log, XFER_LOG_WARN, "tcp: auth: the "
-				 "peer closed the data connection before its "
-				 "challenge (no secret, or another one?)");
+		xfer_log_limited(&server_log, XFER_LOG_WARN, "%s: auth: the "
+				 "peer closed the connection before its "
+				 "challenge (no secret, or another one?)", what);
 		return -1;
 	}
 	if (ret == 0)
 		return 1;
 	if (xfer_auth_prove(a, &x->s, x->buf, proof)) {
-		xfer_log_limited(&server_log, XFER_LOG_WARN, "tcp: auth: the "
-				 "peer's data port does not know the secret");
+		xfer_log_limited(&server_log, XFER_LOG_WARN, "%s: auth: the "
+				 "peer's data port does not know the secret",
+				 what);
 		return -1;
 	}
 	return send_msg(fd, proof, sizeof(proof));
