@@ -5,9 +5,10 @@
 # line each with the ratio xfer / fio; then the remote path (a target
 # process serving the file, an initiator with XFER_FILE_LOCAL=0) at 1 MiB
 # next to TCP RAM-to-RAM between the same two processes. xfer moves each
-# slice (XFER_SLICE_SIZE, 64 KiB) as one read or write: set it to the
-# block size to compare equal I/O sizes. Fails only when a tool fails, not
-# on a low ratio.
+# request as one read or write (the runs of its slices); both tools go
+# over the same footprint, the bench's region (queue depth x block size)
+# at the start of the file. Fails only when a tool fails, not on a low
+# ratio.
 #   DURATION=10 bench/file_speed.sh   (seconds per run; FILE_DIR=/var/tmp,
 #   DISK_SIZE=1073741824, TMPFS_SIZE=536870912, QUEUE_DEPTH=32)
 set -euo pipefail
@@ -102,7 +103,7 @@ medium() {
 	fio_run "$file" "$size" "$direct" prep 1M
 	for bs in $((64 << 10)) $((1 << 20)); do
 		for op in read write; do
-			f=$(fio_run "$file" "$size" "$direct" "$op" "$bs")
+			f=$(fio_run "$file" $((QD * bs)) "$direct" "$op" "$bs")
 			x=$(xfer_run --mode loopback --file "$file" \
 				--buffer_size "$size" --block_size "$bs" \
 				--operation "$op")

@@ -22,7 +22,7 @@
 
 #include "transports/file/file_internal.h"
 
-#define CONNS 2                  /* per owner */
+#define CONNS 8   /* per owner: the owner serves each one request at a time */
 #define WIRE_SLICES 64           /* slices one connection has out ... */
 #define WIRE_BYTES (64u << 20)   /* ... and their bytes, but one at least */
 #define SEND_MAX (4u << 20)      /* bytes per sendmsg */

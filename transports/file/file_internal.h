@@ -71,6 +71,18 @@ struct own_file {
 
 TAILQ_HEAD(own_files, own_file);
 
+/** May @p len bytes at @p buf go to or from offset @p off of @p fo with
+ *  O_DIRECT (memory, offset and length aligned as the file needs)? */
+static inline bool xfer_file_direct(const struct file_open *fo,
+				    const void *buf, uint64_t off,
+				    uint64_t len)
+{
+	uint64_t a = fo->align;
+
+	return fo->dfd >= 0 && !((uintptr_t)buf % a) && !(off % a) &&
+	       !(len % a);
+}
+
 struct file_rpeer;
 
 /* A peer's file segment (seg->tp_priv). */
@@ -155,8 +167,8 @@ int xfer_file_buffer(struct xfer_transport *t, struct xfer_segment *seg,
 		     const char **name);
 
 /* io.c */
-/** Move @p n slices of one task on @p fo (one reference per slice taken
- *  by the caller), the file offset of each being s->remote - @p base. */
+/** Move @p n slices of one task on @p fo (references of its own taken),
+ *  the file offset of each being s->remote - @p base. Any thread. */
 void xfer_file_io_submit(struct file_transport *t, struct file_open *fo,
 			 uint64_t base, struct xfer_slice *s, size_t n);
 /** ops->cancel's local part: end waiting slices of canceled tasks, wait

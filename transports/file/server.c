@@ -114,7 +114,8 @@ static bool reserve(struct file_sconn *c, size_t size)
 	if (c->cap >= size)
 		return true;
 	free(c->buf);
-	c->buf = malloc(size);
+	/* page-aligned, so that aligned requests go with O_DIRECT */
+	c->buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
 	c->cap = c->buf ? size : 0;
 	return c->buf != NULL;
 }
@@ -165,9 +166,11 @@ static int take_header(struct file_sconn *c)
 		reply(c, FILE_STATUS_REFUSED);
 		return 0;
 	}
-	c->req.fd = c->fo->fd;
 	c->req.off = in_file;
-	if (!reserve(c, size)) {
+	if (reserve(c, size)) {
+		c->req.fd = xfer_file_direct(c->fo, c->buf, in_file, size) ?
+			    c->fo->dfd : c->fo->fd;
+	} else {
 		if (c->write) {
 			c->drain = true; /* the stream needs the payload read */
 		} else {
