@@ -354,7 +354,9 @@ int xfer_handshake_listen(const struct xfer_hs_env *env,
 	hs->lev = evconnlistener_new_bind(env->base, on_accept, hs,
 					  LEV_OPT_CLOSE_ON_FREE |
 					  LEV_OPT_CLOSE_ON_EXEC |
-					  LEV_OPT_REUSEABLE, -1, sa, salen);
+					  LEV_OPT_REUSEABLE,
+					  SOMAXCONN, /* libevent's default: 128 */
+					  sa, salen);
 	if (!hs->lev) {
 		ret = errno ? -errno : -EADDRINUSE;
 		free(hs);

@@ -47,7 +47,8 @@ static int tcp_init(const struct xfer_transport_env *env,
 					 LEV_OPT_CLOSE_ON_FREE |
 					 LEV_OPT_CLOSE_ON_EXEC |
 					 LEV_OPT_REUSEABLE,
-					 -1, (struct sockaddr *)&ss, len);
+					 SOMAXCONN, /* bursts wait, not SYNs */
+					 (struct sockaddr *)&ss, len);
 	if (!t->lev) {
 		ret = errno ? -errno : -EADDRINUSE;
 		pthread_mutex_destroy(&t->lock);
