@@ -22,7 +22,6 @@
 
 #include "transports/file/file_internal.h"
 
-#define CONNS 8   /* per owner: the owner serves each one request at a time */
 #define WIRE_SLICES 64           /* slices one connection has out ... */
 #define WIRE_BYTES (64u << 20)   /* ... and their bytes, but one at least */
 #define SEND_MAX (4u << 20)      /* bytes per sendmsg */
@@ -68,7 +67,7 @@ struct file_rpeer {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	atomic_uint next_conn;
-	struct rconn conns[CONNS];
+	struct rconn conns[XFER_FILE_CONNS];
 };
 
 static struct rslice *rs(struct xfer_slice *s)
@@ -573,7 +572,7 @@ struct file_rpeer *xfer_file_rpeer(struct file_transport *t,
 	p->t = t;
 	memcpy(&p->addr, ss, len);
 	p->addrlen = len;
-	for (i = 0; i < CONNS; i++)
+	for (i = 0; i < XFER_FILE_CONNS; i++)
 		if (conn_init(&p->conns[i], p))
 			goto err_conns;
 	SLIST_INSERT_HEAD(&t->rpeers, p, link);
@@ -593,11 +592,11 @@ err_conns:
 void xfer_file_rpeer_submit(struct file_rpeer *p, struct xfer_slice *s,
 			    size_t n)
 {
-	size_t per = (n + CONNS - 1) / CONNS, first = 0;
+	size_t per = (n + XFER_FILE_CONNS - 1) / XFER_FILE_CONNS, first = 0;
 
 	while (first < n) {
 		size_t k = n - first < per ? n - first : per;
-		unsigned i = atomic_fetch_add(&p->next_conn, 1) % CONNS;
+		unsigned i = atomic_fetch_add(&p->next_conn, 1) % XFER_FILE_CONNS;
 
 		conn_enqueue(&p->conns[i], s + first, k);
 		first += k;
@@ -614,7 +613,7 @@ void xfer_file_client_cancel(struct file_transport *t)
 	p = SLIST_FIRST(&t->rpeers);
 	pthread_mutex_unlock(&t->lock);
 	for (; p; p = SLIST_NEXT(p, link))
-		for (int i = 0; i < CONNS; i++)
+		for (int i = 0; i < XFER_FILE_CONNS; i++)
 			xfer_reactor_run(p->conns[i].r, conn_cancel,
 					 &p->conns[i]);
 }
@@ -625,7 +624,7 @@ void xfer_file_client_close(struct file_transport *t)
 
 	while ((p = SLIST_FIRST(&t->rpeers))) {
 		SLIST_REMOVE_HEAD(&t->rpeers, link);
-		for (int i = 0; i < CONNS; i++)
+		for (int i = 0; i < XFER_FILE_CONNS; i++)
 			conn_free(&p->conns[i]);
 		free(p);
 	}

@@ -37,6 +37,10 @@
 /* The knobs of ops->knobs, in order. */
 enum { K_DEPTH, K_THREADS, K_LOCAL };
 
+/* Connections to each owner: the owner serves each one request at a
+ * time. */
+#define XFER_FILE_CONNS 8
+
 /* Most bytes one request of the data port may carry (a slice). */
 #define XFER_FILE_MAX_IO (64u << 20)
 
