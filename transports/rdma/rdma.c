@@ -255,6 +255,20 @@ static int rdma_device_stats(struct xfer_transport *tp, size_t i,
 	return 0;
 }
 
+/* The device workers; in plugin mode without workers the contexts run on
+ * the engine's control reactor, which the engine counts. Soft-RoCE's and
+ * the NIC driver's kernel work is not counted. */
+static double rdma_cpu_seconds(struct xfer_transport *tp)
+{
+	struct rdma_transport *t = rdma_of(tp);
+	double s = 0;
+
+	for (int i = 0; i < t->nctx; i++)
+		if (t->ctx[i].r == &t->ctx[i].own)
+			s += xfer_reactor_cpu_seconds(&t->ctx[i].own);
+	return s;
+}
+
 /* 0, or a power of two in 256..4096 */
 static bool valid_mtu(long long v)
 {
@@ -307,5 +321,6 @@ const struct xfer_transport_ops xfer_rdma_ops = {
 	.cancel = rdma_cancel,
 	.connection = rdma_connection,
 	.device_stats = rdma_device_stats,
+	.cpu_seconds = rdma_cpu_seconds,
 	.fini = rdma_fini,
 };
