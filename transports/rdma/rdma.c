@@ -294,7 +294,7 @@ static const struct xfer_knob rdma_knobs[] = {
 		    .type = XFER_KNOB_NUM, .min = 0, .max = 4096, .def = "0",
 		    .check = valid_mtu },
 	[K_MAX_WR] = XFER_KNOB_N("max_wr", "XFER_MAX_WR", "MC_MAX_WR", 1,
-				 16384, "256"),
+				 65535, "256"),
 	[K_MAX_CQE] = XFER_KNOB_N("max_cqe", "XFER_MAX_CQE",
 				  "MC_MAX_CQE_PER_CTX", 16, 1 << 20, "4096"),
 	[K_IB_PORT] = XFER_KNOB_N("ib_port", "XFER_IB_PORT", "MC_IB_PORT", 1,
@@ -303,6 +303,16 @@ static const struct xfer_knob rdma_knobs[] = {
 		    .type = XFER_KNOB_BOOL, .min = 0, .max = 1, .def = "1" },
 	[K_PAUSE] = XFER_KNOB_N("path_pause_ms", "XFER_PATH_PAUSE_MS", NULL,
 				0, UINT32_MAX, "1000"),
+	/* Mooncake's ranges and defaults; each within the device's limits */
+	[K_NUM_CQ] = XFER_KNOB_N("num_cq", "XFER_NUM_CQ_PER_CTX",
+				 "MC_NUM_CQ_PER_CTX", 1, 255, "1"),
+	[K_NUM_CHAN] = XFER_KNOB_N("num_comp_channels",
+				   "XFER_NUM_COMP_CHANNELS_PER_CTX",
+				   "MC_NUM_COMP_CHANNELS_PER_CTX", 1, 255, "1"),
+	[K_MAX_SGE] = XFER_KNOB_N("max_sge", "XFER_MAX_SGE", "MC_MAX_SGE", 1,
+				  65535, "4"),
+	[K_MAX_INLINE] = XFER_KNOB_N("max_inline", "XFER_MAX_INLINE",
+				     "MC_MAX_INLINE", 0, 65535, "64"),
 	{ .name = NULL },
 };
 
