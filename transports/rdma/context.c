@@ -116,7 +116,7 @@ static void on_kick(struct xfer_job *j)
 		    rdma_slice(s)->peer_dev != last_dev) {
 			ep = NULL;
 			if (xfer_rdma_peer_of(s, path, sizeof(path), host, &port)) {
-				xfer_rdma_retry(c->t, s, XFER_FAILED);
+				xfer_rdma_retry(c->t, s, XFER_FAILED, true);
 				continue;
 			}
 			ep = xfer_rdma_pool_get(&c->pool, path);
@@ -126,7 +126,7 @@ static void on_kick(struct xfer_job *j)
 					xfer_rdma_ep_retire(evicted);
 			}
 			if (!ep) {
-				xfer_rdma_retry(c->t, s, XFER_FAILED);
+				xfer_rdma_retry(c->t, s, XFER_FAILED, true);
 				continue;
 			}
 			if (!*ep->host) {

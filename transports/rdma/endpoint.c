@@ -433,7 +433,8 @@ void xfer_rdma_ep_break(struct rdma_ep *ep, const char *why)
 	ep->wait_tail = &ep->wait_head;
 	for (; s; s = next) {
 		next = s->next;
-		xfer_rdma_retry(c->t, s, ep->timed_out ? XFER_TIMEOUT : XFER_FAILED);
+		xfer_rdma_retry(c->t, s, ep->timed_out ? XFER_TIMEOUT : XFER_FAILED,
+				!ep->blamed);
 	}
 	if (ep->in_pool)
 		xfer_rdma_ep_retire(ep);
@@ -450,6 +451,8 @@ void xfer_rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
 	xfer_rdma_post_done(ep, rdma_slice(s)->qp, s, st, true);
 	ep->progress++;
 	if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR) {
+		if (ep->state != EP_BROKEN)
+			ep->blamed = true;
 		snprintf(why, sizeof(why), "completion: %s",
 			 ibv_wc_status_str(st));
 		xfer_rdma_ep_break(ep, why); /* may free ep */

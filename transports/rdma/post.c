@@ -117,7 +117,7 @@ int xfer_rdma_post(struct rdma_ep *ep, int q, int room)
 		if (wi < posted)
 			xfer_slice_q_push(&p->sent, head);
 		else
-			xfer_rdma_retry(c->t, head, XFER_FAILED);
+			xfer_rdma_retry(c->t, head, XFER_FAILED, true);
 		wi += rdma_slice(head)->wr_end;
 	}
 	p->posted += posted;
@@ -140,7 +140,9 @@ static void end_group(struct rdma_ep *ep, struct xfer_slice_queue *g,
 			atomic_fetch_add(&c->bytes, s->len);
 			xfer_slice_done(s, XFER_COMPLETED);
 		} else if (retry) {
-			xfer_rdma_retry(c->t, s, fail);
+			/* Flushed because another WR failed: not its fault. */
+			xfer_rdma_retry(c->t, s, fail,
+					st != IBV_WC_WR_FLUSH_ERR || !ep->blamed);
 		} else {
 			xfer_slice_done(s, XFER_FAILED);
 		}

@@ -111,6 +111,8 @@ struct rdma_ep {
 	uint16_t port;
 	enum rdma_ep_state state;
 	bool timed_out;               /* broken by the slice timeout */
+	bool blamed;                  /* broken by a WR's failure: the others
+				       * flushed or waiting are not to blame */
 	bool in_pool, visited;        /* SIEVE */
 	bool touched;
 	int nqp;
@@ -215,9 +217,11 @@ uint64_t xfer_rdma_now_ns(void);
 void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
 		      struct xfer_slice *s, size_t n);
 /** Route a slice anew after a failure on its path, pausing that path (or
- *  end it with @p why when its tries are spent). */
+ *  end it with @p why when its tries are spent). The failure @p counts as
+ *  one of its tries unless it was another's (flushed behind a WR that
+ *  failed, or waiting on the endpoint that WR broke). */
 void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
-		     enum xfer_status why);
+		     enum xfer_status why, bool counts);
 /** The peer NIC path of slice @p s into @p path, and the peer's handshake
  *  address. @return 0, -ENOENT if its segment lost that device. */
 int xfer_rdma_peer_of(struct xfer_slice *s, char *path, size_t len,

@@ -149,7 +149,7 @@ void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
 }
 
 void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
-		     enum xfer_status why)
+		     enum xfer_status why, bool counts)
 {
 	struct xfer_segment *seg = s->task->segment;
 	struct rdma_slice *r = rdma_slice(s);
@@ -158,7 +158,9 @@ void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
 	struct chains ch = { 0 };
 	int ret;
 
-	if (++r->tries > t->k[K_RETRY].num || atomic_load(&seg->gone)) {
+	if (counts && r->tries < UINT8_MAX)
+		r->tries++;
+	if (r->tries > t->k[K_RETRY].num || atomic_load(&seg->gone)) {
 		xfer_slice_done(s, why);
 		return;
 	}
