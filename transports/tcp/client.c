@@ -46,6 +46,8 @@ struct tcp_conn {
 	/* Owned by the reactor. */
 	int fd;                        /* -1: not connected */
 	bool connecting, writing;
+	bool authing;                  /* until the server took our proof */
+	struct xfer_auth_cli auth;
 	struct event *rev, *wev, *timer;
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
@@ -74,7 +76,7 @@ static void close_socket(struct tcp_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	c->connecting = c->writing = false;
+	c->connecting = c->writing = c->authing = false;
 	c->sent = 0;
 }
 
@@ -250,6 +252,19 @@ static int conn_recv(struct tcp_conn *c)
 
 static void on_io(evutil_socket_t fd, short what, void *arg);
 
+/* Connected: with a secret, the hello goes first and the slices wait
+ * for the server's challenge. @return 0, -1 (close). */
+static int start(struct tcp_conn *c)
+{
+	c->connecting = false;
+	event_add(c->rev, NULL);
+	if (!c->t->base.env->auth)
+		return 0;
+	c->authing = true;
+	set_writing(c, false);
+	return xfer_auth_cli_start(&c->auth, c->fd);
+}
+
 static void on_connected(struct tcp_conn *c)
 {
 	int err = 0;
@@ -260,8 +275,21 @@ static void on_connected(struct tcp_conn *c)
 		conn_fail(c, XFER_FAILED);
 		return;
 	}
-	c->connecting = false;
-	event_add(c->rev, NULL);
+	if (start(c))
+		conn_fail(c, XFER_FAILED);
+}
+
+/* Readable while authenticating: once the server proved itself and has
+ * our proof, the slices go. @return 0, -1 (refused: close). */
+static int auth_step(struct tcp_conn *c)
+{
+	int ret = xfer_auth_cli_step(c->t->base.env->auth, &c->auth, c->fd,
+				     "tcp");
+
+	if (ret)
+		return ret > 0 ? 0 : -1;
+	c->authing = false;
+	return conn_send(c);
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
@@ -273,6 +301,11 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 		on_connected(c);
 		if (c->fd < 0)
 			return;
+	}
+	if (c->authing) {
+		if ((what & EV_READ) && auth_step(c))
+			conn_fail(c, XFER_FAILED);
+		return;
 	}
 	if (((what & EV_READ) && conn_recv(c)) ||
 	    ((what & EV_WRITE) && conn_send(c)))
@@ -301,10 +334,8 @@ static int conn_connect(struct tcp_conn *c)
 	if (!c->rev || !c->wev)
 		return -1;
 	if (connect(c->fd, (struct sockaddr *)&c->peer->addr,
-		    c->peer->addrlen) == 0) {
-		event_add(c->rev, NULL);
-		return 0;
-	}
+		    c->peer->addrlen) == 0)
+		return start(c);
 	if (errno != EINPROGRESS)
 		return -1;
 	c->connecting = true;
@@ -332,7 +363,7 @@ static void conn_kick(struct xfer_job *j)
 		return;
 	}
 	touch(c);
-	if (!c->connecting && conn_send(c))
+	if (!c->connecting && !c->authing && conn_send(c))
 		conn_fail(c, XFER_FAILED);
 }
 
@@ -343,7 +374,7 @@ void xfer_tcp_conn_cancel(struct tcp_conn *c)
 	pthread_mutex_unlock(&c->lock);
 	/* a head partly on the wire goes out whole: the stream needs it */
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
-	if (c->fd >= 0 && !c->connecting)
+	if (c->fd >= 0 && !c->connecting && !c->authing)
 		set_writing(c, c->sendq.head != NULL);
 	touch(c);
 }
