@@ -72,8 +72,8 @@ static struct xfer_engine *engine(const char *const *env)
 	return e;
 }
 
-/* One batch of @p n requests of @p len bytes, local and remote both at
- * @p stride apart from @p loff and @p roff; every one must complete. */
+/* One batch of @p n requests of @p len bytes, local (from @p buf) and
+ * remote (from @p roff) both @p stride apart; every one must complete. */
 static void batch(struct xfer_engine *e, enum xfer_opcode op, uint8_t *buf,
 		  uint64_t roff, size_t n, size_t len, size_t stride)
 {
@@ -230,7 +230,8 @@ static void test_gather(void **state)
 	struct rdma_ctx *c = ctx0(e);
 
 	(void)state;
-	/* (requests that reach the worker together: most of a batch) */
+	/* Only requests waiting on the worker together are gathered: most
+	 * of a batch, as the submitter outruns the worker. */
 	write_read(e, 0, 128, 4096, 4096, 500);
 	printf("128 adjacent WRITEs, one READ: %llu WRs gathered\n",
 	       (unsigned long long)atomic_load(&c->gathered_wrs));
