@@ -10,6 +10,7 @@
  *   capi_pair --rdma     both install RDMA first (the RDMA tier runs it
  *                        on Soft-RoCE)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -315,6 +316,38 @@ static void with_notify(segment_id_t seg)
 	free(got);
 }
 
+/* Has every thread of @p pid stopped (state T in /proc)? SIGSTOP takes
+ * effect a moment after kill() returns. */
+static bool stopped(pid_t pid)
+{
+	char path[320], line[512];
+	struct dirent *d;
+	bool all = true;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while (all && (d = readdir(dir))) {
+		const char *p = NULL;
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid,
+			 d->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(line, sizeof(line), f))
+			p = strrchr(line, ')');
+		if (f)
+			fclose(f);
+		all = p && p[1] == ' ' && p[2] == 'T';
+	}
+	closedir(dir);
+	return all;
+}
+
 /* freeBatchID() is refused while a task is in flight: the target is
  * stopped, so a WRITE waits for its answer; transferred_bytes stays a
  * lower bound meanwhile. */
@@ -326,6 +359,9 @@ static void busy(pid_t child, segment_id_t seg)
 
 	CHECK(b != INVALID_BATCH);
 	CHECK(kill(child, SIGSTOP) == 0);
+	for (int i = 0; i < 2000 && !stopped(child); i++)
+		sleep_ms(1);
+	CHECK(stopped(child));
 	CHECK_EQ(submitTransfer(E, b, &r, 1), 0);
 	sleep_ms(100);
 	CHECK_EQ(getTransferStatus(E, b, 0, &st), 0);
