@@ -66,6 +66,20 @@ static void test_write_mac_matches_spec(void **state)
 	header_for(SECRET, hex, "PUT", "k/1", "body", want);
 	xfer_auth_hex(mac, 32, hex);
 	assert_string_equal(want + 65, hex);
+	/* PROTOCOL.md §2's example (Python's hmac and hashlib agree) */
+	{
+		struct xfer_auth *k = xfer_auth_new("s3cret");
+
+		for (int i = 0; i < 32; i++)
+			nonce[i] = (uint8_t)i;
+		assert_int_equal(xfer_auth_sha256("{}", 2, digest), 0);
+		assert_int_equal(xfer_auth_write_mac(k, "PUT", "mooncake/ram/a",
+						     digest, nonce, mac), 0);
+		xfer_auth_hex(mac, 32, hex);
+		assert_string_equal(hex, "52c4b4388050a1b3fe1240f49e6b44d4"
+					 "c77f6bf6967cb772a4c129aee82e8aaa");
+		xfer_auth_free(k);
+	}
 	/* SHA-256 of nothing: e3b0c442... */
 	assert_int_equal(xfer_auth_sha256(NULL, 0, digest), 0);
 	assert_int_equal(digest[0], 0xe3);
