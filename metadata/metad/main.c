@@ -54,13 +54,13 @@ static void usage(FILE *f)
 "  --max-value-bytes N  longest value, else 413 (16M; at most 512M)\n"
 "  --max-keys N      most keys, else 507 (1000000)\n"
 "  --max-bytes N     most bytes of keys and values together, else 507 (1G)\n"
-"  N: a decimal, with K, M or G for 2^10, 2^20, 2^30\n"
 "  --auth-secret SECRET  the cluster secret (the engines' auth_secret):\n"
 "                    PUT and DELETE must prove it over a nonce from\n"
 "                    GET PATH/nonce, else 401; GETs stay open. Default:\n"
 "                    $XFER_AUTH_SECRET; unset or empty, writes are open.\n"
 "                    A flag is visible to other users in ps while the\n"
-"                    server starts: prefer XFER_AUTH_SECRET\n");
+"                    server starts: prefer XFER_AUTH_SECRET\n"
+"  N: a decimal, with K, M or G for 2^10, 2^20, 2^30\n");
 }
 
 /* A count or size for a --max-* flag: digits and maybe K, M or G; from
