@@ -81,6 +81,68 @@ int xfer_auth_equal(const void *x, const void *y, size_t len)
 	return CRYPTO_memcmp(x, y, len) == 0;
 }
 
+int xfer_auth_sha256(const void *data, size_t len,
+		     uint8_t out[XFER_AUTH_SHA256_LEN])
+{
+	unsigned int n = 0;
+
+	return EVP_Digest(len ? data : "", len, out, &n, EVP_sha256(), NULL) &&
+	       n == XFER_AUTH_SHA256_LEN ? 0 : -EIO;
+}
+
+int xfer_auth_write_mac(const struct xfer_auth *a, const char *method,
+			const char *key,
+			const uint8_t body_sha256[XFER_AUTH_SHA256_LEN],
+			const uint8_t nonce[XFER_AUTH_NONCE_LEN],
+			uint8_t mac[XFER_AUTH_MAC_LEN])
+{
+	const struct iovec parts[] = {
+		{ (void *)method, strlen(method) },
+		{ (void *)"\n", 1 },
+		{ (void *)key, strlen(key) },
+		{ (void *)"\n", 1 },
+		{ (void *)body_sha256, XFER_AUTH_SHA256_LEN },
+		{ (void *)nonce, XFER_AUTH_NONCE_LEN },
+	};
+
+	return xfer_auth_mac_with(a, XFER_AUTH_WRITE_LABEL, parts, 6, mac);
+}
+
+void xfer_auth_hex(const uint8_t *b, size_t n, char *hex)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		hex[2 * i] = digits[b[i] >> 4];
+		hex[2 * i + 1] = digits[b[i] & 15];
+	}
+	hex[2 * n] = '\0';
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int xfer_auth_unhex(const char *hex, size_t n, uint8_t *b)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex_value(hex[2 * i]);
+		int lo = hi < 0 ? -1 : hex_value(hex[2 * i + 1]);
+
+		if (lo < 0)
+			return -EINVAL;
+		b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
 /* The MAC of one side over both nonces. */
 static int session_mac(const struct xfer_auth *a, const char *label,
 		       const struct xfer_auth_session *s,

@@ -5,6 +5,14 @@
  * serves it (README "xfer-metad"); a server without it (404) is used
  * without a watch.
  *
+ * With the cluster secret (env->auth), each PUT and DELETE first GETs
+ * <url>/nonce and then carries "X-Xfer-Auth: <nonce hex>:<mac hex>"
+ * (xfer_auth_write_mac(); PROTOCOL.md §2), which xfer-metad with the same
+ * secret checks; a server without the nonce path (404: writes open, or
+ * not xfer-metad) gets the write without it. A 401 is -EACCES, logged
+ * with the server's reason. Both requests go out on the control reactor,
+ * one after the other on the command connection.
+ *
  * User callbacks (results, changed, reconnected) never run inside evhttp:
  * they go through the deferred queue, so they may close the store.
  */
@@ -23,6 +31,7 @@
 #include <event2/keyvalq_struct.h>
 #include <yajl/yajl_tree.h>
 
+#include "core/auth_internal.h"
 #include "core/log_internal.h"
 #include "core/net_internal.h"
 #include "metadata/store.h"
@@ -32,6 +41,7 @@
 #define POLL_MS 30000                  /* one long poll */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
+#define HTTP_UNAUTHORIZED 401          /* libevent names no 401 */
 
 struct http_store;
 
@@ -41,7 +51,14 @@ struct http_op {
 	struct http_store *h;
 	LIST_ENTRY(http_op) link;          /* in flight: in h->ops */
 	struct xfer_deferred_item done;    /* its result, queued */
-	struct evhttp_request *req;
+	struct evhttp_request *req;        /* in flight: the nonce's, the op's */
+	/* put and del: the key, for the log and the MAC; with the secret,
+	 * the write made but held until its nonce is in, its URI and the
+	 * SHA-256 of its body */
+	char *key;
+	struct evhttp_request *write;
+	char *uri;
+	uint8_t digest[XFER_AUTH_SHA256_LEN];
 	enum xfer_store_op op;
 	xfer_store_cb cb;
 	void *arg;
@@ -66,16 +83,37 @@ struct http_store {
 	uint64_t since;                /* last revision seen */
 	bool watching;                 /* a poll has succeeded since start */
 	bool down;                     /* the last poll failed */
+	bool said_open;                /* logged: writes go unproved */
 };
+
+static const enum evhttp_cmd_type cmds[] = {
+	[XFER_STORE_GET] = EVHTTP_REQ_GET,
+	[XFER_STORE_PUT] = EVHTTP_REQ_PUT,
+	[XFER_STORE_DEL] = EVHTTP_REQ_DELETE,
+};
+static const char *const cmd_names[] = { "GET", "PUT", "DELETE" };
 
 static int http_accepts(const char *conn)
 {
 	return !strncmp(conn, "http://", 7);
 }
 
+/* What a put or del keeps until it is answered. */
+static void op_clear(struct http_op *o)
+{
+	if (o->write)
+		evhttp_request_free(o->write); /* never made */
+	o->write = NULL;
+	free(o->uri);
+	o->uri = NULL;
+	free(o->key);
+	o->key = NULL;
+}
+
 static void op_free(struct http_op *o)
 {
 	LIST_REMOVE(o, link);
+	op_clear(o);
 	free(o);
 }
 
@@ -102,8 +140,33 @@ static void op_deliver(struct xfer_deferred_item *it, bool drop)
 static void op_finish(struct http_store *h, struct http_op *o, int err)
 {
 	LIST_REMOVE(o, link);
+	op_clear(o);
 	o->err = err;
 	xfer_deferred_push(&h->deferred, &o->done, op_deliver);
+}
+
+/* A 401: say why, in the server's words (its first line, printable
+ * bytes only), and what to check. */
+static void log_refused(struct http_store *h, struct http_op *o,
+			struct evhttp_request *req)
+{
+	struct evbuffer *body = evhttp_request_get_input_buffer(req);
+	char why[160];
+	ev_ssize_t got = evbuffer_copyout(body, why, sizeof(why) - 1);
+	size_t n = got > 0 ? (size_t)got : 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (why[i] == '\n' || why[i] == '\r')
+			n = i;
+		else if ((unsigned char)why[i] < 0x20 || why[i] == 0x7f)
+			why[i] = '?';
+	why[n] = '\0';
+	xfer_log(XFER_LOG_ERROR, "metadata %s: %s %s refused (401 %s): %s",
+		 h->conn, cmd_names[o->op], o->key ? o->key : "",
+		 n ? why : "Unauthorized", h->env.auth ?
+		 "the server's secret is not this engine's auth_secret" :
+		 "the server takes writes proved with a cluster secret: set "
+		 "auth_secret (XFER_AUTH_SECRET) to its secret");
 }
 
 /* A GET's body is copied: evhttp frees it when this returns. */
@@ -116,8 +179,12 @@ static void op_done(struct evhttp_request *req, void *arg)
 	int err = 0;
 
 	o->req = NULL; /* evhttp frees it after this callback */
-	if (code != HTTP_OK)
+	if (code == HTTP_UNAUTHORIZED) {
+		log_refused(h, o, req);
+		err = -EACCES;
+	} else if (code != HTTP_OK) {
 		err = http_errno(req);
+	}
 	if (err == -ENOENT && o->op == XFER_STORE_DEL)
 		err = 0;
 	if (!err && o->op == XFER_STORE_GET) {
@@ -134,33 +201,137 @@ static void op_done(struct evhttp_request *req, void *arg)
 	op_finish(h, o, err);
 }
 
-/* @p path_query: "<path>?key=<encoded key>" or the watch URI. */
+/* "<path><suffix><encoded key>": "<path>?key=<encoded key>", the watch
+ * or the nonce URI. A @p suffix that starts with '/' follows a path that
+ * ends in one without a second ("/" serves the watch at "/watch"). */
 static char *make_uri(struct http_store *h, const char *suffix,
 		      const char *key)
 {
 	char *enc = evhttp_uriencode(key, -1, 0), *uri = NULL;
+	int plen = (int)strlen(h->path);
 	size_t n;
 
 	if (!enc)
 		return NULL;
-	n = strlen(h->path) + strlen(suffix) + strlen(enc) + 8;
+	if (suffix[0] == '/' && plen && h->path[plen - 1] == '/')
+		plen--;
+	n = (size_t)plen + strlen(suffix) + strlen(enc) + 8;
 	uri = malloc(n);
 	if (uri)
-		snprintf(uri, n, "%s%s%s", h->path, suffix, enc);
+		snprintf(uri, n, "%.*s%s%s", plen, h->path, suffix, enc);
 	free(enc);
 	return uri;
+}
+
+/* The nonce in a 200 to GET <path>/nonce: 64 hex digits, then maybe
+ * white space. @return 0, or -EPROTO. */
+static int nonce_parse(struct evhttp_request *req,
+		       uint8_t nonce[XFER_AUTH_NONCE_LEN])
+{
+	struct evbuffer *body = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(body);
+	const char *p = len ? (const char *)evbuffer_pullup(body, -1) : "";
+
+	if (len < 2 * XFER_AUTH_NONCE_LEN ||
+	    xfer_auth_unhex(p, XFER_AUTH_NONCE_LEN, nonce))
+		return -EPROTO;
+	for (size_t i = 2 * XFER_AUTH_NONCE_LEN; i < len; i++)
+		if (!strchr(" \t\r\n", p[i]) || !p[i])
+			return -EPROTO;
+	return 0;
+}
+
+/* Send the write held by @p o, proved with @p nonce (NULL: unproved). */
+static void write_send(struct http_store *h, struct http_op *o,
+		       const uint8_t *nonce)
+{
+	struct evhttp_request *w = o->write;
+	uint8_t mac[XFER_AUTH_MAC_LEN];
+	char hdr[XFER_AUTH_HEADER_LEN + 1];
+
+	if (nonce) {
+		if (xfer_auth_write_mac(h->env.auth, cmd_names[o->op], o->key,
+					o->digest, nonce, mac)) {
+			op_finish(h, o, -EIO);
+			return;
+		}
+		xfer_auth_hex(nonce, XFER_AUTH_NONCE_LEN, hdr);
+		hdr[2 * XFER_AUTH_NONCE_LEN] = ':';
+		xfer_auth_hex(mac, XFER_AUTH_MAC_LEN,
+			      hdr + 2 * XFER_AUTH_NONCE_LEN + 1);
+		if (evhttp_add_header(evhttp_request_get_output_headers(w),
+				      "X-Xfer-Auth", hdr)) {
+			op_finish(h, o, -ENOMEM);
+			return;
+		}
+	}
+	o->write = NULL;
+	o->req = w;
+	if (evhttp_make_request(h->cmd, w, cmds[o->op], o->uri)) {
+		o->req = NULL; /* evhttp freed it */
+		op_finish(h, o, -ENOMEM);
+	}
+}
+
+/* The answer to GET <path>/nonce for the write held by @p arg. Called
+ * by evhttp once the command connection is free for the next request. */
+static void nonce_done(struct evhttp_request *req, void *arg)
+{
+	struct http_op *o = arg;
+	struct http_store *h = o->h;
+	int code = req ? evhttp_request_get_response_code(req) : 0;
+	uint8_t nonce[XFER_AUTH_NONCE_LEN];
+
+	o->req = NULL; /* evhttp frees it after this callback */
+	if (code == HTTP_NOTFOUND) {
+		if (!h->said_open)
+			xfer_log(XFER_LOG_WARN, "metadata %s: the server "
+				 "serves no nonce, so it checks no writes: "
+				 "writing without proof of auth_secret",
+				 h->conn);
+		h->said_open = true;
+		write_send(h, o, NULL);
+	} else if (code != HTTP_OK) {
+		op_finish(h, o, http_errno(req));
+	} else if (nonce_parse(req, nonce)) {
+		xfer_log(XFER_LOG_ERROR, "metadata %s: the answer to GET "
+			 "nonce is not 64 hex digits", h->conn);
+		op_finish(h, o, -EPROTO);
+	} else {
+		write_send(h, o, nonce);
+	}
+}
+
+/* Ask for the nonce of the write held by @p o. */
+static void nonce_start(struct http_store *h, struct http_op *o)
+{
+	char *uri = make_uri(h, "/nonce", "");
+
+	o->req = uri ? evhttp_request_new(nonce_done, o) : NULL;
+	if (!o->req)
+		goto fail;
+	evhttp_add_header(evhttp_request_get_output_headers(o->req), "Host",
+			  h->host);
+	if (evhttp_make_request(h->cmd, o->req, EVHTTP_REQ_GET, uri)) {
+		o->req = NULL; /* evhttp freed it */
+		goto fail;
+	}
+	free(uri);
+	return;
+fail:
+	if (o->req)
+		evhttp_request_free(o->req);
+	o->req = NULL;
+	free(uri);
+	op_finish(h, o, -ENOMEM);
 }
 
 static void start(struct http_store *h, enum xfer_store_op op, const char *key,
 		  const char *value, size_t len, xfer_store_cb cb, void *arg)
 {
-	static const enum evhttp_cmd_type cmds[] = {
-		[XFER_STORE_GET] = EVHTTP_REQ_GET,
-		[XFER_STORE_PUT] = EVHTTP_REQ_PUT,
-		[XFER_STORE_DEL] = EVHTTP_REQ_DELETE,
-	};
 	struct http_op *o = calloc(1, sizeof(*o));
 	char *uri = NULL;
+	int err = -ENOMEM;
 
 	if (!o) {
 		cb(-ENOMEM, NULL, 0, arg); /* nothing else can carry it */
@@ -177,6 +348,19 @@ static void start(struct http_store *h, enum xfer_store_op op, const char *key,
 	if (value && evbuffer_add(evhttp_request_get_output_buffer(o->req),
 				  value, len))
 		goto fail;
+	if (op != XFER_STORE_GET && !(o->key = strdup(key)))
+		goto fail;
+	if (op != XFER_STORE_GET && h->env.auth) {
+		/* held until its nonce is in */
+		err = xfer_auth_sha256(value, len, o->digest);
+		if (err)
+			goto fail;
+		o->write = o->req;
+		o->req = NULL;
+		o->uri = uri;
+		nonce_start(h, o);
+		return;
+	}
 	if (evhttp_make_request(h->cmd, o->req, cmds[op], uri)) {
 		o->req = NULL; /* evhttp freed it */
 		goto fail;
@@ -188,7 +372,7 @@ fail:
 	free(uri);
 	if (o->req)
 		evhttp_request_free(o->req);
-	op_finish(h, o, -ENOMEM);
+	op_finish(h, o, err);
 }
 
 static void http_get(struct xfer_store *s, const char *key, xfer_store_cb cb,

@@ -22,7 +22,8 @@ enum xfer_store_op { XFER_STORE_GET, XFER_STORE_PUT, XFER_STORE_DEL };
 
 /**
  * Result of get, put or del. @p err is 0, -ENOENT (get: absent), or a
- * negative errno (-ECONNREFUSED, -ETIMEDOUT, -EIO ...). For get, @p value
+ * negative errno (-ECONNREFUSED, -ETIMEDOUT, -EIO, -EACCES: http's
+ * server refused the write (401) ...). For get, @p value
  * holds @p len bytes (not NUL-ended), valid during the callback only.
  */
 typedef void (*xfer_store_cb)(int err, const char *value, size_t len,
@@ -45,7 +46,8 @@ struct xfer_store_env {
 	/** Optional credentials (redis AUTH): may be NULL. */
 	const char *user, *password;
 	uint32_t handshake_max_len; /* p2p: largest reply frame */
-	/** p2p: the cluster secret its handshakes prove (NULL: none). */
+	/** The cluster secret (NULL: none): p2p's handshakes prove it, and
+	 *  http's writes (a 401 is -EACCES). */
 	const struct xfer_auth *auth;
 };
 

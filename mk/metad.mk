@@ -1,10 +1,11 @@
 # xfer-metad, the HTTP metadata server. Its sources sit in metadata/metad/,
 # out of reach of the library's metadata/*.c, and it needs no libxfer
-# (only the core's listener guard and the logging it uses); it alone
-# links SQLite (its store).
+# (only the core's listener guard, the logging it uses, and the HMAC of
+# the cluster secret that guards its writes: core/auth.o, libcrypto); it
+# alone links SQLite (its store).
 METAD_SRCS := $(wildcard metadata/metad/*.c)
 METAD_OBJS := $(METAD_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/core/listen.o \
-	      $(BUILD)/core/log.o
+	      $(BUILD)/core/log.o $(BUILD)/core/auth.o
 METAD      := $(BUILD)/xfer-metad
 
 all: $(METAD)
@@ -14,6 +15,10 @@ $(METAD_OBJS): CFLAGS += $(shell pkg-config --cflags sqlite3)
 $(METAD): $(METAD_OBJS)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs sqlite3)
+
+# test/unit_metad_auth.c drives its guard on writes alone (the library
+# brings core/auth.o and core/log.o).
+$(BUILD)/test/unit_metad_auth: $(BUILD)/metadata/metad/auth.o
 
 # test/it_metad*.c run the server program.
 $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_metad*.c)): | $(METAD)

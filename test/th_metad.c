@@ -270,8 +270,15 @@ void send_all(int fd, const void *data, size_t len)
 void http_send(struct conn *c, const char *method, const char *target,
 	       const void *body, size_t len)
 {
-	char *head = fmt("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-			 "Content-Length: %zu\r\n\r\n", method, target, len);
+	http_send_hdr(c, method, target, NULL, body, len);
+}
+
+void http_send_hdr(struct conn *c, const char *method, const char *target,
+		   const char *headers, const void *body, size_t len)
+{
+	char *head = fmt("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
+			 "Content-Length: %zu\r\n\r\n", method, target,
+			 headers ? headers : "", len);
 	size_t hlen = strlen(head);
 	char *msg = realloc(head, hlen + len);
 

@@ -99,6 +99,11 @@ void send_all(int fd, const void *data, size_t len);
 void http_send(struct conn *c, const char *method, const char *target,
 	       const void *body, size_t len);
 
+/** http_send() with @p headers ("Name: value\r\n" lines; NULL: none)
+ *  after the Host header. */
+void http_send_hdr(struct conn *c, const char *method, const char *target,
+		   const char *headers, const void *body, size_t len);
+
 /** Read one answer (status, Content-Type, Content-Length body); fails
  *  the test if none comes within @p timeout_ms. Free r->body. */
 void http_recv(struct conn *c, struct resp *r, int timeout_ms);

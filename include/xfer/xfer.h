@@ -188,7 +188,8 @@ enum xfer_status {
  *    complete an HMAC-SHA256 challenge-response proving it before any
  *    descriptor is served or request read (docs/SECURITY.md). Peers must
  *    all have the same one; unset or empty: none, Mooncake's protocol
- *    unchanged.
+ *    unchanged. With an HTTP metadata server, writes carry a MAC with it
+ *    that xfer-metad given the secret checks (PROTOCOL.md §2).
  */
 struct xfer_config;
 
@@ -234,8 +235,12 @@ const char *xfer_config_get(const struct xfer_config *cfg,
  * @param cfg NULL for xfer_config_new()'s; copied, not kept.
  * @return the engine, or NULL with errno: EINVAL (bad config, such as an
  *         unknown protocol, named in the log), EADDRINUSE
- *         (port taken), EPROTONOSUPPORT (unknown metadata backend), ENOMEM,
- *         or the errno of a failed socket/thread call.
+ *         (port taken), EPROTONOSUPPORT (unknown metadata backend),
+ *         EACCES (the metadata server refused the engine's first keys:
+ *         xfer-metad with another cluster secret, or with one when
+ *         auth_secret is unset; the log says which), ENOMEM, or the
+ *         errno of a failed socket/thread call or of the metadata
+ *         server (ECONNREFUSED, ETIMEDOUT ...).
  * Call from any thread.
  */
 XFER_EXPORT
@@ -322,8 +327,9 @@ int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 /**
  * xfer_register() without the wait: the buffer is registered, and usable
  * as a source, when this returns; @p cb runs once peers can see it, with
- * 0 or the store's error (-ECONNREFUSED, -ETIMEDOUT ...; the engine
- * republishes when the server is back).
+ * 0 or the store's error (-ECONNREFUSED, -ETIMEDOUT, -EACCES when
+ * xfer-metad refuses the write ...; the engine republishes when the
+ * server is back).
  * @return as xfer_register() (never -EDEADLK); on failure nothing is
  *         registered and @p cb is never called. Any thread.
  */

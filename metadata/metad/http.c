@@ -3,6 +3,7 @@
  *
  *   GET|PUT|DELETE <path>?key=<percent-encoded key>
  *   GET <path>/watch?prefix=<p>&since=<revision>&timeout_ms=<n>
+ *   GET <path>/nonce                      (with a secret only)
  *
  * A watch whose answer is not ready is held: its evhttp_request stays
  * with us until a matching change, its timer, or its client hanging up.
@@ -10,6 +11,8 @@
  * one-line reason and the server goes on. A PUT over the store's limits
  * gets 413 (the value: evhttp's own answer, before the body is read) or
  * 507 (keys or bytes), a change the disk refused 500 (507 if full).
+ * With a cluster secret (metad_http_set_secret()), a PUT or DELETE that
+ * does not prove it (auth.c) gets 401 and changes nothing.
  */
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <netinet/in.h>
 
 #include <event2/buffer.h>
@@ -31,6 +35,8 @@
 #include <yajl/yajl_gen.h>
 
 #include "core/listen_internal.h"
+#include "core/log_internal.h"
+#include "metadata/metad/auth_internal.h"
 #include "metadata/metad/http_internal.h"
 #include "metadata/metad/key_internal.h"
 #include "metadata/metad/store_internal.h"
@@ -46,6 +52,8 @@
 #define HOLD_INPUT_MAX (64u << 10)
 /* over a limit of the store (libevent names 413, not 507) */
 #define HTTP_INSUFFICIENT_STORAGE 507
+/* a write that does not prove the secret (libevent names no 401) */
+#define HTTP_UNAUTHORIZED 401
 
 struct metad_watcher {
 	struct metad_http *h;
@@ -63,8 +71,11 @@ struct metad_http {
 	struct metad_store *store;
 	char *path;
 	char *watch_path;
+	char *nonce_path;                     /* with auth only */
 	LIST_HEAD(, metad_watcher) watchers;  /* held watches */
 	struct xfer_listen_guard *guard;      /* backs off when accept fails */
+	struct metad_auth *auth;              /* NULL: writes are open */
+	struct xfer_log_limit refused_log;    /* 401s, a line a second */
 };
 
 /* Answer @p code with a one-line reason (the default Content-Type). */
@@ -332,6 +343,62 @@ static void on_watch(struct metad_http *h, struct evhttp_request *req,
 	}
 }
 
+/* --- the secret ------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* GET <path>/nonce: a fresh nonce, 64 hex digits and a newline. */
+static void on_nonce(struct metad_http *h, struct evhttp_request *req)
+{
+	char hex[METAD_NONCE_HEX + 1];
+
+	if (metad_auth_nonce(h->auth, now_ms(), hex)) {
+		reply_text(req, HTTP_INTERNAL, "no random bytes for a nonce");
+		return;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+			  "Cache-Control", "no-store");
+	reply_text(req, HTTP_OK, "%s", hex);
+}
+
+/* Does write @p req of @p key prove the secret? If not, it is answered
+ * 401 (and logged, at most a line a second). */
+static bool write_proved(struct metad_http *h, struct evhttp_request *req,
+			 const char *key)
+{
+	bool put = evhttp_request_get_command(req) == EVHTTP_REQ_PUT;
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	const char *why;
+	char *addr = NULL;
+	ev_uint16_t port = 0;
+
+	why = metad_auth_check(h->auth, now_ms(),
+			       evhttp_find_header(
+				       evhttp_request_get_input_headers(req),
+				       "X-Xfer-Auth"),
+			       put ? "PUT" : "DELETE", key,
+			       len ? evbuffer_pullup(in, -1) : NULL, len);
+	if (!why)
+		return true;
+	if (evcon)
+		evhttp_connection_get_peer(evcon, &addr, &port);
+	xfer_log_limited(&h->refused_log, XFER_LOG_WARN, "xfer-metad: "
+			 "refused a %s from %s:%u: %s", put ? "PUT" : "DELETE",
+			 addr ? addr : "?", port, why);
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+			  "WWW-Authenticate", "xfer-metad-1");
+	reply_text(req, HTTP_UNAUTHORIZED, "%s", why);
+	return false;
+}
+
 /* --- keys ------------------------------------------------------------- */
 
 static void on_get(struct metad_http *h, struct evhttp_request *req,
@@ -421,6 +488,10 @@ static void on_key(struct metad_http *h, struct evhttp_request *req,
 		reply_text(req, HTTP_BADREQUEST, "empty key");
 	} else if ((why = metad_key_check(key, strlen(key)))) {
 		reply_text(req, HTTP_BADREQUEST, "key %s", why);
+	} else if (h->auth &&
+		   evhttp_request_get_command(req) != EVHTTP_REQ_GET &&
+		   !write_proved(h, req, key)) {
+		return;
 	} else {
 		switch (evhttp_request_get_command(req)) {
 		case EVHTTP_REQ_GET:
@@ -470,6 +541,16 @@ static void on_request(struct evhttp_request *req, void *arg)
 	const char *why;
 	bool watch;
 
+	if (path && h->auth && !strcmp(path, h->nonce_path)) {
+		if (cmd == EVHTTP_REQ_GET) {
+			on_nonce(h, req);
+			return;
+		}
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+				  "Allow", "GET");
+		reply_text(req, HTTP_BADMETHOD, "method not allowed");
+		return;
+	}
 	if (!path || (strcmp(path, h->path) && strcmp(path, h->watch_path))) {
 		reply_text(req, HTTP_NOTFOUND, "no such path; keys are at %s, "
 			   "the watch at %s", h->path, h->watch_path);
@@ -532,6 +613,27 @@ struct metad_http *metad_http_new(struct event_base *base,
 	return h;
 }
 
+int metad_http_set_secret(struct metad_http *h, const char *secret)
+{
+	/* "/" serves the nonces at "/nonce" */
+	size_t len = strcmp(h->path, "/") ? strlen(h->path) : 0;
+
+	if (h->auth || !secret || !*secret)
+		return -EINVAL;
+	h->nonce_path = malloc(len + sizeof("/nonce"));
+	h->auth = metad_auth_new(secret);
+	if (!h->nonce_path || !h->auth) {
+		metad_auth_free(h->auth);
+		h->auth = NULL;
+		free(h->nonce_path);
+		h->nonce_path = NULL;
+		return -ENOMEM;
+	}
+	memcpy(h->nonce_path, h->path, len);
+	memcpy(h->nonce_path + len, "/nonce", sizeof("/nonce"));
+	return 0;
+}
+
 int metad_http_bind(struct metad_http *h, const char *addr, uint16_t port,
 		    uint16_t *bound)
 {
@@ -565,7 +667,9 @@ void metad_http_free(struct metad_http *h)
 	xfer_listen_guard_free(h->guard);
 	if (h->http)
 		evhttp_free(h->http);
+	metad_auth_free(h->auth);
 	free(h->path);
 	free(h->watch_path);
+	free(h->nonce_path);
 	free(h);
 }

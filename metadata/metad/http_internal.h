@@ -18,6 +18,15 @@ struct metad_store;
 struct metad_http *metad_http_new(struct event_base *base,
 				  struct metad_store *store, const char *path);
 
+/**
+ * Guard writes with the cluster secret @p secret (copied): serve GET
+ * @p path "/nonce", and answer 401 to a PUT or DELETE that does not prove
+ * the secret over one of its nonces (auth_internal.h). Without this call
+ * writes are open, as before. Call once, before @p h serves.
+ * @return 0, -EINVAL (NULL or empty @p secret, or called twice), -ENOMEM.
+ */
+int metad_http_set_secret(struct metad_http *h, const char *secret);
+
 /** Listen on @p addr:@p port (0 picks a free port, written to *bound).
  *  @return 0, or -1 (errno set). */
 int metad_http_bind(struct metad_http *h, const char *addr, uint16_t port,

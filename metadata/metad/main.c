@@ -3,13 +3,14 @@
  *
  *   xfer-metad [--bind ADDR] [--port N] [--path /metadata]
  *              [--persist FILE] [--port-file FILE] [--max-value-bytes N]
- *              [--max-keys N] [--max-bytes N]
+ *              [--max-keys N] [--max-bytes N] [--auth-secret SECRET]
  *
  * One thread and one event_base: evhttp serves the keys and the watch
  * (http.c) from the store (store.c, key.c), kept in an SQLite database
  * (db.c) with --persist, into which an old persist file is migrated at
- * start (migrate.c, legacy.c); SIGINT or SIGTERM ends the loop and the
- * program exits 0.
+ * start (migrate.c, legacy.c); with a cluster secret (XFER_AUTH_SECRET
+ * or --auth-secret) writes must prove it (auth.c); SIGINT or SIGTERM
+ * ends the loop and the program exits 0.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/crypto.h>
 
 #include "metadata/metad/http_internal.h"
 #include "metadata/metad/store_internal.h"
@@ -32,6 +34,7 @@ struct options {
 	const char *persist;
 	const char *port_file;
 	struct metad_limits limits;
+	char *secret;                  /* malloc'd; NULL: writes are open */
 };
 
 static void usage(FILE *f)
@@ -40,6 +43,7 @@ static void usage(FILE *f)
 "usage: xfer-metad [--bind ADDR] [--port N] [--path PATH]\n"
 "                  [--persist FILE] [--port-file FILE]\n"
 "                  [--max-value-bytes N] [--max-keys N] [--max-bytes N]\n"
+"                  [--auth-secret SECRET]\n"
 "  --bind ADDR       address to listen on (127.0.0.1)\n"
 "  --port N          port, 0 for a free one (8080)\n"
 "  --path PATH       keys at PATH?key=K, the watch at PATH/watch (/metadata)\n"
@@ -50,6 +54,12 @@ static void usage(FILE *f)
 "  --max-value-bytes N  longest value, else 413 (16M; at most 512M)\n"
 "  --max-keys N      most keys, else 507 (1000000)\n"
 "  --max-bytes N     most bytes of keys and values together, else 507 (1G)\n"
+"  --auth-secret SECRET  the cluster secret (the engines' auth_secret):\n"
+"                    PUT and DELETE must prove it over a nonce from\n"
+"                    GET PATH/nonce, else 401; GETs stay open. Default:\n"
+"                    $XFER_AUTH_SECRET; unset or empty, writes are open.\n"
+"                    A flag is visible to other users in ps while the\n"
+"                    server starts: prefer XFER_AUTH_SECRET\n"
 "  N: a decimal, with K, M or G for 2^10, 2^20, 2^30\n");
 }
 
@@ -92,6 +102,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "max-value-bytes", required_argument, NULL, 'V' },
 		{ "max-keys", required_argument, NULL, 'K' },
 		{ "max-bytes", required_argument, NULL, 'B' },
+		{ "auth-secret", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -144,6 +155,21 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'B':
 			if (parse_limit(optarg, UINT64_MAX, &o->limits.bytes))
 				goto err_limit;
+			break;
+		case 'S':
+			if (!*optarg) {
+				fprintf(stderr, "xfer-metad: empty "
+					"--auth-secret\n");
+				return 2;
+			}
+			free(o->secret);
+			o->secret = strdup(optarg);
+			if (!o->secret) {
+				fprintf(stderr, "xfer-metad: out of memory\n");
+				return 2;
+			}
+			/* out of /proc/PID/cmdline (ps) from now on */
+			memset(optarg, 'x', strlen(optarg));
 			break;
 		case 'h':
 			usage(stdout);
@@ -221,9 +247,18 @@ int main(int argc, char **argv)
 	uint16_t port;
 	int ret;
 
+	const char *env_secret = getenv("XFER_AUTH_SECRET");
+
 	ret = parse_args(argc, argv, &o);
-	if (ret)
+	if (ret) {
+		free(o.secret);
 		return ret < 0 ? 0 : ret;
+	}
+	if (!o.secret && env_secret && *env_secret &&
+	    !(o.secret = strdup(env_secret))) {
+		fprintf(stderr, "xfer-metad: out of memory\n");
+		return 1;
+	}
 	ret = 1;
 	/* a client gone before its answer is written must not end us */
 	signal(SIGPIPE, SIG_IGN);
@@ -231,7 +266,7 @@ int main(int argc, char **argv)
 	store = metad_store_open(o.persist, &o.limits, err, sizeof(err));
 	if (!store) {
 		fprintf(stderr, "xfer-metad: %s\n", err);
-		return 1;
+		goto err_secret;
 	}
 	base = event_base_new();
 	if (!base) {
@@ -242,6 +277,10 @@ int main(int argc, char **argv)
 	if (!h) {
 		fprintf(stderr, "xfer-metad: %s\n", strerror(errno));
 		goto err_base;
+	}
+	if (o.secret && metad_http_set_secret(h, o.secret)) {
+		fprintf(stderr, "xfer-metad: out of memory\n");
+		goto err_signals;
 	}
 	sigint = evsignal_new(base, SIGINT, on_signal, base);
 	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
@@ -276,5 +315,9 @@ err_base:
 	event_base_free(base);
 err_store:
 	metad_store_free(store);
+err_secret:
+	if (o.secret)
+		OPENSSL_cleanse(o.secret, strlen(o.secret));
+	free(o.secret);
 	return ret;
 }
