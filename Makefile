@@ -12,6 +12,7 @@ include mk/lib.mk
 include mk/bench.mk
 include mk/metad.mk
 include mk/test.mk
+include mk/fuzz.mk
 
 setup:
 	@sh mk/setup.sh
