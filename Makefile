@@ -3,6 +3,9 @@
 #   make setup      install every Debian package the build and tests need
 #   make test       the whole suite: unit, integration, examples
 #   make test-unit | test-integration | test-examples
+#   make test-asan  unit and integration tiers under ASan+UBSan (build/asan)
+#   make fuzz       libFuzzer targets, FUZZ_SECONDS each (build/fuzz)
+#   make soak       mixed load under ASan, SOAK_SECONDS (600); not in CI
 #   V=1 shows the commands; WERROR=0 turns warnings back into warnings.
 
 all:
@@ -13,6 +16,7 @@ include mk/bench.mk
 include mk/metad.mk
 include mk/test.mk
 include mk/fuzz.mk
+include mk/asan.mk
 
 setup:
 	@sh mk/setup.sh
