@@ -1,6 +1,10 @@
 # xfer — top-level Makefile. The rules live in mk/*.mk.
-#   make            libxfer.a, libxfer.so (versioned soname) and xfer-bench
+#   make            libxfer.a, libxfer.so, libtransfer_engine.a and .so
+#                   (Mooncake's C API; versioned sonames), xfer-bench
 #   make setup      install every Debian package the build and tests need
+#   make install    PREFIX (/usr/local), DESTDIR: headers, libraries,
+#                   pkg-config files, programs, man pages; make uninstall
+#   make docs       Doxygen man pages and HTML of the public headers
 #   make test       the whole suite: unit, integration, examples
 #   make test-unit | test-integration | test-examples
 #   make test-asan  unit and integration tiers under ASan+UBSan (build/asan)
@@ -12,8 +16,10 @@ all:
 
 include mk/config.mk
 include mk/lib.mk
+include mk/capi.mk
 include mk/bench.mk
 include mk/metad.mk
+include mk/install.mk
 include mk/test.mk
 include mk/fuzz.mk
 include mk/asan.mk

@@ -4,7 +4,9 @@
  * and how the program fails.
  *
  *   xfer_bench.c  main, die(), xmalloc()
- *   flags.c       the command line into struct bench_opts, --help
+ *   gflags.c      a command line read as gflags reads one
+ *   flags.c       the flags (transfer_engine_bench's, then xfer's) into
+ *                 struct bench_opts, --help
  *   config.c      the library's configuration from the settings
  *   runner.c      engines, buffers, batches, the timed loop, the modes
  *   plugin.c      --plugin: the initiator on the bench's event_base
@@ -17,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include <xfer/xfer.h>
@@ -35,11 +38,11 @@ extern const char *const bench_op_names[];
 struct bench_opts {
 	enum bench_mode mode;
 	enum xfer_opcode op;
-	const char *protocol;       /* from the config unless given */
+	const char *protocol;       /* "rdma" or "tcp" */
 	const char *device_names;   /* NULL: from the config */
 	bool auto_discovery;        /* every device, whatever else says */
 	char *matrix;               /* JSON, NULL: from the config */
-	const char *metadata_server;
+	char *metadata_server;      /* NULL: the config's */
 	const char *local_server_name;
 	const char *segment_id;
 	const char *bind_addr;
@@ -53,6 +56,9 @@ struct bench_opts {
 	bool verify;
 	bool json;
 	bool plugin;      /* the initiator on our event_base, no waiting */
+	const char *report_unit;    /* Mooncake's: "GB", "GiB" ... */
+	double report_bytes;        /* bytes in one report_unit */
+	int report_precision;       /* digits after the point */
 };
 
 /* What a run measured, for the report. */
@@ -133,9 +139,32 @@ struct xfer_engine *bench_engine_new(const struct bench_opts *o,
 				     const char *name, const char *bind,
 				     long rpc_port, struct event_base *base);
 
-/* The protocol the engines of @o get from the config, when no flag names
- * one. Dies on a bad config. */
-const char *bench_config_protocol(const struct bench_opts *o);
+/* Whether the host has an RDMA device (--auto_discovery). */
+bool bench_have_rdma(void);
+
+/* ---- gflags.c ---- */
+
+enum gflag_type { GF_STRING, GF_BOOL, GF_INT, GF_DOUBLE };
+
+/* A flag: where its value goes (const char *, bool, long long or
+ * double), the range of a number, a line of help. Tables end with a
+ * NULL name. */
+struct gflag {
+	const char *name;
+	enum gflag_type type;
+	void *dst;
+	long long min, max;
+	const char *help;
+};
+
+/* Read the flags of @p argv (gflags syntax) into their places.
+ * @return the index of the first argument that is not a flag (argc if
+ *         none), or -EINVAL with a message naming the flag in @p err. */
+int gflags_parse(int argc, char **argv, const struct gflag *flags,
+		 char *err, size_t errlen);
+
+/* @p intro, then a line per flag. */
+void gflags_usage(FILE *out, const char *intro, const struct gflag *flags);
 
 /* Serve a registered buffer until --duration ends or SIGINT/SIGTERM. */
 void bench_run_target(const struct bench_opts *o);

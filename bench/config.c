@@ -1,10 +1,13 @@
 /*
  * xfer-bench: the library's engine configuration from the bench settings.
- * engine_config() is the only place that speaks the configuration API.
+ * engine_config() is the only place that speaks the configuration API;
+ * bench_have_rdma() asks the host for RDMA devices.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include <infiniband/verbs.h>
 #include <xfer/event.h>
 
 #include "bench/bench_internal.h"
@@ -46,8 +49,7 @@ static struct xfer_config *engine_config(const struct bench_opts *o,
 		snprintf(num, sizeof(num), "%lld", (long long)o->workers);
 		set(cfg, "workers", num);
 	}
-	if (o->protocol)
-		set(cfg, "protocol", o->protocol);
+	set(cfg, "protocol", o->protocol);
 	if (o->device_names)
 		set(cfg, "device_names", o->device_names);
 	if (o->auto_discovery)
@@ -78,13 +80,15 @@ struct xfer_engine *bench_engine_new(const struct bench_opts *o,
 	return e;
 }
 
-const char *bench_config_protocol(const struct bench_opts *o)
+bool bench_have_rdma(void)
 {
-	static char protocol[64];
-	struct xfer_config *cfg = engine_config(o, NULL, NULL, -1);
+	int n = 0;
+	struct ibv_device **list;
 
-	snprintf(protocol, sizeof(protocol), "%s",
-		 xfer_config_get(cfg, "protocol"));
-	xfer_config_free(cfg);
-	return protocol;
+	if (getenv("MC_FORCE_TCP")) /* as Mooncake's discovery */
+		return false;
+	list = ibv_get_device_list(&n);
+	if (list)
+		ibv_free_device_list(list);
+	return n > 0;
 }

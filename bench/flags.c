@@ -1,10 +1,13 @@
 /*
- * xfer-bench: the command line into struct bench_opts, the usage text,
- * and the settings the flags imply (the protocol, the buffer size).
+ * xfer-bench: the command line into struct bench_opts. Every flag of
+ * Mooncake's transfer_engine_bench, with its defaults and gflags syntax
+ * (gflags.c), then xfer's own; what the flags imply (the protocol with
+ * --auto_discovery, the buffer size, the store of --metadata_type).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +26,101 @@ const char *const bench_op_names[] = {
 	[XFER_WRITE] = "write",
 };
 
-static const char *const protocol_names[] = { "tcp", "rdma" };
-
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Mooncake's report units (bytes per unit), its --report_unit values. */
+static const struct {
+	const char *name;
+	double bytes;
+} units[] = {
+	{ "GB", 1e9 }, { "GiB", 1073741824.0 }, { "Gb", 1e9 / 8 },
+	{ "MB", 1e6 }, { "MiB", 1048576.0 }, { "Mb", 1e6 / 8 },
+	{ "KB", 1e3 }, { "KiB", 1024.0 }, { "Kb", 1e3 / 8 },
+};
+
+/* The flags as given: where the table writes, with the defaults. */
+struct raw {
+	const char *mode, *operation, *protocol, *device_name, *matrix;
+	const char *metadata_server, *metadata_type, *metadata_servers;
+	const char *local_server_name, *segment_id, *report_unit, *backend;
+	const char *bind_addr;
+	long long buffer_size, batch_size, block_size, threads;
+	long long report_precision, gpu_id, workers, rpc_port;
+	double duration;
+	bool auto_discovery, use_vram, init_mem, verify, json, plugin, help;
+};
+
+#define S(n, f, h) { n, GF_STRING, &r->f, 0, 0, h }
+#define B(n, f, h) { n, GF_BOOL, &r->f, 0, 0, h }
+#define I(n, f, lo, hi, h) { n, GF_INT, &r->f, lo, hi, h }
+
+static void read_args(int argc, char **argv, struct raw *r)
+{
+	const struct gflag flags[] = {
+		/* transfer_engine_bench's, with Mooncake's defaults */
+		S("mode", mode, "initiator|target, or xfer's loopback "
+		  "(initiator)"),
+		S("operation", operation, "read|write (read)"),
+		S("protocol", protocol, "rdma|tcp (rdma)"),
+		S("device_name", device_name, "RDMA devices, a comma list "
+		  "(every device)"),
+		S("nic_priority_matrix", matrix, "a file holding the NIC "
+		  "priority matrix, or the JSON itself (from sysfs)"),
+		S("metadata_server", metadata_server, "p2p|P2PHANDSHAKE, "
+		  "etcd://h:p or h:p, redis://h:p, http://h:p/path (p2p)"),
+		S("metadata_type", metadata_type, "p2p|etcd|redis|http, with "
+		  "--metadata_servers (Mooncake's TENT bench)"),
+		S("metadata_servers", metadata_servers, "the servers of "
+		  "--metadata_type"),
+		S("local_server_name", local_server_name, "this engine's name "
+		  "(the host name; loopback: 127.0.0.1)"),
+		S("segment_id", segment_id, "the target's segment name "
+		  "(initiator mode)"),
+		I("buffer_size", buffer_size, 1, 1ll << 48, "registered bytes "
+		  "(1 GiB; loopback: twice what the threads use)"),
+		I("batch_size", batch_size, 1, 1 << 24, "requests per batch "
+		  "(128)"),
+		I("block_size", block_size, 1, 1ll << 40, "bytes per request "
+		  "(65536)"),
+		{ "duration", GF_DOUBLE, &r->duration, 0, 1000000000,
+		  "seconds to run (10; target: until a signal)" },
+		I("threads", threads, 1, 1024, "submitting threads (12)"),
+		B("auto_discovery", auto_discovery, "RDMA on every device if "
+		  "the host has some, else TCP (false)"),
+		S("report_unit", report_unit, "GB|GiB|Gb|MB|MiB|Mb|KB|KiB|Kb "
+		  "(GB)"),
+		I("report_precision", report_precision, 0, UINT32_MAX,
+		  "digits after the point (2)"),
+		S("backend", backend, "classic (classic)"),
+		B("use_vram", use_vram, "GPU memory: not in xfer (false)"),
+		B("init_mem", init_mem, "initialise the buffers (true; "
+		  "always)"),
+		I("gpu_id", gpu_id, -1, INT32_MAX, "GPU of --use_vram (0)"),
+		/* xfer's own */
+		S("bind_addr", bind_addr, "address to listen on (0.0.0.0)"),
+		I("rpc_port", rpc_port, 0, 65535, "handshake port (free)"),
+		I("workers", workers, 0, 64, "engine worker reactors "
+		  "(the config's)"),
+		B("verify", verify, "fill with a pattern, check every byte"),
+		B("json", json, "one JSON line instead of text"),
+		B("plugin", plugin, "the initiator on an event_base of the "
+		  "bench, no thread; loop stalls"),
+		B("help", help, "this text"),
+		{ NULL },
+	};
+	char err[256];
+	int i = gflags_parse(argc, argv, flags, err, sizeof(err));
+
+	if (i < 0)
+		die("%s (see --help)", err);
+	if (i < argc)
+		die("unexpected argument '%s' (see --help)", argv[i]);
+	if (r->help) {
+		gflags_usage(stdout, "usage: xfer-bench [--flag=value | "
+			     "--flag value | --flag | --noflag]...\n", flags);
+		exit(0);
+	}
+}
 
 /* The index of @p arg in @p names, or -1. */
 static int find_name(const char *arg, const char *const *names, size_t n)
@@ -34,47 +129,6 @@ static int find_name(const char *arg, const char *const *names, size_t n)
 		if (!strcmp(arg, names[i]))
 			return (int)i;
 	return -1;
-}
-
-static void usage(FILE *f)
-{
-	fputs("usage: xfer-bench [--flag=value | --flag value]...\n"
-	      "  --mode target|initiator|loopback  (loopback)\n"
-	      "  --operation read|write            (read)\n"
-	      "  --protocol tcp|rdma               (tcp, or XFER_PROTOCOL)\n"
-	      "  --device_name LIST                RDMA devices, e.g. rxe0,rxe1 (all)\n"
-	      "  --auto_discovery                  every RDMA device, over --device_name\n"
-	      "  --nic_priority_matrix JSON|FILE   '{...}' or a file of it (from sysfs)\n"
-	      "  --metadata_server STR             (p2p)\n"
-	      "  --local_server_name NAME          (127.0.0.1 in loopback)\n"
-	      "  --segment_id NAME                 target segment, initiator mode\n"
-	      "  --batch_size N                    (128)\n"
-	      "  --block_size BYTES                (65536)\n"
-	      "  --buffer_size BYTES               (1 GiB; loopback: 2 x the regions)\n"
-	      "  --duration SECONDS                (10; target: 0 = until a signal)\n"
-	      "  --threads N                       (1)\n"
-	      "  --workers N                       engine workers (from the config)\n"
-	      "  --bind_addr ADDR, --rpc_port PORT\n"
-	      "  --verify                          check every byte against a pattern\n"
-	      "  --json                            one JSON line instead of text\n"
-	      "  --plugin                          initiator on the bench's event_base,\n"
-	      "                                    no thread, no waiting; loop stalls\n",
-	      f);
-}
-
-static unsigned long long parse_u64(const char *flag, const char *s,
-				    unsigned long long min,
-				    unsigned long long max)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v < min || v > max)
-		die("--%s: '%s' is not an integer in [%llu, %llu]", flag, s,
-		    min, max);
-	return v;
 }
 
 /* The matrix as given (JSON), or the contents of the file it names. */
@@ -125,174 +179,143 @@ static char *read_matrix(const char *arg)
 	return json;
 }
 
-static void parse_args(int argc, char **argv, struct bench_opts *o)
+/* --metadata_type's store, as Mooncake's TENT bench names them. */
+static char *metadata_of(const char *type, const char *servers)
 {
-	enum {
-		O_MODE = 256, O_OPERATION, O_PROTOCOL, O_METADATA, O_NAME,
-		O_SEGMENT, O_BATCH, O_BLOCK, O_BUFFER, O_DURATION, O_THREADS,
-		O_VERIFY, O_JSON, O_WORKERS, O_BIND, O_RPC_PORT, O_HELP,
-		O_DEVICE, O_AUTO, O_MATRIX, O_PLUGIN,
-	};
-	static const struct option longopts[] = {
-		{ "mode", required_argument, NULL, O_MODE },
-		{ "operation", required_argument, NULL, O_OPERATION },
-		{ "protocol", required_argument, NULL, O_PROTOCOL },
-		{ "metadata_server", required_argument, NULL, O_METADATA },
-		{ "local_server_name", required_argument, NULL, O_NAME },
-		{ "segment_id", required_argument, NULL, O_SEGMENT },
-		{ "batch_size", required_argument, NULL, O_BATCH },
-		{ "block_size", required_argument, NULL, O_BLOCK },
-		{ "buffer_size", required_argument, NULL, O_BUFFER },
-		{ "duration", required_argument, NULL, O_DURATION },
-		{ "threads", required_argument, NULL, O_THREADS },
-		{ "verify", no_argument, NULL, O_VERIFY },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "workers", required_argument, NULL, O_WORKERS },
-		{ "bind_addr", required_argument, NULL, O_BIND },
-		{ "rpc_port", required_argument, NULL, O_RPC_PORT },
-		{ "help", no_argument, NULL, O_HELP },
-		{ "device_name", required_argument, NULL, O_DEVICE },
-		{ "auto_discovery", no_argument, NULL, O_AUTO },
-		{ "nic_priority_matrix", required_argument, NULL, O_MATRIX },
-		{ "plugin", no_argument, NULL, O_PLUGIN },
-		{ NULL, 0, NULL, 0 },
-	};
-	char *end;
-	int c, i;
+	static const char *const types[] = { "p2p", "etcd", "redis", "http" };
+	char *url;
+	int t = find_name(type, types, ARRAY_SIZE(types));
 
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_MODE:
-			i = find_name(optarg, bench_mode_names,
-				      ARRAY_SIZE(bench_mode_names));
-			if (i < 0)
-				die("--mode: '%s' is not target, initiator or loopback",
-				    optarg);
-			o->mode = (enum bench_mode)i;
-			break;
-		case O_OPERATION:
-			i = find_name(optarg, bench_op_names,
-				      ARRAY_SIZE(bench_op_names));
-			if (i < 0)
-				die("--operation: '%s' is not read or write", optarg);
-			o->op = (enum xfer_opcode)i;
-			break;
-		case O_PROTOCOL:
-			if (find_name(optarg, protocol_names,
-				      ARRAY_SIZE(protocol_names)) < 0)
-				die("--protocol: '%s' is not tcp or rdma", optarg);
-			o->protocol = optarg;
-			break;
-		case O_DEVICE:
-			if (!*optarg)
-				die("--device_name: empty list");
-			o->device_names = optarg;
-			break;
-		case O_AUTO:
-			o->auto_discovery = true;
-			break;
-		case O_MATRIX:
-			free(o->matrix);
-			o->matrix = read_matrix(optarg);
-			break;
-		case O_METADATA:
-			o->metadata_server = optarg;
-			break;
-		case O_NAME:
-			o->local_server_name = optarg;
-			break;
-		case O_SEGMENT:
-			o->segment_id = optarg;
-			break;
-		case O_BATCH:
-			o->batch_size = parse_u64("batch_size", optarg, 1, 1u << 24);
-			break;
-		case O_BLOCK:
-			o->block_size = parse_u64("block_size", optarg, 1, 1ull << 40);
-			break;
-		case O_BUFFER:
-			o->buffer_size = parse_u64("buffer_size", optarg, 1, 1ull << 48);
-			break;
-		case O_DURATION:
-			errno = 0;
-			o->duration_s = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(o->duration_s >= 0) ||
-			    o->duration_s > 1e9)
-				die("--duration: '%s' is not a number of seconds",
-				    optarg);
-			break;
-		case O_THREADS:
-			o->threads = parse_u64("threads", optarg, 1, 1024);
-			break;
-		case O_VERIFY:
-			o->verify = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_PLUGIN:
-			o->plugin = true;
-			break;
-		case O_WORKERS:
-			o->workers = (long)parse_u64("workers", optarg, 0, 64);
-			break;
-		case O_BIND:
-			o->bind_addr = optarg;
-			break;
-		case O_RPC_PORT:
-			o->rpc_port = (long)parse_u64("rpc_port", optarg, 0, 65535);
-			break;
-		case O_HELP:
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			exit(1);
+	if (t < 0)
+		die("--metadata_type: '%s' is not p2p, etcd, redis or http",
+		    type);
+	if (t == 0)
+		return strdup("p2p");
+	if (!servers || !*servers)
+		die("--metadata_type=%s needs --metadata_servers", type);
+	if (strstr(servers, "://"))
+		return strdup(servers);
+	if (asprintf(&url, "%s://%s", types[t], servers) < 0)
+		die("out of memory");
+	return url;
+}
+
+static void set_unit(struct bench_opts *o, const char *unit)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++) {
+		if (!strcmp(unit, units[i].name)) {
+			o->report_unit = units[i].name;
+			o->report_bytes = units[i].bytes;
+			return;
 		}
 	}
-	if (optind < argc)
-		die("unexpected argument '%s' (see --help)", argv[optind]);
+	/* as Mooncake: a warning, and GB */
+	fprintf(stderr, "xfer-bench: --report_unit: '%s' is not GB, GiB, Gb, "
+		"MB, MiB, Mb, KB, KiB or Kb: GB it is\n", unit);
+	set_unit(o, "GB");
+}
+
+/* The settings of @p r that need a check or a conversion. */
+static void convert(const struct raw *r, struct bench_opts *o)
+{
+	int i;
+
+	i = find_name(r->mode, bench_mode_names, ARRAY_SIZE(bench_mode_names));
+	if (i < 0)
+		die("--mode: '%s' is not initiator, target or loopback",
+		    r->mode);
+	o->mode = (enum bench_mode)i;
+	i = find_name(r->operation, bench_op_names, ARRAY_SIZE(bench_op_names));
+	if (i < 0)
+		die("--operation: '%s' is not read or write", r->operation);
+	o->op = (enum xfer_opcode)i;
+	if (strcmp(r->protocol, "rdma") && strcmp(r->protocol, "tcp"))
+		die("--protocol: '%s' is not rdma or tcp", r->protocol);
+	if (strcmp(r->backend, "classic"))
+		die("--backend: '%s': xfer has one backend, classic",
+		    r->backend);
+	if (r->use_vram)
+		die("--use_vram: xfer moves host memory only (--nouse_vram)");
+	if (r->device_name && !*r->device_name)
+		die("--device_name: empty list");
+	o->auto_discovery = r->auto_discovery;
+	/* Mooncake's engine picks its transport when it discovers */
+	o->protocol = !r->auto_discovery ? r->protocol :
+		      bench_have_rdma() ? "rdma" : "tcp";
+	o->device_names = r->device_name;
+	if (r->matrix && *r->matrix)
+		o->matrix = read_matrix(r->matrix);
+	o->metadata_server = r->metadata_type ?
+		metadata_of(r->metadata_type, r->metadata_servers ?
+			    r->metadata_servers : r->metadata_server) :
+		r->metadata_server ? strdup(r->metadata_server) : NULL;
+	if ((r->metadata_type || r->metadata_server) && !o->metadata_server)
+		die("out of memory");
+	o->local_server_name = r->local_server_name;
+	o->segment_id = r->segment_id;
+	o->bind_addr = r->bind_addr;
+	o->rpc_port = (long)r->rpc_port;
+	o->workers = (long)r->workers;
+	o->batch_size = (size_t)r->batch_size;
+	o->block_size = (size_t)r->block_size;
+	o->threads = (size_t)r->threads;
+	o->duration_s = r->duration;
+	o->report_precision = r->report_precision > 30 ?
+			      30 : (int)r->report_precision;
+	set_unit(o, r->report_unit);
+	o->verify = r->verify;
+	o->json = r->json;
+	o->plugin = r->plugin;
+}
+
+/* The buffer: Mooncake's 1 GiB unless given, raised (with a warning, as
+ * Mooncake does) to what the threads use; loopback: twice that. */
+static void buffer_size(long long given, struct bench_opts *o)
+{
+	size_t need;
+
+	if (__builtin_mul_overflow(o->batch_size, o->block_size, &need) ||
+	    __builtin_mul_overflow(need, o->threads, &need) ||
+	    (o->mode == BENCH_LOOPBACK &&
+	     __builtin_mul_overflow(need, 2, &o->buffer_size)))
+		die("batch_size * block_size * threads overflows");
+	if (given < 0 && o->mode == BENCH_LOOPBACK)
+		return;
+	o->buffer_size = given < 0 ? 1ul << 30 : (size_t)given;
+	if (o->buffer_size < need && o->mode != BENCH_TARGET) {
+		fprintf(stderr, "xfer-bench: --buffer_size %zu is below "
+			"batch_size * block_size * threads: %zu it is\n",
+			o->buffer_size, need);
+		o->buffer_size = need;
+	}
 }
 
 void bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 {
-	size_t need;
-
-	*o = (struct bench_opts){
-		.mode = BENCH_LOOPBACK,
-		.op = XFER_READ,
-		.rpc_port = -1,
-		.workers = -1,
-		.batch_size = 128,
-		.block_size = 65536,
-		.duration_s = 10,
-		.threads = 1,
+	struct raw r = {
+		.mode = "initiator", .operation = "read", .protocol = "rdma",
+		.report_unit = "GB", .backend = "classic",
+		.buffer_size = -1, .batch_size = 128, .block_size = 65536,
+		.threads = 12, .report_precision = 2, .workers = -1,
+		.rpc_port = -1, .duration = -1, .init_mem = true,
 	};
-	parse_args(argc, argv, o);
-	/* for the report: what the config gives the engines */
-	if (!o->protocol)
-		o->protocol = bench_config_protocol(o);
-	if (__builtin_mul_overflow(o->batch_size, o->block_size, &need) ||
-	    __builtin_mul_overflow(need, o->threads, &need))
-		die("batch_size * block_size * threads overflows");
-	if (o->buffer_size == 0) {
-		if (o->mode == BENCH_LOOPBACK) {
-			if (__builtin_mul_overflow(need, 2, &o->buffer_size))
-				die("batch_size * block_size * threads overflows");
-		} else {
-			o->buffer_size = need > (1ul << 30) ? need : 1ul << 30;
-		}
-	}
+
+	*o = (struct bench_opts){ 0 };
+	read_args(argc, argv, &r);
+	convert(&r, o);
+	buffer_size(r.buffer_size, o);
 	if (o->mode == BENCH_TARGET) {
+		/* Mooncake's target serves until a signal */
+		o->duration_s = r.duration < 0 ? 0 : r.duration;
 		if (o->plugin)
 			die("--plugin is for the initiator and loopback modes");
 		return;
 	}
+	if (r.duration < 0)
+		o->duration_s = 10;
 	if (o->mode == BENCH_INITIATOR && !o->segment_id)
-		die("--mode initiator needs --segment_id (the target's segment name)");
-	if (o->buffer_size < need)
-		die("--buffer_size %zu is below batch_size * block_size * threads = %zu",
-		    o->buffer_size, need);
+		die("--mode=initiator needs --segment_id, the target's "
+		    "segment name");
 	if (o->duration_s <= 0)
 		die("--duration must be > 0 in %s mode",
 		    bench_mode_names[o->mode]);
@@ -303,5 +326,7 @@ void bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 void bench_opts_free(struct bench_opts *o)
 {
 	free(o->matrix);
+	free(o->metadata_server);
 	o->matrix = NULL;
+	o->metadata_server = NULL;
 }

@@ -123,8 +123,12 @@ void bench_report(const struct bench_opts *o, const struct bench_result *r,
 		       r->duration_s);
 		return;
 	}
-	printf("Test completed: duration %.2f, batch count %lu, throughput %.2f GB/s\n",
-	       r->duration_s, (unsigned long)r->batches, gbps);
+	/* Mooncake's line, in its --report_unit and --report_precision */
+	printf("Test completed: duration %.2f, batch count %lu, throughput "
+	       "%.*f %s/s\n", r->duration_s, (unsigned long)r->batches,
+	       o->report_precision, r->duration_s > 0 ?
+	       (double)r->bytes / r->duration_s / o->report_bytes : 0,
+	       o->report_unit);
 	if (r->have_stall)
 		printf("loop stall: max %.2f ms, p99 %.2f ms\n",
 		       r->stall_max_ms, r->stall_p99_ms);

@@ -65,7 +65,7 @@ done
 
 # Idle target: CPU ticks (utime+stime) from the moment it serves until just
 # before its --duration ends, so setup and teardown stay out of the figure.
-"$BENCH" --mode target --duration "$DURATION" --bind_addr 127.0.0.1 >"$log" &
+"$BENCH" --mode target --protocol tcp --duration "$DURATION" --bind_addr 127.0.0.1 >"$log" &
 target_pid=$!
 pids+=("$target_pid")
 until grep -q 'segment' "$log"; do

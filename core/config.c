@@ -25,8 +25,10 @@ static const struct xfer_knob core_knobs[] = {
 		    "0.0.0.0"),
 	XFER_KNOB_N("rpc_port", "XFER_HANDSHAKE_PORT", "MC_HANDSHAKE_PORT",
 		    0, 65535, "0"),
-	XFER_KNOB_N("workers", "XFER_WORKERS", "MC_WORKERS_PER_CTX", 0,
-		    XFER_MAX_WORKERS, "1"),
+	/* not MC_WORKERS_PER_CTX: Mooncake's counts threads per RDMA
+	 * device, xfer's RDMA runs one per device whatever this says */
+	XFER_KNOB_N("workers", "XFER_WORKERS", NULL, 0, XFER_MAX_WORKERS,
+		    "1"),
 	XFER_KNOB_N("slice_size", "XFER_SLICE_SIZE", "MC_SLICE_SIZE", 4096,
 		    64 << 20, "65536"),
 	{ .name = "transfer_timeout_ms", .env = "XFER_TRANSFER_TIMEOUT_MS",

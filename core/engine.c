@@ -31,6 +31,11 @@ uint16_t xfer_engine_rpc_port(const struct xfer_engine *e)
 	return e->rpc_port;
 }
 
+const char *xfer_engine_host(const struct xfer_engine *e)
+{
+	return e->host;
+}
+
 double xfer_engine_cpu_seconds(const struct xfer_engine *e)
 {
 	double s = xfer_reactor_cpu_seconds(&e->control);

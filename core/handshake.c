@@ -1,8 +1,9 @@
 /*
  * Handshake socket (PROTOCOL.md §1). Server: a listener on one
  * event_base; each connection carries one frame, answered with the same
- * type byte, then the write side is shut. Anything malformed closes that
- * connection only, without a reply. Client: one exchange on an
+ * type byte (a legacy untyped frame with an untyped one), then the write
+ * side is shut. Anything malformed closes that connection only, without
+ * a reply. Client: one exchange on an
  * event_base.
  */
 #include <errno.h>
@@ -154,8 +155,10 @@ static void on_read(struct bufferevent *bev, void *arg)
 	if (!body)
 		goto close;
 	body += FRAME_HDR;
-	/* A legacy frame has no type byte: its body starts with '{'. */
-	legacy = body[0] == '{';
+	/* A legacy frame has no type byte. As Mooncake reads frames, a first
+	 * byte past the last type and below 0x80 starts one (JSON text, '{'
+	 * in practice); the body must then be a Connection object. */
+	legacy = body[0] > XFER_HS_LAST_TYPE && body[0] < 0x80;
 	type = legacy ? XFER_HS_CONNECTION : body[0];
 	if (!legacy) {
 		body++;

@@ -26,6 +26,7 @@ enum {
 	XFER_HS_METADATA = 1,
 	XFER_HS_NOTIFY = 2,
 	XFER_HS_PROBE = 3,
+	XFER_HS_LAST_TYPE = XFER_HS_PROBE,
 };
 
 /** Connection body, same schema both ways (PROTOCOL.md §1). */
@@ -110,8 +111,10 @@ void xfer_handshake_cancel(struct xfer_hs_req *q);
  *  @return 0, -EINVAL (not UTF-8), -ENOMEM. */
 int xfer_hs_conn_encode(const struct xfer_hs_conn *c, char **json,
 			size_t *len);
-/** Decode; every field is required and type-checked. Strings are
- *  malloc'd (never NULL on success); on failure @p c is left empty.
+/** Decode as Mooncake does: a missing field reads as ""/0/false/no QPs,
+ *  a present one is type- and bounds-checked (ready_ack: not true reads
+ *  as false). Strings are malloc'd (never NULL on success); on failure
+ *  @p c is left empty.
  *  @return 0, -EPROTO with a reason in @p err, -ENOMEM. */
 int xfer_hs_conn_decode(const char *json, size_t len, struct xfer_hs_conn *c,
 			char *err, size_t errlen);
@@ -129,6 +132,7 @@ int xfer_hs_meta_decode(const char *json, size_t len, char **kind, char *err,
 
 int xfer_hs_notify_encode(const struct xfer_hs_notify *n, char **json,
 			  size_t *len);
+/** Decode; a missing field reads as "", a present one must be a string. */
 int xfer_hs_notify_decode(const char *json, size_t len,
 			  struct xfer_hs_notify *n, char *err, size_t errlen);
 void xfer_hs_notify_clear(struct xfer_hs_notify *n);

@@ -38,8 +38,8 @@ static int qps_fill(struct xfer_hs_conn *c, yajl_val v, char *err,
 {
 	uint64_t u;
 
-	if (!v)
-		return xfer_json_fail(err, errlen, "qp_num: missing");
+	if (!v) /* an older peer: no QPs, which the QP count check refuses */
+		return 0;
 	if (!YAJL_IS_ARRAY(v))
 		return xfer_json_fail(err, errlen, "qp_num: must be an array");
 	if (v->u.array.len > HS_MAX_QP)
@@ -61,6 +61,25 @@ static int qps_fill(struct xfer_hs_conn *c, yajl_val v, char *err,
 	return 0;
 }
 
+/* A string field that may be missing (read as "", as Mooncake reads it);
+ * present, it must be a string of bounded length. */
+static int opt_str(yajl_val root, const char *key, char **dst, char *err,
+		   size_t errlen)
+{
+	if (xfer_json_get(root, key))
+		return xfer_json_get_str(root, "", key, dst, err, errlen);
+	*dst = strdup("");
+	return *dst ? 0 : xfer_json_oom(err, errlen);
+}
+
+/*
+ * Every field may be missing, as in Mooncake's decoder: peers of other
+ * versions leave out ready_ack, local_lid, local_gid or payload (and add
+ * fields such as "protocol", ignored here). Missing strings read as "",
+ * local_lid as 0, qp_num as none, ready_ack as false. A field that is
+ * there must have its type and bounds, except ready_ack, which Mooncake
+ * reads as false when it is not a boolean.
+ */
 static int conn_fill(struct xfer_hs_conn *c, yajl_val root, char *err,
 		     size_t errlen)
 {
@@ -74,29 +93,22 @@ static int conn_fill(struct xfer_hs_conn *c, yajl_val root, char *err,
 		{ "peer_nic_path", &c->peer_nic_path },
 		{ "reply_msg", &c->reply_msg },
 	};
-	yajl_val v;
-	uint64_t u;
+	uint64_t u = 0;
 	int ret;
 
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		ret = xfer_json_get_str(root, "", strs[i].key, strs[i].dst, err,
-					errlen);
+		ret = opt_str(root, strs[i].key, strs[i].dst, err, errlen);
 		if (ret)
 			return ret;
 	}
-	ret = xfer_json_get_uint(root, "", "local_lid", 0, UINT32_MAX, &u, err,
-				 errlen);
-	if (ret)
-		return ret;
+	if (xfer_json_get(root, "local_lid")) {
+		ret = xfer_json_get_uint(root, "", "local_lid", 0, UINT32_MAX,
+					 &u, err, errlen);
+		if (ret)
+			return ret;
+	}
 	c->local_lid = u;
-
-	v = xfer_json_get(root, "ready_ack");
-	if (!v)
-		return xfer_json_fail(err, errlen, "ready_ack: missing");
-	if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
-		return xfer_json_fail(err, errlen,
-				      "ready_ack: must be true or false");
-	c->ready_ack = YAJL_IS_TRUE(v);
+	c->ready_ack = YAJL_IS_TRUE(xfer_json_get(root, "ready_ack"));
 	return qps_fill(c, xfer_json_get(root, "qp_num"), err, errlen);
 }
 
@@ -161,16 +173,16 @@ int xfer_hs_notify_encode(const struct xfer_hs_notify *n, char **json,
 }
 
 /* A Notify field: a string as long as the frame allows (the frame was
- * bounded by handshake_max_len, as the sender's check is), not a name. */
+ * bounded by handshake_max_len, as the sender's check is), not a name;
+ * a missing one reads as "". */
 static int notify_field(yajl_val root, const char *key, char **out,
 			char *err, size_t errlen)
 {
 	yajl_val v = xfer_json_get(root, key);
 
-	if (!YAJL_IS_STRING(v))
-		return xfer_json_fail(err, errlen, "%s: %s", key,
-				      v ? "must be a string" : "missing");
-	*out = strdup(v->u.string);
+	if (v && !YAJL_IS_STRING(v))
+		return xfer_json_fail(err, errlen, "%s: must be a string", key);
+	*out = strdup(v ? v->u.string : ""); /* missing: "", as Mooncake */
 	return *out ? 0 : xfer_json_oom(err, errlen);
 }
 

@@ -1,13 +1,32 @@
-/* Logging to stderr, level from XFER_LOG_LEVEL; an engine's last error. */
+/* Logging to stderr, level from XFER_LOG_LEVEL (or Mooncake's MC_LOG_LEVEL,
+ * MC_VERBOSE); an engine's last error. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/log_internal.h"
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
+/* Mooncake's MC_LOG_LEVEL names (glog's), by level. */
+static const char *const mc_level_names[] = { "ERROR", "WARNING", "INFO",
+					      "TRACE" };
+
+static int level_named(const char *v, const char *const *names)
+{
+	for (int i = 0; v && i <= XFER_LOG_DEBUG; i++)
+		if (!strcasecmp(v, names[i]))
+			return i;
+	return -1;
+}
+
+/*
+ * XFER_LOG_LEVEL, else Mooncake's MC_LOG_LEVEL (TRACE is debug), else
+ * debug if Mooncake's MC_VERBOSE is set (to anything but "", 0 or
+ * false: "more detailed logs"), else warn.
+ */
 static int max_level(void)
 {
 	static int level = -1;
@@ -15,11 +34,14 @@ static int max_level(void)
 
 	if (level >= 0)
 		return level;
-	level = XFER_LOG_WARN;
-	v = getenv("XFER_LOG_LEVEL");
-	for (int i = 0; v && i <= XFER_LOG_DEBUG; i++)
-		if (!strcasecmp(v, level_names[i]))
-			level = i;
+	level = level_named(getenv("XFER_LOG_LEVEL"), level_names);
+	if (level < 0)
+		level = level_named(getenv("MC_LOG_LEVEL"), mc_level_names);
+	v = getenv("MC_VERBOSE");
+	if (level < 0 && v && *v && strcmp(v, "0") && strcasecmp(v, "false"))
+		level = XFER_LOG_DEBUG;
+	if (level < 0)
+		level = XFER_LOG_WARN;
 	return level;
 }
 

@@ -10,7 +10,9 @@
 enum { XFER_LOG_ERROR, XFER_LOG_WARN, XFER_LOG_INFO, XFER_LOG_DEBUG };
 
 /** One line to stderr if @p level is within XFER_LOG_LEVEL
- *  (error|warn|info|debug; default warn). Any thread. */
+ *  (error|warn|info|debug), else Mooncake's MC_LOG_LEVEL
+ *  (ERROR|WARNING|INFO|TRACE), else debug with MC_VERBOSE set, else
+ *  warn; read once. Any thread. */
 void xfer_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -447,7 +447,9 @@ int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)
 	m->prefix = malloc(n);
 	if (!m->prefix)
 		return -ENOMEM;
-	snprintf(m->prefix, n, "mooncake/%s%s", cid ? cid : "", cid ? "/" : "");
+	/* as Mooncake: a '/' after the id unless it ends in one */
+	snprintf(m->prefix, n, "mooncake/%s%s", cid ? cid : "",
+		 cid && cid[0] && cid[strlen(cid) - 1] != '/' ? "/" : "");
 	senv.prefix = m->prefix;
 	ret = ops->open(env->conn, &senv, &m->store);
 	if (ret) {

@@ -13,7 +13,8 @@ static const struct xfer_store_ops *const backends[] = {
 const struct xfer_knob xfer_store_knobs[] = {
 	XFER_KNOB_S("metadata_server", "XFER_METADATA_SERVER",
 		    "MC_METADATA_SERVER", "p2p"),
-	XFER_KNOB_S("cluster_id", "XFER_CLUSTER_ID", "MC_CLUSTER_ID", NULL),
+	XFER_KNOB_S("cluster_id", "XFER_CLUSTER_ID", "MC_METADATA_CLUSTER_ID",
+		    NULL),
 	XFER_KNOB_S("metadata_user", "XFER_METADATA_USER", "MC_REDIS_USERNAME",
 		    NULL),
 	XFER_KNOB_S("metadata_password", "XFER_METADATA_PASSWORD",

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install every Debian package the build, the tests and the benchmark need.
 set -e
-PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libssl-dev libcmocka-dev libibverbs-dev libnuma-dev liburing-dev rdma-core ibverbs-providers ibverbs-utils perftest numactl time redis-server etcd-server etcd-client iperf3 iproute2 python3"
+PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libssl-dev libcmocka-dev libibverbs-dev libnuma-dev liburing-dev rdma-core ibverbs-providers ibverbs-utils perftest numactl time redis-server etcd-server etcd-client iperf3 iproute2 python3 doxygen"
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

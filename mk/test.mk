@@ -40,21 +40,31 @@ endef
 
 # The shared library exports its API only; its files call each other one
 # way only.
-test-unit: $(UNIT_BINS) $(LIB_SO)
-	@sh test/check_exports.sh $(LIB_SO)
+test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
+	@sh test/check_exports.sh $(LIB_SO) XFER_EXPORT include/xfer/xfer.h \
+		include/xfer/event.h
+	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
+		include/xfer/transfer_engine_c.h
 	@python3 test/check_layers.py $(LIB_OBJS)
 	$(call run_each,$(UNIT_BINS))
 
-# xfer-bench --plugin: one second each way, checked and reported.
-test-integration: $(IT_BINS) $(BENCH)
-	$(call run_each,$(IT_BINS))
+# xfer-bench --plugin: one second each way, checked and reported; the
+# command lines of Mooncake's bench documentation; make install into a
+# temporary DESTDIR and programs built against it (test/capi_*:
+# mk/capi.mk).
+test-integration: $(IT_BINS) $(BENCH) $(CAPI_TEST_BINS) \
+		  $(BUILD)/test/capi_pair_static
+	$(call run_each,$(IT_BINS) $(CAPI_TEST_BINS) \
+		$(BUILD)/test/capi_pair_static)
 	@sh test/check_bench_plugin.sh $(BENCH)
+	@sh test/check_bench_seeds.sh $(BENCH)
+	@MAKE="$(MAKE)" sh test/check_install.sh $(BUILD)
 
 test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
 
 # Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
-test-rdma: $(RT_BINS) $(BENCH)
+test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD)
 	@sh test/rdma/run.sh
 
 test: test-unit test-integration test-examples test-rdma

@@ -7,8 +7,8 @@ set -eu
 bench=${1:-build/xfer-bench}
 
 for op in read write; do
-	"$bench" --mode loopback --plugin --operation "$op" --duration 1 \
-		--verify --json | python3 -c '
+	"$bench" --mode loopback --protocol tcp --threads 1 --plugin \
+		--operation "$op" --duration 1 --verify --json | python3 -c '
 import json, sys
 op, r = sys.argv[1], json.loads(sys.stdin.read())
 mx, p99 = r.get("loop_stall_max_ms"), r.get("loop_stall_p99_ms")

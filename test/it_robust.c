@@ -83,8 +83,11 @@ static const struct hs_case hs_len_big = { "length > 1 MiB",
 	(1u << 20) + 2, TAIL("\x01{}\n") };
 static const struct hs_case hs_len_huge = { "length 2^63",
 	1ull << 63, TAIL("\x01{}\n") };
-static const struct hs_case hs_type9 = { "type 9", UINT64_MAX,
-	TAIL("\x09{}\n") };
+/* 0x04..0x7f starts a legacy (untyped) frame, which must be JSON */
+static const struct hs_case hs_type9 = { "legacy frame, not JSON",
+	UINT64_MAX, TAIL("\x09x{}\n") };
+static const struct hs_case hs_legacy_array = { "legacy frame, an array",
+	UINT64_MAX, TAIL("[{}]\n") };
 static const struct hs_case hs_type80 = { "type 0x80", UINT64_MAX,
 	TAIL("\x80{}\n") };
 static const struct hs_case hs_type_ff = { "type 0xff", UINT64_MAX,
@@ -303,7 +306,8 @@ int main(void)
 		HS_CASE("test_hs_length_0", &hs_len0),
 		HS_CASE("test_hs_length_over_1MiB", &hs_len_big),
 		HS_CASE("test_hs_length_2e63", &hs_len_huge),
-		HS_CASE("test_hs_type_9", &hs_type9),
+		HS_CASE("test_hs_legacy_not_json", &hs_type9),
+		HS_CASE("test_hs_legacy_array", &hs_legacy_array),
 		HS_CASE("test_hs_type_0x80", &hs_type80),
 		HS_CASE("test_hs_type_0xff", &hs_type_ff),
 		HS_CASE("test_hs_metadata_bad_json", &hs_bad_json),

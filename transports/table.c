@@ -24,7 +24,9 @@ static const struct xfer_transport_ops *const list[] = {
 #define NTP (sizeof(list) / sizeof(list[0]))
 
 const struct xfer_knob xfer_transport_knobs[] = {
-	XFER_KNOB_S("protocol", "XFER_PROTOCOL", "MC_PROTOCOL", "tcp"),
+	/* Mooncake has no variable for it (its programs install transports):
+	 * XFER_PROTOCOL only. */
+	XFER_KNOB_S("protocol", "XFER_PROTOCOL", NULL, "tcp"),
 	{ .name = NULL },
 };
 

@@ -89,24 +89,27 @@ enum xfer_status {
  * then applies the environment; xfer_config_set() overrides one key by
  * name. A key is named by its knob name (first column), or by either of
  * its variables. Sizes are in bytes, times in the unit their name says.
+ * An MC_* variable is Mooncake's, with Mooncake's meaning (the README
+ * lists each); MC_LOCAL_SERVER_NAME and MC_METADATA_SERVER are xfer's
+ * own, the names Mooncake's tests and examples use.
  *
  * | key                 | variables                                     | default, range |
  * |---------------------|-----------------------------------------------|----------------|
  * | local_server_name   | XFER_LOCAL_SERVER_NAME, MC_LOCAL_SERVER_NAME  | unset (1)      |
  * | metadata_server     | XFER_METADATA_SERVER, MC_METADATA_SERVER      | "p2p" (2)      |
- * | cluster_id          | XFER_CLUSTER_ID, MC_CLUSTER_ID                | unset (3)      |
+ * | cluster_id          | XFER_CLUSTER_ID, MC_METADATA_CLUSTER_ID       | unset (3)      |
  * | metadata_user       | XFER_METADATA_USER, MC_REDIS_USERNAME         | unset (4)      |
  * | metadata_password   | XFER_METADATA_PASSWORD, MC_REDIS_PASSWORD     | unset (4)      |
  * | bind_addr           | XFER_BIND_ADDRESS, MC_TCP_BIND_ADDRESS        | "0.0.0.0" (5)  |
  * | rpc_port            | XFER_HANDSHAKE_PORT, MC_HANDSHAKE_PORT        | 0, 0..65535 (6)|
- * | workers             | XFER_WORKERS, MC_WORKERS_PER_CTX              | 1, 0..64 (7)   |
+ * | workers             | XFER_WORKERS                                  | 1, 0..64 (7)   |
  * | slice_size          | XFER_SLICE_SIZE, MC_SLICE_SIZE                | 65536, 4096..64 MiB |
  * | transfer_timeout_ms | XFER_TRANSFER_TIMEOUT_MS, MC_TRANSFER_TIMEOUT (s) | 30000, 0 = never (8) |
  * | handshake_max_len   | XFER_HANDSHAKE_MAX_LENGTH, MC_HANDSHAKE_MAX_LENGTH | 1 MiB, 64..128 MiB (9) |
- * | protocol            | XFER_PROTOCOL, MC_PROTOCOL                    | "tcp" (10)     |
- * | tcp_conns           | XFER_TCP_CONNS, MC_TCP_CONNS                  | 2, 1..64 (11)  |
- * | device_names        | XFER_DEVICE_NAME, MC_DEVICE_NAME              | unset (12)     |
- * | nic_priority_matrix | XFER_NIC_PRIORITY_MATRIX, MC_NIC_PRIORITY_MATRIX | unset (13)  |
+ * | protocol            | XFER_PROTOCOL                                 | "tcp" (10)     |
+ * | tcp_conns           | XFER_TCP_CONNS                                | 2, 1..64 (11)  |
+ * | device_names        | XFER_DEVICE_NAME                              | unset (12)     |
+ * | nic_priority_matrix | XFER_NIC_PRIORITY_MATRIX                      | unset (13)     |
  * | qps_per_ep          | XFER_NUM_QP_PER_EP, MC_NUM_QP_PER_EP          | 2, 1..64       |
  * | max_ep_per_ctx      | XFER_MAX_EP_PER_CTX, MC_MAX_EP_PER_CTX        | 256, 1..65536 (14) |
  * | retry_cnt           | XFER_RETRY_CNT, MC_RETRY_CNT                  | 9, 0..64 (15)  |
@@ -127,7 +130,8 @@ enum xfer_status {
  * 2. "p2p" (also "P2PHANDSHAKE"), "redis://host:port[/db]",
  *    "http://host:port/path" or "etcd://host:port" (a bare "host:port"
  *    means etcd).
- * 3. Keys go under `mooncake/<cluster_id>/` when set, else `mooncake/`.
+ * 3. Keys go under `mooncake/<cluster_id>/` when set (no second '/' if
+ *    the id ends in one, as Mooncake), else `mooncake/`.
  * 4. Credentials for the metadata server (redis AUTH).
  * 5. Numeric address the handshake and TCP data listeners bind to.
  * 6. Handshake (rpc) port; 0 lets the kernel pick a free one.
@@ -229,6 +233,14 @@ const char *xfer_engine_name(const struct xfer_engine *e);
 /** The handshake port the engine listens on. Any thread. */
 XFER_EXPORT
 uint16_t xfer_engine_rpc_port(const struct xfer_engine *e);
+
+/**
+ * The host peers reach this engine's handshake port at: what it publishes
+ * in rpc_meta (the host part of its name in p2p mode). Owned by the
+ * engine, valid until xfer_engine_free(). Any thread.
+ */
+XFER_EXPORT
+const char *xfer_engine_host(const struct xfer_engine *e);
 
 /**
  * A readable message for the last error of this engine (thread-shared, so

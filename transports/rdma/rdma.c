@@ -263,11 +263,11 @@ static bool valid_mtu(long long v)
 
 /* In the order of K_*, named as Mooncake's where it has one. */
 static const struct xfer_knob rdma_knobs[] = {
-	[K_DEVICES] = XFER_KNOB_S("device_names", "XFER_DEVICE_NAME",
-				  "MC_DEVICE_NAME", NULL),
+	/* Mooncake takes these from its programs, not the environment */
+	[K_DEVICES] = XFER_KNOB_S("device_names", "XFER_DEVICE_NAME", NULL,
+				  NULL),
 	[K_MATRIX] = XFER_KNOB_S("nic_priority_matrix",
-				 "XFER_NIC_PRIORITY_MATRIX",
-				 "MC_NIC_PRIORITY_MATRIX", NULL),
+				 "XFER_NIC_PRIORITY_MATRIX", NULL, NULL),
 	[K_QPS] = XFER_KNOB_N("qps_per_ep", "XFER_NUM_QP_PER_EP",
 			      "MC_NUM_QP_PER_EP", 1, 64, "2"),
 	[K_MAX_EP] = XFER_KNOB_N("max_ep_per_ctx", "XFER_MAX_EP_PER_CTX",

@@ -235,7 +235,7 @@ const struct xfer_desc_codec xfer_tcp_codec = {
 };
 
 static const struct xfer_knob tcp_knobs[] = {
-	XFER_KNOB_N("tcp_conns", "XFER_TCP_CONNS", "MC_TCP_CONNS", 1, 64, "2"),
+	XFER_KNOB_N("tcp_conns", "XFER_TCP_CONNS", NULL, 1, 64, "2"),
 	{ .name = NULL },
 };
 

@@ -1,0 +1,32 @@
+# make install / make uninstall (mk/install.sh), and make docs (Doxygen:
+# man pages and HTML of the public headers, in $(BUILD)/doc).
+#   make install [PREFIX=/usr/local] [DESTDIR=] [NODOCS=1]
+# LIBDIR, INCLUDEDIR, BINDIR, PKGCONFIGDIR, MANDIR and DOCDIR follow
+# PREFIX unless given.
+PREFIX  ?= /usr/local
+DOC_DIR := $(BUILD)/doc
+
+docs: $(DOC_DIR)/stamp
+
+$(DOC_DIR)/stamp: $(wildcard include/xfer/*.h) mk/Doxyfile
+	@command -v doxygen >/dev/null || { echo "docs: no doxygen (make" \
+		"setup installs it; make install NODOCS=1 goes without)" >&2; \
+		exit 1; }
+	@$(if $(Q),echo "  DOXYGEN $(DOC_DIR)")
+	$(Q)rm -rf $(DOC_DIR) && mkdir -p $(DOC_DIR)
+	$(Q)XFER_VERSION=$(VERSION) XFER_DOC_DIR=$(DOC_DIR) doxygen mk/Doxyfile
+	$(Q)touch $@
+
+INSTALL_ENV = BUILD=$(BUILD) VERSION=$(VERSION) \
+	VERSION_MAJOR=$(VERSION_MAJOR) PKGS="$(PKGS)" PREFIX=$(PREFIX) \
+	DESTDIR=$(DESTDIR) NODOCS=$(NODOCS) \
+	$(foreach v,BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR MANDIR DOCDIR,\
+		$(if $($(v)),$(v)=$($(v))))
+
+install: all $(if $(NODOCS),,docs)
+	@$(INSTALL_ENV) sh mk/install.sh install
+
+uninstall:
+	@$(INSTALL_ENV) sh mk/install.sh uninstall
+
+.PHONY: docs install uninstall
