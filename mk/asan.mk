@@ -11,7 +11,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 # detect_leaks: a leak fails the program at exit; abort_on_error and
 # halt_on_error: a report ends it, the tier stops there.
 ASAN_ENV   := XFER_TEST_ASAN=1 \
-              ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+              ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
               CFLAGS='-O2 -g'
 # WERROR=0: the instrumentation misleads gcc's range analysis into
