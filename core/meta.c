@@ -142,6 +142,7 @@ static void call_run(struct xfer_job *j)
 static int call(struct xfer_meta *m, unsigned what, bool put, bool buffers)
 {
 	struct call *c = calloc(1, sizeof(*c));
+	struct xfer_wait *w;
 
 	if (!c || !(c->key = key_of(m, own_kind(m, what), m->name)) ||
 	    (put && !(c->value = own_value(m, what, buffers, &c->len))) ||
@@ -155,8 +156,11 @@ static int call(struct xfer_meta *m, unsigned what, bool put, bool buffers)
 	}
 	c->m = m;
 	c->job.fn = call_run;
+	/* once posted, c is the reactor's: call_done() may free it before
+	 * the post returns */
+	w = c->w;
 	xfer_reactor_post(m->env.control, &c->job);
-	return (int)xfer_wait_for(c->w, META_TIMEOUT_MS);
+	return (int)xfer_wait_for(w, META_TIMEOUT_MS);
 }
 
 /* ---- gets ---- */
