@@ -16,7 +16,7 @@
  *    copies between them through the own segment; each peer churns
  *    buffers of its own, so its descriptor keeps changing under the
  *    transfers;
- *  - a chaos thread SIGKILLs a random peer every few seconds and starts
+ *  - the main thread SIGKILLs a random peer every few seconds and starts
  *    it again, and every half minute kills xfer-metad (SIGKILL or
  *    SIGTERM) and starts it again on the same port and file.
  * A request that overlaps the death of its peer may fail: that is counted
@@ -417,16 +417,23 @@ static void sleep_ms(int64_t ms)
 		usleep(20000);
 }
 
-static void *chaos_thread(void *arg)
+/*
+ * Kill and restart until @p end_ms. On the main thread: the children it
+ * forks die with it (PR_SET_PDEATHSIG follows the forking thread, not
+ * the process).
+ */
+static void chaos(int64_t end_ms)
 {
 	uint64_t state = 77;
-	int64_t next_metad = th_now_ms() + METAD_KILL_MS;
+	int64_t next_metad = th_now_ms() + METAD_KILL_MS, next;
 
-	(void)arg;
-	while (!atomic_load(&soak.stop)) {
-		sleep_ms(PEER_KILL_MS / 2 +
-			 (int64_t)(rnd(&state) % PEER_KILL_MS));
-		if (atomic_load(&soak.stop))
+	for (;;) {
+		next = th_now_ms() + PEER_KILL_MS / 2 +
+		       (int64_t)(rnd(&state) % PEER_KILL_MS);
+		if (next > end_ms)
+			next = end_ms;
+		sleep_ms(next - th_now_ms());
+		if (th_now_ms() >= end_ms)
 			break;
 		if (th_now_ms() >= next_metad) {
 			restart_metad(&state);
@@ -435,7 +442,6 @@ static void *chaos_thread(void *arg)
 			restart_peer((int)(rnd(&state) % PEERS));
 		}
 	}
-	return NULL;
 }
 
 static void no_cb(struct xfer_engine *e, int result, void *arg)
@@ -799,7 +805,7 @@ static void *worker_thread(void *arg)
 
 static int soak_main(int seconds)
 {
-	pthread_t workers[THREADS], chaos, churn;
+	pthread_t workers[THREADS], churn;
 	struct worker w[THREADS];
 	char name[32];
 	int ret;
@@ -845,10 +851,8 @@ static int soak_main(int seconds)
 		pthread_create(&workers[i], NULL, worker_thread, &w[i]);
 	}
 	pthread_create(&churn, NULL, churn_thread, NULL);
-	pthread_create(&chaos, NULL, chaos_thread, NULL);
-	sleep_ms((int64_t)seconds * 1000);
+	chaos(soak.start_ms + (int64_t)seconds * 1000);
 	atomic_store(&soak.stop, true);
-	pthread_join(chaos, NULL);
 	pthread_join(churn, NULL);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(workers[i], NULL);
