@@ -1,7 +1,10 @@
 #!/bin/sh
 # Install every Debian package the build, the tests and the benchmark need.
+# make fuzz: clang, libFuzzer's runtime (libclang-rt-14-dev, clang 14 being
+# Debian 12's) and llvm (llvm-symbolizer, for readable reports); make
+# test-asan uses gcc's sanitizers (build-essential).
 set -e
-PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libssl-dev libcmocka-dev libibverbs-dev libnuma-dev liburing-dev rdma-core ibverbs-providers ibverbs-utils perftest numactl time redis-server etcd-server etcd-client iperf3 iproute2 python3 doxygen"
+PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libssl-dev libcmocka-dev libibverbs-dev libnuma-dev liburing-dev rdma-core ibverbs-providers ibverbs-utils perftest numactl time redis-server etcd-server etcd-client iperf3 iproute2 python3 doxygen clang libclang-rt-14-dev llvm"
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
