@@ -102,7 +102,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		FUZZ_DIE("xfer_handshake_listen");
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	tcp_lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	tcp_lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (tcp_lfd < 0 || bind(tcp_lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
 	    listen(tcp_lfd, 16) ||
 	    getsockname(tcp_lfd, (struct sockaddr *)&sin, &sl))
@@ -182,6 +182,9 @@ static void run_client(const uint8_t *data, size_t size)
 	/* the client closed; our end follows, so TIME_WAIT stays theirs */
 	if (fd >= 0)
 		close(fd);
+	else /* it gave up before we took it: leave none for the next run */
+		while ((fd = accept4(tcp_lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0)
+			close(fd);
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	if (r.calls != 1)
 		FUZZ_DIE("client callback ran %d times", r.calls);
