@@ -5,8 +5,9 @@
 #   make install    PREFIX (/usr/local), DESTDIR: headers, libraries,
 #                   pkg-config files, programs, man pages; make uninstall
 #   make docs       Doxygen man pages and HTML of the public headers
-#   make test       the whole suite: unit, integration, examples
-#   make test-unit | test-integration | test-examples
+#   make test       the whole suite: unit, integration, examples, python
+#   make test-unit | test-integration | test-examples | test-python
+#   make python     the Python extension module, in place (python/xfer/)
 #   make test-asan  unit and integration tiers under ASan+UBSan (build/asan)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (build/fuzz)
 #   make soak       mixed load under ASan, SOAK_SECONDS (600); not in CI
@@ -20,6 +21,7 @@ include mk/capi.mk
 include mk/bench.mk
 include mk/metad.mk
 include mk/install.mk
+include mk/python.mk
 include mk/test.mk
 include mk/fuzz.mk
 include mk/asan.mk

@@ -156,9 +156,7 @@ static int call(struct xfer_meta *m, unsigned what, bool put, bool buffers)
 	}
 	c->m = m;
 	c->job.fn = call_run;
-	/* once posted, c is the reactor's: call_done() may free it before
-	 * the post returns */
-	w = c->w;
+	w = c->w; /* call_done may free c before the post returns */
 	xfer_reactor_post(m->env.control, &c->job);
 	return (int)xfer_wait_for(w, META_TIMEOUT_MS);
 }

@@ -4,8 +4,9 @@
  * bodies; int64 fields come back as JSON strings. Every put carries this
  * engine's lease, kept alive every TTL/3, so the keys of an engine that
  * died expire (etcd_lease.c). A streaming watch on the prefix reports
- * changes (etcd_watch.c). Requests go through etcd_req.c. This file: the
- * ops and their results.
+ * changes (etcd_watch.c). Requests go through etcd_req.c, to one member
+ * of the cluster and on to the next when it fails. This file: the ops and
+ * their results.
  *
  * evhttp callbacks never call the user: finished calls and notifications
  * queue up and run from the deferred queue, so a user callback may close
@@ -79,7 +80,8 @@ static void user_done(struct etcd_op *op, int st, yajl_val root)
 
 /* ---- the ops ---- */
 
-/* "etcd://host:port", or Mooncake's bare "host:port"; [v6]:port. */
+/* "etcd://host:port", or Mooncake's bare "host:port"; [v6]:port; a list
+ * of them. */
 static int etcd_accepts(const char *conn)
 {
 	if (!strncasecmp(conn, ETCD_SCHEME, strlen(ETCD_SCHEME)))
@@ -88,36 +90,70 @@ static int etcd_accepts(const char *conn)
 	return !strstr(conn, "://") && strchr(conn, ':');
 }
 
-static int parse_conn(const char *conn, char *host, size_t size,
-		      uint16_t *port)
+/* The members @p conn names, separated by ',' or ';', into @p hosts and
+ * @p ports. @return how many, or -EINVAL (logged). */
+static int parse_members(const char *conn, char (*hosts)[256],
+			 uint16_t *ports)
 {
-	const char *h = conn, *end, *p;
-	unsigned long v;
-	char *q;
+	const char *p = conn;
+	int n = 0;
 
-	if (!strncasecmp(h, ETCD_SCHEME, strlen(ETCD_SCHEME)))
-		h += strlen(ETCD_SCHEME);
-	if (*h == '[') {
-		end = strchr(++h, ']');
-		if (!end || end[1] != ':')
-			return -1;
-		p = end + 2;
-	} else {
-		end = strchr(h, ':');
-		if (!end || strchr(end + 1, ':'))
-			return -1;
-		p = end + 1;
+	if (!strncasecmp(p, ETCD_SCHEME, strlen(ETCD_SCHEME)))
+		p += strlen(ETCD_SCHEME);
+	do {
+		if (n == ETCD_MAX_MEMBERS ||
+		    !(p = xfer_store_parse_addr(p, ",;", hosts[n], 256,
+						&ports[n], 0))) {
+			xfer_log(XFER_LOG_ERROR, "etcd: bad connection string "
+				 "\"%s\" (want etcd://host:port[,host:port]..., "
+				 "at most %d)", conn, ETCD_MAX_MEMBERS);
+			return -EINVAL;
+		}
+		n++;
+	} while (*p++);
+	return n;
+}
+
+/* The members @p conn names: each resolved, its connections made (they
+ * connect when first used). @return 0, -EINVAL (logged), -ENOMEM. */
+static int add_members(struct etcd *e, const char *conn)
+{
+	char hosts[ETCD_MAX_MEMBERS][256], addr[NI_MAXHOST];
+	uint16_t ports[ETCD_MAX_MEMBERS];
+	struct etcd_member *m;
+	int n = parse_members(conn, hosts, ports), ret;
+	size_t used = 0;
+
+	e->timeout_s = n > 1 ? ETCD_MEMBER_TIMEOUT_S : ETCD_TIMEOUT_S;
+	for (int i = 0; i < n; i++) {
+		ret = xfer_store_resolve(hosts[i], addr, sizeof(addr));
+		if (ret) {
+			xfer_log(XFER_LOG_ERROR, "etcd: cannot resolve \"%s\": "
+				 "%s", hosts[i], gai_strerror(ret));
+			return -EINVAL;
+		}
+		m = &e->members[e->nmembers++];
+		snprintf(m->hostport, sizeof(m->hostport), "%s%.255s%s:%u",
+			 strchr(hosts[i], ':') ? "[" : "", hosts[i],
+			 strchr(hosts[i], ':') ? "]" : "", ports[i]);
+		if (used < sizeof(e->names))
+			used += (size_t)snprintf(e->names + used,
+						 sizeof(e->names) - used, "%s%s",
+						 used ? "," : "", m->hostport);
+		m->kv = evhttp_connection_base_new(e->env.base, NULL, addr,
+						   ports[i]);
+		/* The watch streams for ever: a connection of its own. */
+		m->w = evhttp_connection_base_new(e->env.base, NULL, addr,
+						  ports[i]);
+		if (!m->kv || !m->w)
+			return -ENOMEM;
+		evhttp_connection_set_timeout(m->kv, e->timeout_s);
+		evhttp_connection_set_retries(m->kv, 0);
+		evhttp_connection_set_max_body_size(m->kv, ETCD_MAX_MSG);
+		evhttp_connection_set_timeout(m->w, e->timeout_s);
+		evhttp_connection_set_retries(m->w, 0);
 	}
-	if (end == h || (size_t)(end - h) >= size ||
-	    *p < '0' || *p > '9')
-		return -1;
-	v = strtoul(p, &q, 10);
-	if (*q || !v || v > 65535)
-		return -1;
-	memcpy(host, h, (size_t)(end - h));
-	host[end - h] = '\0';
-	*port = (uint16_t)v;
-	return 0;
+	return n < 0 ? n : 0;
 }
 
 /* etcd's range end of a prefix: its last byte below 0xff plus one, what
@@ -140,96 +176,83 @@ static char *prefix_end(const char *prefix, size_t *len)
 	return end;
 }
 
+static void etcd_free(struct etcd *e);
 static void etcd_release(struct xfer_deferred *d);
+static void write_done(struct etcd *e);
 
 static int etcd_open(const char *conn, const struct xfer_store_env *env,
 		     struct xfer_store **out)
 {
-	char host[256], addr[NI_MAXHOST];
 	struct event_base *base = env->base;
 	struct etcd *e;
-	uint16_t port;
-	bool v6;
 	int ret;
 
-	if (parse_conn(conn, host, sizeof(host), &port)) {
-		xfer_log(XFER_LOG_ERROR, "etcd: bad connection string \"%s\" "
-			 "(want etcd://host:port)", conn);
-		return -EINVAL;
-	}
-	ret = xfer_store_resolve(host, addr, sizeof(addr));
-	if (ret) {
-		xfer_log(XFER_LOG_ERROR, "etcd: cannot resolve \"%s\": %s",
-			 host, gai_strerror(ret));
-		return -EINVAL;
-	}
-	if (env->user || env->password)
-		xfer_log(XFER_LOG_WARN, "etcd: credentials are not supported; "
-			 "connecting without");
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
 	e->base.ops = &xfer_etcd_ops;
 	e->env = *env;
-	e->on_kv_down = xfer_etcd_watch_kv_down;
-	v6 = strchr(host, ':');
-	snprintf(e->hostport, sizeof(e->hostport), "%s%s%s:%u", v6 ? "[" : "",
-		 host, v6 ? "]" : "", port);
+	e->on_member_down = xfer_etcd_watch_member_down;
+	e->on_write_done = write_done;
 	TAILQ_INIT(&e->inflight);
 	TAILQ_INIT(&e->waiting);
+	TAILQ_INIT(&e->parked);
+	TAILQ_INIT(&e->writes);
 	e->lease_backoff_ms = e->watch_backoff_ms = ETCD_BACKOFF_MIN_MS;
+	ret = add_members(e, conn);
+	if (ret)
+		goto err_free;
+	ret = -ENOMEM;
+	if (env->user || env->password)
+		xfer_log(XFER_LOG_WARN, "etcd: credentials are not supported; "
+			 "connecting without");
 	e->prefix = strdup(env->prefix);
 	if (!e->prefix)
 		goto err_free;
 	e->env.prefix = e->prefix;
 	e->range_end = prefix_end(e->prefix, &e->range_end_len);
-	if (!e->range_end)
-		goto err_free_prefix;
-	e->kv = evhttp_connection_base_new(base, NULL, addr, port);
-	if (!e->kv)
-		goto err_free_end;
-	evhttp_connection_set_timeout(e->kv, ETCD_TIMEOUT_S);
-	evhttp_connection_set_retries(e->kv, 0);
-	evhttp_connection_set_max_body_size(e->kv, ETCD_MAX_MSG);
-	/* The watch streams for ever: a connection of its own. */
-	e->wconn = evhttp_connection_base_new(base, NULL, addr, port);
-	if (!e->wconn)
-		goto err_free_kv;
-	evhttp_connection_set_timeout(e->wconn, ETCD_TIMEOUT_S);
-	evhttp_connection_set_retries(e->wconn, 0);
 	e->wbuf = evbuffer_new();
-	if (!e->wbuf)
-		goto err_free_wconn;
 	e->lease_ev = evtimer_new(base, xfer_etcd_lease_tick, e);
-	if (!e->lease_ev)
-		goto err_free_wbuf;
 	e->watch_ev = evtimer_new(base, xfer_etcd_watch_start, e);
-	if (!e->watch_ev)
-		goto err_free_lease_ev;
-	if (xfer_deferred_init(&e->deferred, base, &e->env, etcd_release))
-		goto err_free_watch_ev;
+	e->park_ev = evtimer_new(base, xfer_etcd_unpark, e);
+	if (!e->range_end || !e->wbuf || !e->lease_ev || !e->watch_ev ||
+	    !e->park_ev ||
+	    xfer_deferred_init(&e->deferred, base, &e->env, etcd_release))
+		goto err_free;
 	xfer_etcd_lease_grant(e);
 	xfer_etcd_watch_start(-1, 0, e);
 	*out = &e->base;
 	return 0;
 
-err_free_watch_ev:
-	event_free(e->watch_ev);
-err_free_lease_ev:
-	event_free(e->lease_ev);
-err_free_wbuf:
-	evbuffer_free(e->wbuf);
-err_free_wconn:
-	evhttp_connection_free(e->wconn);
-err_free_kv:
-	evhttp_connection_free(e->kv);
-err_free_end:
-	free(e->range_end);
-err_free_prefix:
-	free(e->prefix);
 err_free:
-	free(e);
-	return -ENOMEM;
+	etcd_free(e);
+	return ret;
+}
+
+/* Send write @p op (a put with the lease). */
+static void write_start(struct etcd_op *op)
+{
+	int ret;
+
+	if (op->kind == OP_PUT) {
+		xfer_etcd_put_start(op);
+		return;
+	}
+	ret = xfer_etcd_op_send(op);
+	if (ret)
+		xfer_etcd_finish(op, ret);
+}
+
+/* The write in flight is finished: the next one goes. */
+static void write_done(struct etcd *e)
+{
+	struct etcd_op *op = TAILQ_FIRST(&e->writes);
+
+	e->writing = op;
+	if (op) {
+		xfer_etcd_op_move(op, NULL);
+		write_start(op);
+	}
 }
 
 static void call_start(struct xfer_store *s, enum etcd_op_kind kind,
@@ -244,18 +267,22 @@ static void call_start(struct xfer_store *s, enum etcd_op_kind kind,
 	if (!op) {
 		/* No way to call back without memory: the call is lost. */
 		xfer_log(XFER_LOG_ERROR, "etcd %s: no memory for \"%s\"",
-			 e->hostport, key);
+			 e->names, key);
 		return;
 	}
 	op->cb = cb;
 	op->arg = arg;
-	if (kind == OP_PUT) {
-		xfer_etcd_put_start(op);
-		return;
+	if (kind == OP_GET) {
+		e->stats.gets++;
+		ret = xfer_etcd_op_send(op);
+		if (ret)
+			xfer_etcd_finish(op, ret);
+	} else if (e->writing) {
+		xfer_etcd_op_move(op, &e->writes);
+	} else {
+		e->writing = op;
+		write_start(op);
 	}
-	ret = xfer_etcd_op_send(op);
-	if (ret)
-		xfer_etcd_finish(op, ret);
 }
 
 static void etcd_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
@@ -277,21 +304,32 @@ static void etcd_del(struct xfer_store *s, const char *key, xfer_store_cb cb,
 	call_start(s, OP_DEL, key, NULL, 0, cb, arg);
 }
 
+/* Frees what open got to build, too. */
 static void etcd_free(struct etcd *e)
 {
-	struct etcd_op_q *qs[] = { &e->inflight, &e->waiting };
+	struct etcd_op_q *qs[] = { &e->inflight, &e->waiting, &e->parked,
+				   &e->writes };
 	struct etcd_op *op;
 
 	/* Freeing a connection drops its requests without calling back. */
-	evhttp_connection_free(e->kv);
-	evhttp_connection_free(e->wconn);
+	for (int i = 0; i < e->nmembers; i++) {
+		if (e->members[i].kv)
+			evhttp_connection_free(e->members[i].kv);
+		if (e->members[i].w)
+			evhttp_connection_free(e->members[i].w);
+	}
 	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
 		while ((op = TAILQ_FIRST(qs[i])))
 			xfer_etcd_op_free(op);
 	xfer_deferred_clear(&e->deferred);
-	event_free(e->watch_ev);
-	event_free(e->lease_ev);
-	evbuffer_free(e->wbuf);
+	if (e->park_ev)
+		event_free(e->park_ev);
+	if (e->watch_ev)
+		event_free(e->watch_ev);
+	if (e->lease_ev)
+		event_free(e->lease_ev);
+	if (e->wbuf)
+		evbuffer_free(e->wbuf);
 	free(e->range_end);
 	free(e->prefix);
 	free(e);

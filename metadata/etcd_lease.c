@@ -43,7 +43,7 @@ void xfer_etcd_put_start(struct etcd_op *op)
 void xfer_etcd_lease_lost(struct etcd *e)
 {
 	xfer_log(XFER_LOG_WARN, "etcd %s: lease %" PRIx64 " is gone; "
-		 "granting another", e->hostport, (uint64_t)e->lease);
+		 "granting another", e->names, (uint64_t)e->lease);
 	e->lease = 0;
 	e->kv_lost = true;
 	evtimer_del(e->lease_ev);

@@ -1,8 +1,10 @@
 /*
  * Redis metadata (PROTOCOL.md §2): GET/SET/DEL on one connection, keyspace
  * notifications for the prefix on a second, both hiredis async connections
- * on the control reactor (redis_conn.c). This file: the ops, the requests
- * and the watch's messages; the connections tell it their state through
+ * on the control reactor (redis_conn.c), to the server the connection
+ * string names or, with "redis+sentinel://", to the master the sentinels
+ * name (redis_sentinel.c). This file: the ops, the requests and the
+ * watch's messages; the connections tell it their state through
  * conn_cbs.
  *
  * User callbacks (results, changed, reconnected) never run inside hiredis:
@@ -63,8 +65,9 @@ static int reply_err(struct redis_store *s, struct redis_note *n,
 	static const char *const cmds[] = { "GET", "SET", "DEL" };
 
 	if (r->type == REDIS_REPLY_ERROR) {
-		xfer_log(XFER_LOG_WARN, "redis %s:%d: %s %s: %s", s->host,
-			 s->port, cmds[n->kind], n->key, r->str);
+		xfer_log(XFER_LOG_WARN, "redis %s:%d: %s %s: %s",
+			 s->server.host, s->server.port, cmds[n->kind], n->key,
+			 r->str);
 		return -EIO;
 	}
 	switch (n->kind) {
@@ -152,13 +155,22 @@ static void conn_up(struct redis_conn *c)
 		req_send(c->s, n);
 }
 
-/* The command connection is down: what waits for it fails. */
+/* A connection is down: what waits for the command connection fails;
+ * with Sentinel, the next sentinel is asked, or (a server connection)
+ * the sentinels again. */
 static void conn_down(struct redis_conn *c, int err)
 {
+	struct redis_store *s = c->s;
 	struct redis_note *n;
 
+	if (c->kind == RC_SENTINEL) {
+		xfer_redis_sentinel_down(s, err);
+		return;
+	}
 	while ((n = next_waiting(c)))
-		finish(c->s, n, err);
+		finish(s, n, err);
+	if (s->master_name)
+		xfer_redis_sentinel_recheck(s);
 }
 
 /* The watch: a pmessage on the subscriber, whose key is the channel after
@@ -187,10 +199,24 @@ static void watch_message(struct redis_conn *c, const redisReply *r)
 	xfer_deferred_changed(&s->deferred, key, len);
 }
 
+static void conn_message(struct redis_conn *c, const redisReply *r)
+{
+	if (c->kind == RC_SENTINEL)
+		xfer_redis_sentinel_message(c->s, r);
+	else
+		watch_message(c, r);
+}
+
+static void conn_master(struct redis_conn *c, const char *ip, int port)
+{
+	xfer_redis_sentinel_master(c->s, ip, port);
+}
+
 static const struct redis_conn_cbs conn_cbs = {
 	.up = conn_up,
 	.down = conn_down,
-	.message = watch_message,
+	.message = conn_message,
+	.master = conn_master,
 };
 
 /* ---- the ops ---- */
@@ -254,90 +280,36 @@ static void redis_del(struct xfer_store *st, const char *key,
 
 static int redis_accepts(const char *conn)
 {
-	return !strncasecmp(conn, "redis://", 8);
-}
-
-static int parse_uint(const char *p, const char **end, long max, long *out)
-{
-	long v = 0;
-
-	if (*p < '0' || *p > '9')
-		return -EINVAL;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		v = v * 10 + (*p - '0');
-		if (v > max)
-			return -EINVAL;
-	}
-	*end = p;
-	*out = v;
-	return 0;
+	return !strncasecmp(conn, "redis://", 8) ||
+	       xfer_redis_sentinel_conn(conn);
 }
 
 /* "redis://host[:port][/db]"; host may be "[v6 address]". */
 static int parse_conn(struct redis_store *s, const char *conn)
 {
-	const char *p = conn + 8, *end;
-	size_t len;
-	long v;
+	const char *p;
+	uint16_t port;
+	char *end;
+	long db;
 
-	if (*p == '[') {
-		end = strchr(++p, ']');
-		if (!end)
-			goto bad_host;
-		len = (size_t)(end++ - p);
-	} else {
-		len = strcspn(p, ":/");
-		end = p + len;
+	p = xfer_store_parse_addr(conn + 8, "/", s->server.host,
+				  sizeof(s->server.host), &port, DEFAULT_PORT);
+	if (!p) {
+		xfer_log(XFER_LOG_ERROR, "redis: %s: bad host or port (want "
+			 "redis://host[:port][/db])", conn);
+		return -EINVAL;
 	}
-	if (!len || len >= sizeof(s->host) || memchr(p, '@', len) ||
-	    memchr(p, '?', len))
-		goto bad_host;
-	memcpy(s->host, p, len);
-	s->host[len] = '\0';
-	p = end;
-	s->port = DEFAULT_PORT;
-	if (*p == ':') {
-		if (parse_uint(p + 1, &p, 65535, &v) || !v) {
-			xfer_log(XFER_LOG_ERROR, "redis: %s: bad port "
-				 "(1-65535)", conn);
-			return -EINVAL;
-		}
-		s->port = (int)v;
-	}
+	s->server.port = port;
 	if (*p == '/' && p[1]) {
-		if (parse_uint(p + 1, &p, INT_MAX, &v)) {
-			xfer_log(XFER_LOG_ERROR, "redis: %s: bad db index "
-				 "(a number from 0)", conn);
+		db = strtol(p + 1, &end, 10);
+		if (p[1] < '0' || p[1] > '9' || *end || db > INT_MAX) {
+			xfer_log(XFER_LOG_ERROR, "redis: %s: bad db index (a "
+				 "number from 0)", conn);
 			return -EINVAL;
 		}
-		s->db = (int)v;
-	} else if (*p == '/') {
-		p++;
+		s->db = (int)db;
 	}
-	if (*p) {
-		xfer_log(XFER_LOG_ERROR, "redis: %s: unexpected \"%s\" (want "
-			 "redis://host[:port][/db])", conn, p);
-		return -EINVAL;
-	}
-	return 0;
-bad_host:
-	xfer_log(XFER_LOG_ERROR, "redis: %s: bad host (want "
-		 "redis://host[:port][/db])", conn);
-	return -EINVAL;
-}
-
-/* Resolve once, here, where blocking is allowed: hiredis 0.14 resolves in
- * redisAsyncConnect, which would block the reactor on every retry. */
-static int resolve(struct redis_store *s, const char *conn)
-{
-	int ret = xfer_store_resolve(s->host, s->ip, sizeof(s->ip));
-
-	if (ret) {
-		xfer_log(XFER_LOG_ERROR, "redis: %s: cannot resolve \"%s\": %s",
-			 conn, s->host, gai_strerror(ret));
-		return -EINVAL;
-	}
-	return 0;
+	return xfer_redis_addr_resolve(&s->server, conn);
 }
 
 /* "prefix" with what a glob pattern would read as special escaped. */
@@ -364,11 +336,13 @@ static void store_free(struct redis_store *s)
 	s->closing = true;
 	xfer_redis_conn_free(&s->cmd);
 	xfer_redis_conn_free(&s->sub);
+	xfer_redis_conn_free(&s->link);
 	while ((n = TAILQ_FIRST(&s->waiting))) {
 		TAILQ_REMOVE(&s->waiting, n, link);
 		note_free(n);
 	}
 	xfer_deferred_clear(&s->deferred);
+	free(s->master_name);
 	free(s->pattern);
 	free(s->chan);
 	free((char *)s->env.prefix);
@@ -396,9 +370,10 @@ static int redis_open(const char *conn, const struct xfer_store_env *env,
 	TAILQ_INIT(&s->waiting);
 	s->env = *env;
 	s->env.prefix = s->env.user = s->env.password = NULL;
-	ret = parse_conn(s, conn);
-	if (!ret)
-		ret = resolve(s, conn);
+	if (xfer_redis_sentinel_conn(conn))
+		ret = xfer_redis_sentinel_parse(s, conn);
+	else
+		ret = parse_conn(s, conn);
 	if (ret)
 		goto err_free;
 	ret = -ENOMEM;
@@ -423,11 +398,19 @@ static int redis_open(const char *conn, const struct xfer_store_env *env,
 	s->chan_len = strlen(s->chan);
 	if (xfer_deferred_init(&s->deferred, env->base, &s->env,
 			       store_release) ||
-	    xfer_redis_conn_init(s, &s->cmd, "command", false, &conn_cbs) ||
-	    xfer_redis_conn_init(s, &s->sub, "subscriber", true, &conn_cbs))
+	    xfer_redis_conn_init(s, &s->cmd, "command", RC_CMD, &s->server,
+				 &conn_cbs) ||
+	    xfer_redis_conn_init(s, &s->sub, "subscriber", RC_SUB, &s->server,
+				 &conn_cbs) ||
+	    xfer_redis_conn_init(s, &s->link, "sentinel", RC_SENTINEL,
+				 &s->sentinels[0], &conn_cbs))
 		goto err_free;
-	xfer_redis_conn_start(&s->cmd);
-	xfer_redis_conn_start(&s->sub);
+	if (s->master_name) {
+		xfer_redis_sentinel_start(s);
+	} else {
+		xfer_redis_conn_start(&s->cmd);
+		xfer_redis_conn_start(&s->sub);
+	}
 	*out = &s->pub;
 	return 0;
 err_free:

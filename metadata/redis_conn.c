@@ -1,11 +1,16 @@
 /*
- * The redis backend's two connections, hiredis async contexts on the
- * control reactor: the command connection (AUTH, SELECT) and the
- * subscriber (AUTH, CONFIG GET/SET notify-keyspace-events, PSUBSCRIBE).
+ * The redis backend's connections, hiredis async contexts on the control
+ * reactor: to the server, the command connection (AUTH, ROLE, SELECT) and
+ * the subscriber (AUTH, ROLE, CONFIG GET/SET notify-keyspace-events,
+ * PSUBSCRIBE); with Sentinel, the link to one sentinel (SENTINEL
+ * get-master-addr-by-name, SUBSCRIBE +switch-master). ROLE is asked only
+ * with Sentinel: a server that is no longer the master is left.
+ *
  * Each runs its handshake one step at a time, drops itself when an answer
  * takes longer than STALL_MS, and retries after a growing backoff when it
- * is down. The store is up when both are. What the layer above (redis.c)
- * must hear goes through c->cbs: up, down, and the subscriber's messages.
+ * is down. The store is up when both server connections are. What the
+ * layers above must hear goes through c->cbs: up, down, messages, and
+ * the master the link was told of.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -17,6 +22,7 @@
 
 #include "core/engine_internal.h"
 #include "metadata/redis_internal.h"
+#include "metadata/resolve_internal.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -51,12 +57,12 @@ static void conn_lost(struct redis_conn *c, int err, const char *why)
 	c->ac = NULL;
 	c->step = ST_DOWN;
 	c->busy = 0;
-	if (s->ever_up)
+	if (s->ever_up && c->kind != RC_SENTINEL)
 		s->lost = true;
-	if (!s->warned) {
+	if (!c->warned) {
 		xfer_log(XFER_LOG_WARN, "redis %s:%d: %s connection: %s; retrying",
-			 s->host, s->port, c->name, why);
-		s->warned = true;
+			 c->addr->host, c->addr->port, c->name, why);
+		c->warned = true;
 	}
 	c->cbs->down(c, err);
 	evtimer_add(c->timer, &tv);
@@ -105,15 +111,12 @@ static void store_up(struct redis_store *s)
 	if (s->cmd.step != ST_UP || s->sub.step != ST_UP)
 		return;
 	if (s->lost) {
-		/* Changes may have been missed; a restarted server may have
-		 * lost the engine's keys. */
+		/* Changes may have been missed; a restarted server, or a new
+		 * master, may not have the engine's keys. */
 		xfer_deferred_resync(&s->deferred);
 		xfer_deferred_reconnected(&s->deferred);
 	}
-	if (s->warned)
-		xfer_log(XFER_LOG_INFO, "redis %s:%d: connected", s->host,
-			 s->port);
-	s->warned = s->lost = false;
+	s->lost = false;
 	s->ever_up = true;
 }
 
@@ -122,8 +125,13 @@ static void conn_up(struct redis_conn *c)
 	c->step = ST_UP;
 	c->backoff_ms = BACKOFF_MIN_MS;
 	stall_arm(c);
+	if (c->warned)
+		xfer_log(XFER_LOG_INFO, "redis %s:%d: %s connection up",
+			 c->addr->host, c->addr->port, c->name);
+	c->warned = false;
 	c->cbs->up(c);
-	store_up(c->s);
+	if (c->kind != RC_SENTINEL)
+		store_up(c->s);
 }
 
 /* Note what notify-keyspace-events lacks for the watch, from its value
@@ -155,7 +163,7 @@ static void config_warn(struct redis_store *s, const char *why)
 	xfer_log(XFER_LOG_WARN,
 		 "redis %s:%d: cannot set notify-keyspace-events (%s): it must "
 		 "include K, g, $, x and e (or KA) for the watch to see changes",
-		 s->host, s->port, why);
+		 s->server.host, s->server.port, why);
 	s->config_warned = true;
 }
 
@@ -188,6 +196,27 @@ static void hello_reply(redisAsyncContext *ac, void *r, void *priv)
 			return;
 		}
 		break;
+	case ST_ROLE:
+		if (reply->type != REDIS_REPLY_ARRAY || !reply->elements ||
+		    reply->element[0]->type != REDIS_REPLY_STRING ||
+		    strcmp(reply->element[0]->str, "master")) {
+			conn_drop(c, -ECONNREFUSED, "not the master");
+			return;
+		}
+		break;
+	case ST_ASK:
+		if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+		    reply->element[0]->type != REDIS_REPLY_STRING ||
+		    reply->element[1]->type != REDIS_REPLY_STRING) {
+			conn_drop(c, -ENOENT, error ? reply->str :
+				  "it does not know the master");
+			return;
+		}
+		c->cbs->master(c, reply->element[0]->str,
+			       atoi(reply->element[1]->str));
+		if (c->ac != ac)
+			return;    /* dropped meanwhile */
+		break;
 	case ST_CONFIG_GET:
 		s->events[0] = '\0';
 		if (error)
@@ -207,12 +236,38 @@ static void hello_reply(redisAsyncContext *ac, void *r, void *priv)
 			conn_up(c);
 		else
 			conn_drop(c, -EIO, error ? reply->str :
-				  "unexpected PSUBSCRIBE reply");
+				  "unexpected SUBSCRIBE reply");
 		return;
 	default:
 		return;
 	}
 	hello_next(c, c->step + 1);
+}
+
+/* Does step @p st apply to @p c? */
+static bool step_applies(struct redis_conn *c, enum redis_step st)
+{
+	struct redis_store *s = c->s;
+	bool server = c->kind != RC_SENTINEL, sub = c->kind == RC_SUB;
+
+	switch (st) {
+	case ST_AUTH:
+		return server && s->env.password;
+	case ST_ROLE:
+		return server && s->master_name;
+	case ST_SELECT:
+		return c->kind == RC_CMD && s->db;
+	case ST_CONFIG_GET:
+		return sub;
+	case ST_CONFIG_SET:
+		return sub && s->events[0];
+	case ST_ASK:
+		return !server;
+	case ST_SUBSCRIBE:
+		return c->kind != RC_CMD;
+	default:
+		return false;
+	}
 }
 
 /* Send the first handshake step from @p from that applies to @p c. */
@@ -221,48 +276,49 @@ static void hello_next(struct redis_conn *c, enum redis_step from)
 	struct redis_store *s = c->s;
 	const char *pw = s->env.password, *user = s->env.user;
 
-	for (c->step = from; c->step < ST_UP; c->step++) {
-		switch (c->step) {
-		case ST_AUTH:
-			if (!pw)
-				continue;
-			if (user)
-				xfer_redis_conn_send(c, hello_reply, NULL,
-						     "AUTH %s %s", user, pw);
-			else
-				xfer_redis_conn_send(c, hello_reply, NULL,
-						     "AUTH %s", pw);
-			return;
-		case ST_SELECT:
-			if (c->is_sub || !s->db)
-				continue;
-			xfer_redis_conn_send(c, hello_reply, NULL, "SELECT %d",
-					     s->db);
-			return;
-		case ST_CONFIG_GET:
-			if (!c->is_sub)
-				continue;
-			xfer_redis_conn_send(c, hello_reply, NULL, "CONFIG GET "
-					     "notify-keyspace-events");
-			return;
-		case ST_CONFIG_SET:
-			if (!c->is_sub || !s->events[0])
-				continue;
-			xfer_redis_conn_send(c, hello_reply, NULL, "CONFIG SET "
-					     "notify-keyspace-events %s",
-					     s->events);
-			return;
-		case ST_SUBSCRIBE:
-			if (!c->is_sub)
-				continue;
+	for (c->step = from; c->step < ST_UP; c->step++)
+		if (step_applies(c, c->step))
+			break;
+	switch (c->step) {
+	case ST_AUTH:
+		if (user)
+			xfer_redis_conn_send(c, hello_reply, NULL, "AUTH %s %s",
+					     user, pw);
+		else
+			xfer_redis_conn_send(c, hello_reply, NULL, "AUTH %s",
+					     pw);
+		break;
+	case ST_ROLE:
+		xfer_redis_conn_send(c, hello_reply, NULL, "ROLE");
+		break;
+	case ST_SELECT:
+		xfer_redis_conn_send(c, hello_reply, NULL, "SELECT %d", s->db);
+		break;
+	case ST_CONFIG_GET:
+		xfer_redis_conn_send(c, hello_reply, NULL, "CONFIG GET "
+				     "notify-keyspace-events");
+		break;
+	case ST_CONFIG_SET:
+		xfer_redis_conn_send(c, hello_reply, NULL, "CONFIG SET "
+				     "notify-keyspace-events %s", s->events);
+		break;
+	case ST_ASK:
+		xfer_redis_conn_send(c, hello_reply, NULL, "SENTINEL "
+				     "get-master-addr-by-name %s",
+				     s->master_name);
+		break;
+	case ST_SUBSCRIBE:
+		if (c->kind == RC_SUB)
 			xfer_redis_conn_send(c, hello_reply, NULL,
 					     "PSUBSCRIBE %s", s->pattern);
-			return;
-		default:
-			continue;
-		}
+		else
+			xfer_redis_conn_send(c, hello_reply, NULL,
+					     "SUBSCRIBE +switch-master");
+		break;
+	default:
+		conn_up(c);
+		break;
 	}
-	conn_up(c);
 }
 
 /* hiredis 0.14 frees the context itself after a failed connect, and calls
@@ -296,7 +352,8 @@ void xfer_redis_conn_start(struct redis_conn *c)
 	struct redis_store *s = c->s;
 	redisAsyncContext *ac;
 
-	ac = redisAsyncConnect(s->ip, s->port);
+	evtimer_del(c->timer);
+	ac = redisAsyncConnect(c->addr->ip, c->addr->port);
 	if (!ac) {
 		conn_lost(c, -ENOMEM, "out of memory");
 		return;
@@ -336,6 +393,23 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	conn_drop(c, -ETIMEDOUT, why);
 }
 
+void xfer_redis_conn_restart(struct redis_conn *c)
+{
+	redisAsyncContext *ac = c->ac;
+
+	if (c->s->ever_up && c->kind != RC_SENTINEL)
+		c->s->lost = true;
+	/* Pending callbacks and on_disconnect see c->ac != ac. */
+	c->ac = NULL;
+	c->step = ST_DOWN;
+	c->busy = 0;
+	c->drop_err = -ECONNRESET;
+	c->backoff_ms = BACKOFF_MIN_MS;
+	if (ac)
+		redisAsyncFree(ac);
+	xfer_redis_conn_start(c);
+}
+
 void xfer_redis_conn_free(struct redis_conn *c)
 {
 	redisAsyncContext *ac = c->ac;
@@ -349,14 +423,28 @@ void xfer_redis_conn_free(struct redis_conn *c)
 }
 
 
+int xfer_redis_addr_resolve(struct redis_addr *a, const char *conn)
+{
+	int ret = xfer_store_resolve(a->host, a->ip, sizeof(a->ip));
+
+	if (ret) {
+		xfer_log(XFER_LOG_ERROR, "redis: %s: cannot resolve \"%s\": %s",
+			 conn, a->host, gai_strerror(ret));
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int xfer_redis_conn_init(struct redis_store *s, struct redis_conn *c,
-			 const char *name, bool is_sub,
+			 const char *name, enum redis_conn_kind kind,
+			 struct redis_addr *addr,
 			 const struct redis_conn_cbs *cbs)
 {
 	c->s = s;
 	c->cbs = cbs;
 	c->name = name;
-	c->is_sub = is_sub;
+	c->kind = kind;
+	c->addr = addr;
 	c->backoff_ms = BACKOFF_MIN_MS;
 	c->timer = evtimer_new(s->env.base, timer_cb, c);
 	return c->timer ? 0 : -ENOMEM;

@@ -1,6 +1,7 @@
 # cmocka tests: test/unit_*.c are unit tests, test/it_*.c integration tests
 # over real sockets; examples/*.c build and run in the suite too;
-# test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh).
+# test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh);
+# python/tests (pytest) are test-python's, in mk/python.mk.
 UNIT_SRCS := $(wildcard test/unit_*.c)
 IT_SRCS   := $(wildcard test/it_*.c)
 EX_SRCS   := $(wildcard examples/*.c)
@@ -66,10 +67,12 @@ test-examples: $(EX_BINS)
 	$(call run_each,$(EX_BINS))
 
 # Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
-test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD)
+# Then one more guest for the Python case (mk/python.mk).
+test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD) $(PY_EXT)
 	@sh test/rdma/run.sh
+	@PYTHON=$(PYTHON) sh python/tests/rdma.sh
 
-test: test-unit test-integration test-examples test-rdma
+test: test-unit test-integration test-examples test-python test-rdma
 
 .PHONY: test test-unit test-integration test-examples test-rdma
 .SECONDARY:

@@ -301,6 +301,15 @@ enum xfer_status th_xfer1(struct xfer_engine *e, enum xfer_opcode op,
 	return st.status;
 }
 
+void th_write_verified(struct xfer_engine *e, void *src, int64_t seg,
+		       void *dst, size_t len, uint64_t seed)
+{
+	th_fill(src, len, seed);
+	th_assert_status(th_xfer1(e, XFER_WRITE, src, seg, (uintptr_t)dst, len,
+				  NULL), XFER_COMPLETED);
+	assert_int_equal(th_check(dst, len, seed), -1);
+}
+
 int th_unregister(struct xfer_engine *e, void *addr)
 {
 	int64_t end = th_now_ms() + 2000;

@@ -117,6 +117,12 @@ enum xfer_status th_xfer1(struct xfer_engine *e, enum xfer_opcode op,
 			  uint64_t target_offset, size_t length,
 			  uint64_t *transferred);
 
+/** WRITE @p len bytes of pattern @p seed from @p src to @p dst, memory
+ *  of this process that segment @p seg of @p e serves, and check every
+ *  byte arrived; fails the test if not. */
+void th_write_verified(struct xfer_engine *e, void *src, int64_t seg,
+		       void *dst, size_t len, uint64_t seed);
+
 /** What a batch callback saw: th_count_cb() counts calls and keeps the
  *  last outcome; pass a zeroed one as the callback's arg. */
 struct th_cbrec {

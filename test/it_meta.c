@@ -279,17 +279,6 @@ static void has_buffer(struct fixture *f, const char *key)
 	free(v);
 }
 
-/* WRITE BUF bytes of pattern @p seed from @p src to @p dst in segment
- * @p seg of @p e; fails the test unless every byte arrived. */
-static void write_verified(struct xfer_engine *e, char *src, int64_t seg,
-			   char *dst, uint64_t seed)
-{
-	th_fill(src, BUF, seed);
-	th_assert_status(th_xfer1(e, XFER_WRITE, src, seg, (uintptr_t)dst, BUF,
-				  NULL), XFER_COMPLETED);
-	assert_int_equal(th_check(dst, BUF, seed), -1);
-}
-
 /* ---- tests ---- */
 
 /* Keys appear with the engine and go with it (PROTOCOL.md §2). */
@@ -327,7 +316,7 @@ static void test_by_name(void **state)
 	has_buffer(f, "mooncake/ram/name-b");
 	sb = xfer_segment_open(a, "name-b");
 	assert_true(sb >= 0);
-	write_verified(a, ma, sb, mb, 1);
+	th_write_verified(a, ma, sb, mb, BUF, 1);
 
 	sa = xfer_segment_open(b, "name-a");
 	assert_true(sa >= 0);
@@ -372,7 +361,7 @@ static void test_watch(void **state)
 	assert_int_equal(th_unregister(b, m1), 0);
 	assert_int_equal(xfer_register(b, m2, BUF, "cpu:0", true), 0);
 	wait_buffer(a, sb, m2);
-	write_verified(a, ma, sb, m2, 3);
+	th_write_verified(a, ma, sb, m2, BUF, 3);
 
 	xfer_engine_free(b);
 	for (int64_t t0 = th_now_ms(); ; usleep(50000)) {
@@ -408,7 +397,7 @@ static void test_restart(void **state)
 	wait_buffer(a, sb, mb);
 
 	server_stop(f);
-	write_verified(a, ma, sb, mb, 4);
+	th_write_verified(a, ma, sb, mb, BUF, 4);
 	server_start(f);
 
 	for (int64_t t0 = th_now_ms(); ; usleep(50000)) {
@@ -428,7 +417,7 @@ static void test_restart(void **state)
 	c = engine(f, "rs-c");
 	assert_true(xfer_segment_open(c, "rs-a") >= 0);
 	assert_true(xfer_segment_open(c, "rs-b") >= 0);
-	write_verified(a, ma, sb, mb, 5);
+	th_write_verified(a, ma, sb, mb, BUF, 5);
 	xfer_engine_free(c);
 	xfer_engine_free(a);
 	xfer_engine_free(b);
@@ -459,7 +448,7 @@ static void test_cluster_id(void **state)
 
 	sb = xfer_segment_open(a, "cl-b");
 	assert_true(sb >= 0);
-	write_verified(a, ma, sb, mb, 6);
+	th_write_verified(a, ma, sb, mb, BUF, 6);
 	xfer_engine_free(o);
 	xfer_engine_free(a);
 	xfer_engine_free(b);

@@ -4,7 +4,8 @@
  * requests get a 4xx with a reason and the server goes on, 1000 keys, and
  * the watch long-poll: a wake-up, the prefix filter and timeout,
  * compaction, and clients that hang up or pipeline while held. The
- * persist file is test/it_metad_persist.c's.
+ * database is test/it_metad_persist.c's, limits and load
+ * test/it_metad_store.c's, the old persist file test/it_metad_migrate.c's.
  *
  * XFER_TEST_WRAP puts a command in front of the server (th_metad.h).
  */
@@ -134,10 +135,11 @@ static void test_bad_requests(void **state)
 	req_status(S.port, "DELETE", t, NULL, 0, 200);
 	free(t);
 
-	/* values up to 64 MiB: evhttp refuses more before reading it */
+	/* values up to --max-value-bytes (16 MiB): evhttp refuses more
+	 * before reading it */
 	c = conn_open(S.port);
 	t = fmt("PUT /metadata?key=big HTTP/1.1\r\nHost: x\r\n"
-		"Content-Length: %u\r\n\r\n", (64u << 20) + 1);
+		"Content-Length: %u\r\n\r\n", (16u << 20) + 1);
 	send_all(c.fd, t, strlen(t));
 	http_recv(&c, &r, IO_MS);
 	assert_int_equal(r.status, 413);

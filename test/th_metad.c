@@ -46,11 +46,17 @@ char *fmt(const char *f, ...)
 
 pid_t spawn(const char *persist, const char *err_file)
 {
+	return spawn_args(persist, err_file, NULL);
+}
+
+pid_t spawn_args(const char *persist, const char *err_file,
+		 const char *const *args)
+{
 	char *port_file = fmt("%s/port", tmp_dir);
 	char *out_file = fmt("%s/out", tmp_dir);
 	const char *wrap = getenv("XFER_TEST_WRAP");
 	char *words = strdup(wrap ? wrap : ""), *save;
-	const char *argv[24];
+	const char *argv[40];
 	int argc = 0, fd;
 	pid_t pid;
 
@@ -67,6 +73,8 @@ pid_t spawn(const char *persist, const char *err_file)
 		argv[argc++] = "--persist";
 		argv[argc++] = persist;
 	}
+	for (; args && *args && argc < 38; args++)
+		argv[argc++] = *args;
 	argv[argc] = NULL;
 
 	pid = fork();
@@ -120,6 +128,12 @@ void write_file(const char *path, const void *data, size_t len)
 
 void server_start(struct server *s, const char *persist, const char *err_file)
 {
+	server_start_args(s, persist, err_file, NULL);
+}
+
+void server_start_args(struct server *s, const char *persist,
+		       const char *err_file, const char *const *args)
+{
 	char *port_file = fmt("%s/port", tmp_dir);
 	char *out_file = fmt("%s/out", tmp_dir);
 	int64_t end = th_now_ms() + START_MS;
@@ -128,7 +142,7 @@ void server_start(struct server *s, const char *persist, const char *err_file)
 	int status;
 	FILE *f;
 
-	s->pid = spawn(persist, err_file);
+	s->pid = spawn_args(persist, err_file, args);
 	while (!(f = fopen(port_file, "r"))) {
 		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
 			s->pid = -1;

@@ -53,6 +53,10 @@ char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
  *  given. @return its pid. */
 pid_t spawn(const char *persist, const char *err_file);
 
+/** spawn() with the NULL-ended flags @p args (NULL: none) added. */
+pid_t spawn_args(const char *persist, const char *err_file,
+		 const char *const *args);
+
 /** All of @p path, NUL-ended, malloc'd; its length in *len if not NULL. */
 char *read_file(const char *path, size_t *len);
 
@@ -63,6 +67,10 @@ void write_file(const char *path, const void *data, size_t len);
  *  stderr goes to @p err_file if given. */
 void server_start(struct server *s, const char *persist,
 		  const char *err_file);
+
+/** server_start() with the NULL-ended flags @p args (NULL: none). */
+void server_start_args(struct server *s, const char *persist,
+		       const char *err_file, const char *const *args);
 
 /** Wait up to START_MS for @p pid to end. @return its wait status. */
 int reap(pid_t pid);

@@ -7,7 +7,9 @@
  * A watch whose answer is not ready is held: its evhttp_request stays
  * with us until a matching change, its timer, or its client hanging up.
  * Nothing from a client is trusted; whatever is wrong gets a 4xx with a
- * one-line reason and the server goes on.
+ * one-line reason and the server goes on. A PUT over the store's limits
+ * gets 413 (the value: evhttp's own answer, before the body is read) or
+ * 507 (keys or bytes), a change the disk refused 500 (507 if full).
  */
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -41,6 +43,8 @@
 #define HEADERS_MAX (64u << 10)
 /* what a client may send while its watch is held, kept for evhttp */
 #define HOLD_INPUT_MAX (64u << 10)
+/* over a limit of the store (libevent names 413, not 507) */
+#define HTTP_INSUFFICIENT_STORAGE 507
 
 struct metad_watcher {
 	struct metad_http *h;
@@ -345,14 +349,31 @@ static void on_get(struct metad_http *h, struct evhttp_request *req,
 	}
 }
 
+/* The status for a change that failed with @p ret. */
+static int change_status(int ret)
+{
+	if (ret == -EFBIG)
+		return HTTP_ENTITYTOOLARGE;
+	if (ret == -EDQUOT || ret == -ENOSPC)
+		return HTTP_INSUFFICIENT_STORAGE;
+	return HTTP_INTERNAL;
+}
+
 static void on_put(struct metad_http *h, struct evhttp_request *req,
 		   const char *key)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	size_t len = evbuffer_get_length(in);  /* evhttp capped it: 413 */
-	uint8_t *val = malloc(len ? len : 1);
+	uint8_t *val;
+	char why[160];
 	int ret;
 
+	ret = metad_store_fits(h->store, key, len, why, sizeof(why));
+	if (ret) {
+		reply_text(req, change_status(ret), "%s", why);
+		return;
+	}
+	val = malloc(len ? len : 1);
 	if (!val || evbuffer_remove(in, val, len) != (int)len) {
 		free(val);
 		reply_text(req, HTTP_INTERNAL, "out of memory");
@@ -360,8 +381,8 @@ static void on_put(struct metad_http *h, struct evhttp_request *req,
 	}
 	ret = metad_store_put(h->store, key, val, len);
 	if (ret) {
-		reply_text(req, HTTP_INTERNAL, "cannot store the change: %s",
-			   strerror(-ret));
+		reply_text(req, change_status(ret),
+			   "cannot store the change: %s", strerror(-ret));
 		return;
 	}
 	evhttp_send_reply(req, HTTP_OK, NULL, NULL);
@@ -374,8 +395,8 @@ static void on_delete(struct metad_http *h, struct evhttp_request *req,
 	int ret = metad_store_del(h->store, key);
 
 	if (ret < 0) {
-		reply_text(req, HTTP_INTERNAL, "cannot store the change: %s",
-			   strerror(-ret));
+		reply_text(req, change_status(ret),
+			   "cannot store the change: %s", strerror(-ret));
 		return;
 	}
 	/* Deleting an absent key succeeds too (idempotent): Mooncake's
@@ -495,7 +516,9 @@ struct metad_http *metad_http_new(struct event_base *base,
 
 	evhttp_set_gencb(h->http, on_request, h);
 	evhttp_set_default_content_type(h->http, "text/plain; charset=utf-8");
-	evhttp_set_max_body_size(h->http, METAD_VALUE_MAX);
+	/* a longer body gets evhttp's own 413 before it is read */
+	evhttp_set_max_body_size(h->http,
+				 (ev_ssize_t)store->limits.value_bytes);
 	evhttp_set_max_headers_size(h->http, HEADERS_MAX);
 	evhttp_set_timeout(h->http, CONN_TIMEOUT_S);
 	/* let every method evhttp knows reach on_request, to get a 405

@@ -11,7 +11,9 @@ struct metad_store;
 /**
  * Serve @p store under @p path ("/metadata"; the watch is @p path
  * "/watch") on @p base, which must outlive the server. The store stays
- * the caller's. @return the server, or NULL with errno set.
+ * the caller's; a request body longer than its limits.value_bytes is
+ * refused (413) before it is read. @return the server, or NULL with
+ * errno set.
  */
 struct metad_http *metad_http_new(struct event_base *base,
 				  struct metad_store *store, const char *path);

@@ -2,14 +2,18 @@
  * xfer-metad: xfer's own HTTP metadata server (PROTOCOL.md §2).
  *
  *   xfer-metad [--bind ADDR] [--port N] [--path /metadata]
- *              [--persist FILE] [--port-file FILE]
+ *              [--persist FILE] [--port-file FILE] [--max-value-bytes N]
+ *              [--max-keys N] [--max-bytes N]
  *
  * One thread and one event_base: evhttp serves the keys and the watch
- * (http.c) from the store (store.c, persist.c, key.c); SIGINT or SIGTERM ends
- * the loop and the program exits 0.
+ * (http.c) from the store (store.c, key.c), kept in an SQLite database
+ * (db.c) with --persist, into which an old persist file is migrated at
+ * start (migrate.c, legacy.c); SIGINT or SIGTERM ends the loop and the
+ * program exits 0.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +31,7 @@ struct options {
 	const char *path;
 	const char *persist;
 	const char *port_file;
+	struct metad_limits limits;
 };
 
 static void usage(FILE *f)
@@ -34,12 +39,45 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: xfer-metad [--bind ADDR] [--port N] [--path PATH]\n"
 "                  [--persist FILE] [--port-file FILE]\n"
+"                  [--max-value-bytes N] [--max-keys N] [--max-bytes N]\n"
 "  --bind ADDR       address to listen on (127.0.0.1)\n"
 "  --port N          port, 0 for a free one (8080)\n"
 "  --path PATH       keys at PATH?key=K, the watch at PATH/watch (/metadata)\n"
-"  --persist FILE    keep the store in FILE, saved before each change is\n"
-"                    answered (default: memory only)\n"
-"  --port-file FILE  also write the port to FILE once listening\n");
+"  --persist FILE    keep the store in FILE, an SQLite database, each change\n"
+"                    on disk before it is answered (default: memory only);\n"
+"                    an old persist file there is migrated at start\n"
+"  --port-file FILE  also write the port to FILE once listening\n"
+"  --max-value-bytes N  longest value, else 413 (16M; at most 512M)\n"
+"  --max-keys N      most keys, else 507 (1000000)\n"
+"  --max-bytes N     most bytes of keys and values together, else 507 (1G)\n"
+"  N: a decimal, with K, M or G for 2^10, 2^20, 2^30\n");
+}
+
+/* A count or size for a --max-* flag: digits and maybe K, M or G; from
+ * 1 to @p max. @return 0, or -EINVAL. */
+static int parse_limit(const char *s, uint64_t max, uint64_t *v)
+{
+	unsigned shift = 0;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end || *v > (max >> shift))
+		return -EINVAL;
+	*v <<= shift;
+	return *v ? 0 : -EINVAL;
 }
 
 /* @return 0 to run, or the exit status (0 after --help). */
@@ -51,6 +89,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "path", required_argument, NULL, 'P' },
 		{ "persist", required_argument, NULL, 'f' },
 		{ "port-file", required_argument, NULL, 'o' },
+		{ "max-value-bytes", required_argument, NULL, 'V' },
+		{ "max-keys", required_argument, NULL, 'K' },
+		{ "max-bytes", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -91,6 +132,19 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'o':
 			o->port_file = optarg;
 			break;
+		case 'V':
+			if (parse_limit(optarg, METAD_VALUE_BYTES_MAX,
+					&o->limits.value_bytes))
+				goto err_limit;
+			break;
+		case 'K':
+			if (parse_limit(optarg, UINT64_MAX, &o->limits.keys))
+				goto err_limit;
+			break;
+		case 'B':
+			if (parse_limit(optarg, UINT64_MAX, &o->limits.bytes))
+				goto err_limit;
+			break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -105,6 +159,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return 2;
 	}
 	return 0;
+
+err_limit:
+	fprintf(stderr, "xfer-metad: bad --max-%s '%s': a number from 1%s, "
+		"maybe with K, M or G\n", c == 'V' ? "value-bytes" :
+		c == 'K' ? "keys" : "bytes", optarg, c == 'V' ? " to 512M" : "");
+	return 2;
 }
 
 /* Write "PORT\n" to @p path by way of a renamed temporary file, so that
@@ -147,6 +207,11 @@ int main(int argc, char **argv)
 		.bind = "127.0.0.1",
 		.port = 8080,
 		.path = "/metadata",
+		.limits = {
+			.value_bytes = METAD_VALUE_BYTES_DEFAULT,
+			.keys = METAD_KEYS_DEFAULT,
+			.bytes = METAD_BYTES_DEFAULT,
+		},
 	};
 	struct event *sigint = NULL, *sigterm = NULL;
 	struct metad_store *store;
@@ -163,7 +228,7 @@ int main(int argc, char **argv)
 	/* a client gone before its answer is written must not end us */
 	signal(SIGPIPE, SIG_IGN);
 
-	store = metad_store_open(o.persist, err, sizeof(err));
+	store = metad_store_open(o.persist, &o.limits, err, sizeof(err));
 	if (!store) {
 		fprintf(stderr, "xfer-metad: %s\n", err);
 		return 1;

@@ -1,16 +1,20 @@
 /*
  * xfer-metad's store: a chained hash table of keys (FNV-1a, doubled at
- * load factor 1), the revision counter and the ring of recent changes.
- * A change is made in memory, saved, and undone if the save fails, so the
- * store never answers with what the disk does not hold.
+ * load factor 1), the revision counter, the ring of recent changes and
+ * the limits. A change is checked against the limits, everything it needs
+ * in memory is allocated, it is committed to the database, and only then
+ * made in memory, so the store never answers with what the disk does not
+ * hold and never holds what the disk refused.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "metadata/metad/key_internal.h"
-#include "metadata/metad/persist_internal.h"
+#include "metadata/metad/db_internal.h"
+#include "metadata/metad/migrate_internal.h"
 #include "metadata/metad/store_internal.h"
 
 #define BUCKETS_MIN 64
@@ -50,10 +54,9 @@ static void grow(struct metad_store *s)
 	s->nbuckets = n;
 }
 
-/* Link a new entry for @p key at @p pe (from find()); no value yet. */
-static struct metad_entry *entry_add(struct metad_store *s,
-				     struct metad_entry **pe, const char *key,
-				     size_t klen, uint64_t hash)
+/* A new entry for @p key, not linked yet, without a value. */
+static struct metad_entry *entry_new(const char *key, size_t klen,
+				     uint64_t hash)
 {
 	struct metad_entry *e = calloc(1, sizeof(*e));
 
@@ -68,10 +71,19 @@ static struct metad_entry *entry_add(struct metad_store *s,
 	e->key[klen] = '\0';
 	e->klen = klen;
 	e->hash = hash;
+	return e;
+}
+
+/* Link @p e at @p pe (from find()) and count it. */
+static void entry_link(struct metad_store *s, struct metad_entry **pe,
+		       struct metad_entry *e)
+{
 	e->next = *pe;
 	*pe = e;
 	s->count++;
-	return e;
+	s->bytes += e->klen + e->vlen;
+	if (s->count > s->nbuckets)
+		grow(s);
 }
 
 static void entry_free(struct metad_entry *e)
@@ -94,24 +106,32 @@ static void record(struct metad_store *s, bool deleted, char *key)
 		s->nhistory++;
 }
 
-/* metad_persist_walk_cb: every entry of the store at @p arg. */
-static void save_entries(struct metad_persist_writer *w, void *arg)
+int metad_store_fits(const struct metad_store *s, const char *key,
+		     size_t vlen, char *why, size_t whylen)
 {
-	const struct metad_store *s = arg;
-	const struct metad_entry *e;
+	size_t klen = strlen(key);
+	const struct metad_entry *e = metad_store_get(s, key);
+	uint64_t bytes = s->bytes - (e ? e->vlen : 0) + (e ? 0 : klen) + vlen;
 
-	for (size_t i = 0; i < s->nbuckets; i++)
-		for (e = s->buckets[i]; e; e = e->next)
-			metad_persist_write(w, e->key, e->klen, e->val,
-					    e->vlen);
-}
-
-static int save(struct metad_store *s)
-{
-	if (!s->persist)
-		return 0;
-	return metad_persist_save(s->persist, s->revision, s->count,
-				  save_entries, s);
+	if (vlen > s->limits.value_bytes) {
+		snprintf(why, whylen, "value too large: %zu bytes, the most "
+			 "is %" PRIu64 " (--max-value-bytes)", vlen,
+			 s->limits.value_bytes);
+		return -EFBIG;
+	}
+	if (!e && s->count >= s->limits.keys) {
+		snprintf(why, whylen, "store full: it holds %zu keys, the "
+			 "most is %" PRIu64 " (--max-keys)", s->count,
+			 s->limits.keys);
+		return -EDQUOT;
+	}
+	if (bytes > s->limits.bytes && bytes > s->bytes) {
+		snprintf(why, whylen, "store full: keys and values would "
+			 "take %" PRIu64 " bytes, the most is %" PRIu64
+			 " (--max-bytes)", bytes, s->limits.bytes);
+		return -EDQUOT;
+	}
+	return 0;
 }
 
 int metad_store_put(struct metad_store *s, const char *key, uint8_t *val,
@@ -120,51 +140,42 @@ int metad_store_put(struct metad_store *s, const char *key, uint8_t *val,
 	size_t klen = strlen(key);
 	uint64_t hash = metad_fnv1a(METAD_FNV_OFFSET, key, klen);
 	struct metad_entry **pe = find(s, key, klen, hash), *e = *pe;
-	/* the history's copy, taken while nothing has changed yet */
+	/* everything the change needs, taken before the disk has it */
 	char *hkey = strdup(key);
-	uint8_t *old_val = NULL;
-	size_t old_len = 0;
-	bool existed = e != NULL;
+	struct metad_entry *added = NULL;
+	char why[160];
 	int ret;
 
-	if (!hkey)
-		goto err_nomem;
-	if (existed) {
-		old_val = e->val;
-		old_len = e->vlen;
-	} else if (!(e = entry_add(s, pe, key, klen, hash))) {
-		goto err_nomem;
-	}
-	e->val = val;
-	e->vlen = vlen;
-	s->revision++;
+	ret = metad_store_fits(s, key, vlen, why, sizeof(why));
+	if (ret)
+		goto err_free;
+	ret = -ENOMEM;
+	if (!hkey || (!e && !(added = entry_new(key, klen, hash))))
+		goto err_free;
+	if (s->db && (ret = metad_db_put(s->db, key, klen, val, vlen,
+					 s->revision + 1)))
+		goto err_free;
 
-	ret = save(s);
-	if (ret) {
-		s->revision--;
-		if (existed) {
-			e->val = old_val;
-			e->vlen = old_len;
-		} else {
-			*pe = e->next;      /* entry_add linked it at *pe */
-			s->count--;
-			e->val = NULL;
-			entry_free(e);
-		}
-		free(val);
-		free(hkey);
-		return ret;
+	s->revision++;
+	if (added) {
+		added->val = val;
+		added->vlen = vlen;
+		entry_link(s, pe, added);
+	} else {
+		s->bytes = s->bytes - e->vlen + vlen;
+		free(e->val);
+		e->val = val;
+		e->vlen = vlen;
 	}
-	free(old_val);
 	record(s, false, hkey);
-	if (s->count > s->nbuckets)
-		grow(s);
 	return 0;
 
-err_nomem:
+err_free:
+	if (added)
+		entry_free(added);
 	free(hkey);
 	free(val);
-	return -ENOMEM;
+	return ret;
 }
 
 int metad_store_del(struct metad_store *s, const char *key)
@@ -176,17 +187,12 @@ int metad_store_del(struct metad_store *s, const char *key)
 
 	if (!e)
 		return 0;
+	if (s->db && (ret = metad_db_del(s->db, key, klen, s->revision + 1)))
+		return ret;
 	*pe = e->next;
 	s->count--;
+	s->bytes -= e->klen + e->vlen;
 	s->revision++;
-
-	ret = save(s);
-	if (ret) {
-		s->revision--;
-		s->count++;
-		*pe = e;
-		return ret;
-	}
 	record(s, true, e->key);    /* the history takes the key */
 	e->key = NULL;
 	entry_free(e);
@@ -201,28 +207,26 @@ const struct metad_entry *metad_store_get(const struct metad_store *s,
 	return *find(s, key, klen, metad_fnv1a(METAD_FNV_OFFSET, key, klen));
 }
 
-/* metad_persist_entry_cb: add a loaded key to the store at @p arg, without
+/* metad_entry_cb: add a loaded key to the store at @p arg, without
  * history or saving. */
-static int load_entry(const char *key, size_t klen, uint8_t *val,
+static int load_entry(const char *key, size_t klen, const uint8_t *val,
 		      size_t vlen, void *arg)
 {
 	struct metad_store *s = arg;
 	uint64_t hash = metad_fnv1a(METAD_FNV_OFFSET, key, klen);
 	struct metad_entry **pe = find(s, key, klen, hash), *e;
 
-	if (*pe) {
-		free(val);
+	if (*pe)
 		return -EEXIST;
-	}
-	e = entry_add(s, pe, key, klen, hash);
-	if (!e) {
-		free(val);
+	e = entry_new(key, klen, hash);
+	if (!e || !(e->val = malloc(vlen ? vlen : 1))) {
+		if (e)
+			entry_free(e);
 		return -ENOMEM;
 	}
-	e->val = val;
+	memcpy(e->val, val, vlen);
 	e->vlen = vlen;
-	if (s->count > s->nbuckets)
-		grow(s);
+	entry_link(s, pe, e);
 	return 0;
 }
 
@@ -237,15 +241,16 @@ const struct metad_event *metad_store_event(const struct metad_store *s,
 	return &s->history[rev % METAD_HISTORY];
 }
 
-struct metad_store *metad_store_open(const char *persist, char *err,
-				     size_t errlen)
+struct metad_store *metad_store_open(const char *persist,
+				     const struct metad_limits *limits,
+				     char *err, size_t errlen)
 {
 	struct metad_store *s = calloc(1, sizeof(*s));
-	int ret;
 
 	snprintf(err, errlen, "out of memory");
 	if (!s)
 		return NULL;
+	s->limits = *limits;
 	s->nbuckets = BUCKETS_MIN;
 	s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
 	s->history = calloc(METAD_HISTORY, sizeof(*s->history));
@@ -254,18 +259,13 @@ struct metad_store *metad_store_open(const char *persist, char *err,
 	if (!persist)
 		return s;
 
-	s->persist = metad_persist_new(persist);
-	if (!s->persist)
+	if (metad_migrate(persist, err, errlen))
 		goto err_free;
-	ret = metad_persist_load(s->persist, load_entry, s, &s->revision, err,
-				 errlen);
-	if (ret < 0)
+	s->db = metad_db_open(persist, err, errlen);
+	if (!s->db)
 		goto err_free;
-	if (ret == 1 && (ret = save(s)) < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", persist,
-			 strerror(-ret));
+	if (metad_db_load(s->db, load_entry, s, &s->revision, err, errlen))
 		goto err_free;
-	}
 	return s;
 
 err_free:
@@ -289,6 +289,6 @@ void metad_store_free(struct metad_store *s)
 		free(s->history[i].key);
 	free(s->buckets);
 	free(s->history);
-	metad_persist_free(s->persist);
+	metad_db_close(s->db);
 	free(s);
 }

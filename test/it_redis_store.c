@@ -2,7 +2,8 @@
  * The redis metadata backend against a real redis-server, driven on a
  * private event_base: byte-exact round trips, the keyspace watch and its
  * prefix, a server that is down, killed, restarted or stopped, AUTH, the
- * db index, and close with work pending.
+ * db index, and close with work pending. test/it_redis_sentinel.c has
+ * Sentinel.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -28,176 +29,18 @@
 
 #include <event2/event.h>
 
-#include "test/helpers.h"
+#include "test/th_redis.h"
 #include "metadata/store.h"
 
-extern const struct xfer_store_ops xfer_redis_ops;
-
 #define IO_MS 5000       /* the most a healthy answer may take */
-#define START_MS 10000   /* redis-server answering PING */
-
-struct srv {
-	pid_t pid;
-	int port;
-};
-
-/* ---- redis-server and a raw RESP client ---- */
-
-/* Blocking connection to 127.0.0.1:@p port with a receive timeout, or -1. */
-static int raw_connect(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)port) };
-	struct timeval tv = { IO_MS / 1000, 0 };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	assert_true(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-		close(fd);
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-static int raw_line(int fd, char *buf, size_t cap)
-{
-	size_t n = 0;
-
-	while (n + 1 < cap) {
-		if (recv(fd, buf + n, 1, 0) != 1)
-			return -1;
-		if (n && buf[n - 1] == '\r' && buf[n] == '\n') {
-			buf[n - 1] = '\0';
-			return 0;
-		}
-		n++;
-	}
-	return -1;
-}
-
-/*
- * One reply: "+OK", "-ERR ...", ":1", "$" then the bulk's bytes (length in
- * *len), "$-1" for nil; of an array, its last element. -1 on a socket
- * error. Into @p out (@p cap bytes).
- */
-static int raw_reply(int fd, char *out, size_t cap, size_t *len)
-{
-	char line[512];
-	long n;
-
-	if (raw_line(fd, line, sizeof(line)))
-		return -1;
-	n = atol(line + 1);
-	if (line[0] == '*') {
-		for (long i = 0; i < n; i++)
-			if (raw_reply(fd, out, cap, len))
-				return -1;
-		return n > 0 ? 0 : -1;
-	}
-	if (line[0] != '$' || n < 0) {
-		snprintf(out, cap, "%s", line);
-		*len = strlen(out);
-		return 0;
-	}
-	if ((size_t)n + 3 > cap)
-		return -1;
-	out[0] = '$';
-	for (long got = 0, r; got < n + 2; got += r) {
-		r = recv(fd, out + 1 + got, (size_t)(n + 2 - got), 0);
-		if (r <= 0)
-			return -1;
-	}
-	out[n + 1] = '\0';
-	*len = (size_t)n;
-	return 0;
-}
-
-/* Send one command of @p argc NUL-ended words and read its reply. */
-static int raw_cmdv(int fd, char *out, size_t cap, size_t *len, int argc,
-		    const char **argv)
-{
-	char req[1024];
-	int n = snprintf(req, sizeof(req), "*%d\r\n", argc);
-
-	for (int i = 0; i < argc; i++)
-		n += snprintf(req + n, sizeof(req) - (size_t)n, "$%zu\r\n%s\r\n",
-			      strlen(argv[i]), argv[i]);
-	assert_true(n < (int)sizeof(req));
-	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
-		return -1;
-	return raw_reply(fd, out, cap, len);
-}
-
-/* A command on @p fd; fails the test on a socket error. The reply stays
- * in a static buffer (bulk data after the '$'). */
-#define raw_cmd(fd, ...) ({ \
-	static char _out[512]; \
-	const char *_argv[] = { __VA_ARGS__ }; \
-	size_t _len; \
-	assert_int_equal(raw_cmdv(fd, _out, sizeof(_out), &_len, \
-		(int)(sizeof(_argv) / sizeof(_argv[0])), _argv), 0); \
-	(const char *)_out; })
-
-/* Start redis-server on @p port (0: a free one) with @p extra arguments
- * (NULL-ended), and wait until it answers. */
-static void srv_start(struct srv *s, int port, const char *const *extra)
-{
-	const char *argv[32] = { "redis-server", "--port", NULL, "--bind",
-				 "127.0.0.1", "--save", "", "--appendonly",
-				 "no", "--daemonize", "no" };
-	int64_t end = th_now_ms() + START_MS;
-	char port_s[16], out[512];
-	int argc = 11, fd, devnull;
-	size_t len;
-
-	s->port = port ? port : th_free_port();
-	snprintf(port_s, sizeof(port_s), "%d", s->port);
-	argv[2] = port_s;
-	while (extra && *extra && argc < 31)
-		argv[argc++] = *extra++;
-	s->pid = fork();
-	assert_true(s->pid >= 0);
-	if (s->pid == 0) {
-		devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, STDOUT_FILENO);
-		dup2(devnull, STDERR_FILENO);
-		execvp(argv[0], (char **)argv);
-		_exit(127);
-	}
-	/* Polling: a server coming up has no callback to wait on. */
-	for (;;) {
-		fd = raw_connect(s->port);
-		if (fd >= 0 && !raw_cmdv(fd, out, sizeof(out), &len, 1,
-					 (const char *[]){ "PING" })) {
-			close(fd);
-			return;
-		}
-		if (fd >= 0)
-			close(fd);
-		assert_int_equal(waitpid(s->pid, NULL, WNOHANG), 0);
-		assert_true(th_now_ms() < end);
-		usleep(10000);
-	}
-}
-
-static void srv_stop(struct srv *s, int sig)
-{
-	if (s->pid <= 0)
-		return;
-	kill(s->pid, sig);
-	waitpid(s->pid, NULL, 0);
-	s->pid = 0;
-}
 
 /* ---- the fixture: a backend with its own base, and a server ---- */
 
-static struct srv srv;   /* the running test's server, stopped at fx_free */
+static struct th_redis srv;   /* the running test's server, stopped at fx_free */
 
 static struct th_store *fx_new(void)
 {
-	srv = (struct srv){ 0 };
+	srv = (struct th_redis){ 0 };
 	return th_store_new(&xfer_redis_ops, "mooncake/", NULL);
 }
 
@@ -213,7 +56,7 @@ static int fx_open(struct th_store *f, const char *db)
 static void fx_free(struct th_store *f)
 {
 	th_store_close(f);
-	srv_stop(&srv, SIGTERM);
+	th_redis_stop(&srv, SIGTERM);
 	th_store_free(f);
 }
 
@@ -261,7 +104,7 @@ static void test_roundtrip(void **state)
 	struct th_res r;
 
 	(void)state;
-	srv_start(&srv, 0, NULL);
+	th_redis_start(&srv, 0, NULL, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
 	assert_int_equal(th_store_op(f, 'p', "mooncake/ram/a", value,
 				     sizeof(value) - 1, &r, IO_MS), 0);
@@ -292,23 +135,23 @@ static void test_watch(void **state)
 
 	(void)state;
 	f->env.prefix = "t/c*/";
-	srv_start(&srv, 0, extra);
+	th_redis_start(&srv, 0, NULL, extra);
 	assert_int_equal(fx_open(f, NULL), 0);
 	th_store_wait_watching(f, f, "t/c*/probe", IO_MS);
-	fd = raw_connect(srv.port);
+	fd = th_raw_connect(srv.port);
 	assert_true(fd >= 0);
-	flags = raw_cmd(fd, "CONFIG", "GET", "notify-keyspace-events");
+	flags = th_raw_cmd(fd, "CONFIG", "GET", "notify-keyspace-events");
 	for (const char *c = "KEg$x"; *c; c++)   /* after the bulk's '$' */
 		assert_non_null(strchr(flags + 1, *c));
-	assert_string_equal(raw_cmd(fd, "SET", "t/c*/k1", "v"), "+OK");
+	assert_string_equal(th_raw_cmd(fd, "SET", "t/c*/k1", "v"), "+OK");
 	assert_true(th_run_until(f->base, th_store_seen(f, "t/c*/k1") == 1,
 				 IO_MS));
-	assert_string_equal(raw_cmd(fd, "DEL", "t/c*/k1"), ":1");
+	assert_string_equal(th_raw_cmd(fd, "DEL", "t/c*/k1"), ":1");
 	assert_true(th_run_until(f->base, th_store_seen(f, "t/c*/k1") == 2,
 				 IO_MS));
-	assert_string_equal(raw_cmd(fd, "SET", "t/cX/k", "v"), "+OK");
-	assert_string_equal(raw_cmd(fd, "SET", "other/k", "v"), "+OK");
-	assert_string_equal(raw_cmd(fd, "SET", "t/c*/end", "v"), "+OK");
+	assert_string_equal(th_raw_cmd(fd, "SET", "t/cX/k", "v"), "+OK");
+	assert_string_equal(th_raw_cmd(fd, "SET", "other/k", "v"), "+OK");
+	assert_string_equal(th_raw_cmd(fd, "SET", "t/c*/end", "v"), "+OK");
 	assert_true(th_run_until(f->base, th_store_seen(f, "t/c*/end"), IO_MS));
 	assert_int_equal(th_store_seen(f, "t/cX/k"), 0);
 	assert_int_equal(th_store_seen(f, "other/k"), 0);
@@ -344,16 +187,16 @@ static void test_restart(void **state)
 	int64_t t0;
 
 	(void)state;
-	srv_start(&srv, 0, NULL);
+	th_redis_start(&srv, 0, NULL, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
 	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	assert_int_equal(sput(f, "mooncake/k", "v"), 0);
-	srv_stop(&srv, SIGTERM);
+	th_redis_stop(&srv, SIGTERM);
 	t0 = th_now_ms();
 	assert_true(sget(f, "mooncake/k", &r) < 0);
 	assert_true(th_now_ms() - t0 < 1000);
 	assert_int_equal(f->reconnected, 0);
-	srv_start(&srv, srv.port, NULL);
+	th_redis_start(&srv, srv.port, NULL, NULL);
 	assert_true(th_run_until(f->base, f->reconnected == 1 &&
 				 f->changed_all == 1, 3 * IO_MS));
 	/* The new server lost the keys: why the engine republishes. */
@@ -375,14 +218,14 @@ static void test_drop_in_flight(void **state)
 	struct th_res r = { 0 };
 
 	(void)state;
-	srv_start(&srv, 0, NULL);
+	th_redis_start(&srv, 0, NULL, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
 	assert_int_equal(sput(f, "mooncake/k", "v"), 0);
 	kill(srv.pid, SIGSTOP);
 	xfer_redis_ops.get(f->st, "mooncake/k", th_res_cb, &r);
 	th_run_until(f->base, r.calls, 200);
 	assert_int_equal(r.calls, 0);
-	srv_stop(&srv, SIGKILL);
+	th_redis_stop(&srv, SIGKILL);
 	assert_true(th_run_until(f->base, r.calls, IO_MS));
 	assert_int_equal(r.err, -ECONNRESET);
 	fx_free(f);
@@ -397,7 +240,7 @@ static void test_stall(void **state)
 	int64_t t0;
 
 	(void)state;
-	srv_start(&srv, 0, NULL);
+	th_redis_start(&srv, 0, NULL, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
 	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	kill(srv.pid, SIGSTOP);
@@ -420,7 +263,7 @@ static void test_auth(void **state)
 	int64_t t0;
 
 	(void)state;
-	srv_start(&srv, 0, extra);
+	th_redis_start(&srv, 0, NULL, extra);
 	/* AUTH pass, then AUTH user pass. */
 	f->env.password = "secret";
 	assert_int_equal(fx_open(f, NULL), 0);
@@ -455,19 +298,19 @@ static void test_db(void **state)
 	int fd;
 
 	(void)state;
-	srv_start(&srv, 0, NULL);
+	th_redis_start(&srv, 0, NULL, NULL);
 	assert_int_equal(fx_open(f, "/3"), 0);
 	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	assert_int_equal(sput(f, "mooncake/k", "in 3\n"), 0);
-	fd = raw_connect(srv.port);
+	fd = th_raw_connect(srv.port);
 	assert_true(fd >= 0);
-	assert_string_equal(raw_cmd(fd, "GET", "mooncake/k"), "$-1");
-	assert_string_equal(raw_cmd(fd, "SELECT", "3"), "+OK");
-	assert_int_equal(raw_cmdv(fd, out, sizeof(out), &len, 2,
+	assert_string_equal(th_raw_cmd(fd, "GET", "mooncake/k"), "$-1");
+	assert_string_equal(th_raw_cmd(fd, "SELECT", "3"), "+OK");
+	assert_int_equal(th_raw_cmdv(fd, out, sizeof(out), &len, 2,
 				  (const char *[]){ "GET", "mooncake/k" }), 0);
 	assert_int_equal(len, 5);
 	assert_memory_equal(out, "$in 3\n", 6);
-	assert_string_equal(raw_cmd(fd, "DEL", "mooncake/k"), ":1");
+	assert_string_equal(th_raw_cmd(fd, "DEL", "mooncake/k"), ":1");
 	assert_true(th_run_until(f->base, th_store_seen(f, "mooncake/k") == 2,
 				 IO_MS));
 	close(fd);
@@ -485,7 +328,7 @@ static void test_config_refused(void **state)
 	struct th_res r;
 
 	(void)state;
-	srv_start(&srv, 0, extra);
+	th_redis_start(&srv, 0, NULL, extra);
 	assert_int_equal(fx_open(f, NULL), 0);
 	th_store_wait_watching(f, f, "mooncake/probe", IO_MS);
 	assert_int_equal(sget(f, "mooncake/probe", &r), 0);
@@ -511,7 +354,7 @@ static void test_close_pending(void **state)
 	struct th_res r[3] = { { 0 } };
 
 	(void)state;
-	srv_start(&srv, 0, NULL);
+	th_redis_start(&srv, 0, NULL, NULL);
 	assert_int_equal(fx_open(f, NULL), 0);
 	xfer_redis_ops.put(f->st, "mooncake/k", "v", 1, th_res_cb, &r[0]);
 	xfer_redis_ops.close(f->st);
@@ -529,7 +372,7 @@ static void test_close_pending(void **state)
 	th_run_until(f->base, false, 100);
 	assert_int_equal(r[2].calls, 0);
 
-	srv_stop(&srv, SIGTERM);
+	th_redis_stop(&srv, SIGTERM);
 	assert_int_equal(fx_open(f, NULL), 0);
 	th_run_until(f->base, false, 150);   /* a retry timer pending */
 	fx_free(f);

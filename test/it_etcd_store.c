@@ -1,9 +1,10 @@
 /*
  * The etcd metadata backend against a real etcd (3.4, its v3 JSON
- * gateway), driven on a private event_base: byte-exact round trips,
- * connection strings, the watch and its prefix, the lease (kept alive,
- * gone after close, granted again when revoked), a server that is down,
- * a server killed and restarted, and close with work pending.
+ * gateway) of one member, driven on a private event_base: byte-exact
+ * round trips, connection strings, the watch and its prefix, the lease
+ * (kept alive, gone after close, granted again when revoked), a server
+ * that is down, a server killed and restarted, and close with work
+ * pending. test/it_etcd_members.c has a cluster of three.
  *
  * One etcd serves the whole run; each test keeps to a prefix of its own.
  */
@@ -14,177 +15,37 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 #include <yajl/yajl_tree.h>
 
-#include "test/helpers.h"
+#include "test/th_etcd.h"
 #include "metadata/store.h"
 
-extern const struct xfer_store_ops xfer_etcd_ops;
-
 #define IO_MS 5000       /* the most a healthy answer may take */
-#define START_MS 20000   /* etcd up, with a leader */
 #define TTL_S 10         /* the backend's lease TTL */
 
-static struct {
-	pid_t pid;
-	int port, peer_port;
-	char dir[64];
-} etcd = { .pid = -1 };
-
-/* ---- etcd and etcdctl ---- */
-
-/* GET /health answers {"health":"true"}: up, with a leader. */
-static bool healthy(void)
-{
-	static const char req[] = "GET /health HTTP/1.0\r\n\r\n";
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)etcd.port) };
-	struct timeval tv = { 1, 0 };
-	char buf[1024];
-	size_t len = 0;
-	ssize_t n;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	assert_true(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (!connect(fd, (struct sockaddr *)&a, sizeof(a)) &&
-	    send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) ==
-	    (ssize_t)sizeof(req) - 1)
-		while (len < sizeof(buf) - 1 &&
-		       (n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0)) > 0)
-			len += (size_t)n;
-	close(fd);
-	buf[len] = '\0';
-	return strstr(buf, "\"health\":\"true\"");
-}
-
-/* Start etcd on etcd.port with the data in etcd.dir (kept across
- * restarts), its output appended to etcd.dir/etcd.log. */
-static void etcd_start(void)
-{
-	char data[96], log[96], client[64], peer[64], cluster[80], cmd[128];
-	int64_t end = th_now_ms() + START_MS;
-	int fd;
-
-	snprintf(data, sizeof(data), "%s/data", etcd.dir);
-	snprintf(log, sizeof(log), "%s/etcd.log", etcd.dir);
-	snprintf(client, sizeof(client), "http://127.0.0.1:%d", etcd.port);
-	snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", etcd.peer_port);
-	snprintf(cluster, sizeof(cluster), "t=%s", peer);
-	etcd.pid = fork();
-	assert_true(etcd.pid >= 0);
-	if (etcd.pid == 0) {
-		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-		execlp("etcd", "etcd", "--name", "t", "--data-dir", data,
-		       "--listen-client-urls", client,
-		       "--advertise-client-urls", client,
-		       "--listen-peer-urls", peer,
-		       "--initial-advertise-peer-urls", peer,
-		       "--initial-cluster", cluster, (char *)NULL);
-		_exit(127);
-	}
-	/* Polling: a server coming up has no callback to wait on. */
-	while (!healthy()) {
-		if (waitpid(etcd.pid, NULL, WNOHANG) == etcd.pid) {
-			etcd.pid = -1;
-			snprintf(cmd, sizeof(cmd), "tail -n 20 %s >&2", log);
-			if (system(cmd))
-				fprintf(stderr, "no %s\n", log);
-			fail_msg("etcd exited at start");
-		}
-		assert_true(th_now_ms() < end);
-		usleep(20000);
-	}
-}
-
-static void etcd_stop(int sig)
-{
-	if (etcd.pid <= 0)
-		return;
-	kill(etcd.pid, sig);
-	waitpid(etcd.pid, NULL, 0);
-	etcd.pid = -1;
-}
-
-/* Run etcdctl with @p args; its output, parsed as JSON (NULL if not). */
-static yajl_val etcdctl(const char *fmt, ...)
-{
-	char args[256], cmd[512], out[4096];
-	size_t len;
-	va_list ap;
-	FILE *p;
-
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof(cmd), "ETCDCTL_API=3 etcdctl "
-		 "--endpoints=http://127.0.0.1:%d %s 2>&1", etcd.port, args);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	len = fread(out, 1, sizeof(out) - 1, p);
-	out[len] = '\0';
-	if (pclose(p))
-		fail_msg("%s: %s", cmd, out);
-	return yajl_tree_parse(out, NULL, 0);
-}
-
-static int64_t json_int(yajl_val v, const char *a, const char *b)
-{
-	const char *path[] = { a, b, NULL };
-
-	v = yajl_tree_get(v, path, yajl_t_number);
-	return YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : 0;
-}
-
-/* The lease @p key is attached to: 0 for none, -1 when it is absent. */
-static int64_t key_lease(const char *key)
-{
-	yajl_val j = etcdctl("get %s -w json", key);
-	yajl_val kvs = yajl_tree_get(j, (const char *[]){ "kvs", NULL },
-				     yajl_t_array);
-	int64_t lease = -1;
-
-	if (kvs && kvs->u.array.len)
-		lease = json_int(kvs->u.array.values[0], "lease", NULL);
-	yajl_tree_free(j);
-	return lease;
-}
-
-/* ---- the fixture: a backend on a base ---- */
 
 /* A backend watching @p prefix on a base of its own; not open yet. */
 static struct th_store *fx_new(const char *prefix)
 {
-	return th_store_new(&xfer_etcd_ops, prefix, NULL);
+	return th_etcd_store(prefix, NULL);
 }
 
-static void fx_open(struct th_store *f, int port)
+static void fx_open(struct th_store *f)
 {
-	char conn[64];
-
-	snprintf(conn, sizeof(conn), "etcd://127.0.0.1:%d", port);
-	assert_int_equal(xfer_etcd_ops.open(conn, &f->env, &f->st), 0);
+	th_etcd_open(f, th_cluster.conn);
 }
+
+#define key_lease(key) th_etcd_key_lease(&th_cluster, key)
+#define etcdctl(...) th_etcdctl(&th_cluster, __VA_ARGS__)
 
 #define sget(f, key, r) th_store_op(f, 'g', key, NULL, 0, r, IO_MS)
 #define sput(f, key, v) th_store_put(f, key, v, IO_MS)
@@ -198,7 +59,14 @@ static void test_conn_strings(void **state)
 		"etcd://", "etcd://h", "etcd://:2379", "etcd://h:",
 		"etcd://h:0", "etcd://h:65536", "etcd://h:12x", "etcd://h:+1",
 		"etcd://h:2379/", "etcd://[::1", "etcd://[::1]", "::1:2379",
-		"h:1:2",
+		"h:1:2", "etcd://h:1,", "etcd://h:1,,h:2", "h:1;", ",h:1",
+		"etcd://h:1,h", "etcd://h:1 h:2", "etcd://u@h:1",
+		"etcd://h:1,h:2,h:3,h:4,h:5,h:6,h:7,h:8,h:9,h:10,h:11,h:12,"
+		"h:13,h:14,h:15,h:16,h:17",
+	};
+	static const char *const good[] = {
+		"etcd://[::1]:1", "etcd://127.0.0.1:1,127.0.0.1:2",
+		"127.0.0.1:1;127.0.0.1:2;[::1]:3", "localhost:1,127.0.0.1:2",
 	};
 	struct th_store *f = fx_new("cs/");
 	struct xfer_store *st = NULL;
@@ -221,11 +89,15 @@ static void test_conn_strings(void **state)
 				 -EINVAL);
 	assert_null(st);
 	/* Closed at once, whatever their connects got to. */
-	assert_int_equal(xfer_etcd_ops.open("etcd://[::1]:1", &f->env, &st),
-			 0);
-	xfer_etcd_ops.close(st);
-	/* Mooncake's bare host:port is etcd. */
-	snprintf(conn, sizeof(conn), "localhost:%d", etcd.port);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_true(xfer_etcd_ops.accepts(good[i]));
+		assert_int_equal(xfer_etcd_ops.open(good[i], &f->env, &st), 0);
+		xfer_etcd_ops.close(st);
+	}
+	/* Mooncake's bare host:port is etcd; a member that is down is
+	 * passed over. */
+	snprintf(conn, sizeof(conn), "127.0.0.1:%d;localhost:%d",
+		 th_free_port(), th_cluster.m[0].port);
 	assert_int_equal(xfer_etcd_ops.open(conn, &f->env, &f->st), 0);
 	assert_int_equal(sget(f, "cs/absent", &r), -ENOENT);
 	th_store_free(f);
@@ -248,7 +120,7 @@ static void test_roundtrip(void **state)
 	struct th_res r, r2 = { 0 };
 
 	(void)state;
-	fx_open(f, etcd.port);
+	fx_open(f);
 	assert_int_equal(th_store_op(f, 'p', "rt/ram/a", value,
 				     sizeof(value) - 1, &r, IO_MS), 0);
 	assert_int_equal(sget(f, "rt/ram/a", &r), 0);
@@ -287,8 +159,8 @@ static void test_watch(void **state)
 	struct th_res r;
 
 	(void)state;
-	fx_open(a, etcd.port);
-	fx_open(b, etcd.port);
+	fx_open(a);
+	fx_open(b);
 	th_store_wait_watching(a, b, "w/probe", IO_MS);
 	th_store_forget(a);
 	assert_int_equal(sput(b, "x/out", "1"), 0);
@@ -318,12 +190,12 @@ static void test_lease(void **state)
 	int64_t lease;
 
 	(void)state;
-	fx_open(a, etcd.port);
+	fx_open(a);
 	/* Before the grant is back: the put waits for it. */
 	assert_int_equal(sput(a, "l/k", "v"), 0);
 	lease = key_lease("l/k");
 	assert_true(lease > 0);
-	fx_open(b, etcd.port);
+	fx_open(b);
 	th_store_wait_watching(b, b, "l/probe", IO_MS);
 	th_store_forget(b);
 	th_store_close(a);
@@ -345,7 +217,7 @@ static void test_lease_lost(void **state)
 	yajl_val j;
 
 	(void)state;
-	fx_open(f, etcd.port);
+	fx_open(f);
 	assert_int_equal(sput(f, "ll/k", "v"), 0);
 	first = key_lease("ll/k");
 	assert_true(first > 0);
@@ -378,9 +250,11 @@ static void test_server_down(void **state)
 	struct th_store *f = fx_new("d/");
 	struct th_res r, r2 = { 0 };
 	int64_t t0 = th_now_ms();
+	char conn[64];
 
 	(void)state;
-	fx_open(f, th_free_port());
+	snprintf(conn, sizeof(conn), "etcd://127.0.0.1:%d", th_free_port());
+	th_etcd_open(f, conn);
 	assert_int_equal(sget(f, "d/k", &r), -ECONNREFUSED);
 	assert_true(sput(f, "d/k", "v") < 0);
 	assert_true(sdel(f, "d/k") < 0);
@@ -395,67 +269,49 @@ static void test_server_down(void **state)
 }
 
 /* etcd killed and started again on the same data: the watch comes back
- * and says changes may have been missed, the kv side says reconnected
- * (a call failed meanwhile), calls work again. A backend opened while
- * the server was down hears the same once its failed calls can be made
- * again. */
+ * from the revision it had seen, so a change made at once is seen once
+ * and nothing is said to be missed; the lease lived through it, so a
+ * failed get asks for no republishing. A backend opened while the server
+ * was down hears that changes may have been missed once its watch is
+ * there, and reconnected (its put failed) once calls work. */
 static void test_restart(void **state)
 {
 	struct th_store *f = fx_new("r/");
 	struct th_store *g = th_store_new(&xfer_etcd_ops, "r/", f->base);
 	struct th_res r;
+	int64_t lease;
 	yajl_val j;
 
 	(void)state;
-	fx_open(f, etcd.port);
+	fx_open(f);
 	th_store_wait_watching(f, f, "r/probe", IO_MS);
 	assert_int_equal(sput(f, "r/k", "v1"), 0);
-	etcd_stop(SIGKILL);
+	lease = key_lease("r/k");
+	th_etcd_kill(&th_cluster, 0, SIGKILL);
 	assert_true(sget(f, "r/k", &r) < 0);
-	fx_open(g, etcd.port);
+	fx_open(g);
 	assert_true(sput(g, "r/g", "v") < 0);
-	etcd_start();
-	assert_true(th_run_until(f->base, f->changed_all && f->reconnected &&
+	th_etcd_restart(&th_cluster, 0);
+	th_store_forget(f);
+	j = etcdctl("put r/other x");
+	yajl_tree_free(j);
+	assert_true(th_run_until(f->base, th_store_seen(f, "r/other") &&
 				 g->changed_all && g->reconnected, 3 * IO_MS));
-	th_run_until(f->base, false, 10);
-	assert_int_equal(f->changed_all, 1);
-	assert_int_equal(f->reconnected, 1);
+	th_run_until(f->base, false, 100);
+	assert_int_equal(f->nkeys, 1);
+	assert_int_equal(f->changed_all, 0);
+	assert_int_equal(f->reconnected, 0);
 	assert_int_equal(g->changed_all, 1);
 	assert_int_equal(g->reconnected, 1);
+	assert_int_equal(key_lease("r/k"), lease);
 	assert_int_equal(sput(f, "r/k", "v2"), 0);
 	assert_int_equal(sget(g, "r/k", &r), 0);
 	assert_int_equal(r.len, 2);
 	assert_memory_equal(r.val, "v2", 2);
-	assert_true(key_lease("r/k") > 0);
 	assert_int_equal(sput(g, "r/g", "v"), 0);
-	th_store_forget(f);
-	j = etcdctl("put r/other x");
-	yajl_tree_free(j);
-	assert_true(th_run_until(f->base, th_store_seen(f, "r/other"), IO_MS));
+	assert_true(key_lease("r/g") > 0);
 	th_store_free(g);
 	th_store_free(f);
-}
-
-static int setup(void **state)
-{
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	snprintf(etcd.dir, sizeof(etcd.dir), "/tmp/it_store_etcd.XXXXXX");
-	if (!mkdtemp(etcd.dir))
-		return -1;
-	etcd.port = th_free_port();
-	do
-		etcd.peer_port = th_free_port();
-	while (etcd.peer_port == etcd.port);
-	etcd_start();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	etcd_stop(SIGTERM);
-	return th_rm_tree(etcd.dir);
 }
 
 int main(void)
@@ -470,5 +326,5 @@ int main(void)
 		cmocka_unit_test(test_restart),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, th_etcd_setup1, th_etcd_teardown);
 }

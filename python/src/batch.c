@@ -1,0 +1,610 @@
+/*
+ * Batches from Python: the blocking transfer (submit, wait without the
+ * GIL, raise TransferError unless every task completed) and the Batch
+ * type, submitted now and polled or waited later (Mooncake's
+ * batch_transfer_async_* and transfer_submit_write ride on it). Batches
+ * with a future (asyncio) are submitted in aio.c.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "python/src/xfer_py.h"
+
+/* How long a blocking wait sleeps before it looks at signals (ms). */
+#define XPY_SIGNAL_MS 200
+
+enum xfer_status xpy_batch_outcome(struct xfer_batch *b)
+{
+	static const enum xfer_status order[] = {
+		XFER_FAILED, XFER_TIMEOUT, XFER_INVALID, XFER_CANCELED,
+	};
+	unsigned seen = 0;
+
+	for (size_t i = 0, n = xfer_batch_size(b); i < n; i++) {
+		struct xfer_task_status st = { 0 };
+
+		xfer_batch_status(b, i, &st);
+		seen |= 1u << st.status;
+	}
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (seen & 1u << order[i])
+			return order[i];
+	return XFER_COMPLETED;
+}
+
+/*
+ * Wait for every task of @p b, without the GIL, looking at signals now
+ * and then: on KeyboardInterrupt (or another signal handler's exception)
+ * cancel the batch, wait for it, and return -1 with the exception set.
+ */
+int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b)
+{
+	int ret;
+
+	(void)eng;
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		ret = xfer_batch_wait(b, XPY_SIGNAL_MS);
+		Py_END_ALLOW_THREADS
+		if (ret == 0)
+			return 0;
+		if (PyErr_CheckSignals() < 0)
+			break;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	xfer_batch_cancel(b);
+	xfer_batch_wait(b, -1);
+	Py_END_ALLOW_THREADS
+	return -1;
+}
+
+int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t)
+{
+	int ret;
+
+	Py_BEGIN_ALLOW_THREADS
+	ret = t->nname ? xfer_batch_submit_notify(b, t->reqs, t->n, t->nname,
+						  t->nmsg) :
+			 xfer_batch_submit(b, t->reqs, t->n);
+	Py_END_ALLOW_THREADS
+	return ret;
+}
+
+/* A notifying batch's outcome comes from its callback. */
+struct sync_done {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	enum xfer_status outcome;
+};
+
+static void sync_done_cb(struct xfer_batch *b, enum xfer_status outcome,
+			 void *arg)
+{
+	struct sync_done *d = arg;
+
+	(void)b;
+	pthread_mutex_lock(&d->lock);
+	d->outcome = outcome;
+	d->done = true;
+	pthread_cond_signal(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void sync_done_wait(struct sync_done *d)
+{
+	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&d->lock);
+	while (!d->done)
+		pthread_cond_wait(&d->cond, &d->lock);
+	pthread_mutex_unlock(&d->lock);
+	Py_END_ALLOW_THREADS
+}
+
+const char xpy_transfer_doc[] = (
+"transfer(opcode, segment, sources=None, targets=None, lengths=None, *,\n"
+"         pairs=None, notify=None)\n\n"
+"One batch, submitted and waited for without the GIL (the blocking form\n"
+"of Mooncake's batch transfers). @opcode READ or WRITE; @segment a segment\n"
+"id (or a Segment); the requests as in Batch.submit(): @pairs\n"
+"[(source, target address[, length]), ...] or the three lists, lengths\n"
+"in bytes. @notify=(name, msg) goes to the segment's owner once every\n"
+"task completed, and the call returns once it acknowledged it. Raises\n"
+"TransferError (.outcome, .statuses) unless every task completed;\n"
+"XferError (EINVAL, EMSGSIZE, ENOMEM); KeyboardInterrupt cancels.");
+
+PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
+			      PyObject *kw)
+{
+	struct sync_done d = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			       .cond = PTHREAD_COND_INITIALIZER };
+	struct xpy_hold h = { 0 };
+	struct xpy_transfer t;
+	struct xfer_engine *e;
+	struct xfer_batch *b;
+	enum xfer_status outcome;
+	PyObject *exc = NULL;
+	int ret;
+
+	if (xpy_transfer_parse(args, kw, "transfer", &t, &h) < 0)
+		return NULL;
+	e = xpy_engine_get(eng);
+	if (!e)
+		goto out;
+	b = xfer_batch_new(e, t.n);
+	if (!b) {
+		xpy_raise(eng, -errno, "batch");
+		goto out_put;
+	}
+	if (t.nname)
+		xfer_batch_set_callback(b, sync_done_cb, &d);
+	ret = xpy_submit(b, &t);
+	if (ret) {
+		xpy_raise(eng, ret, "submit");
+	} else if (xpy_batch_wait(eng, b) == 0) {
+		if (t.nname)
+			sync_done_wait(&d);
+		outcome = t.nname ? d.outcome : xpy_batch_outcome(b);
+		if (outcome != XFER_COMPLETED) {
+			exc = xpy_transfer_error(eng, b, outcome);
+			if (exc)
+				PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+		}
+	} else if (t.nname) {
+		sync_done_wait(&d);
+	}
+	xfer_batch_free(b);
+out_put:
+	xpy_engine_put(eng);
+out:
+	PyMem_Free(t.reqs);
+	xpy_hold_release(&h);
+	if (exc) {
+		Py_DECREF(exc);
+		return NULL;
+	}
+	if (PyErr_Occurred())
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* ---- the Batch type ---------------------------------------------------- */
+
+BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
+{
+	struct xfer_engine *e;
+	BatchObject *bo;
+
+	bo = PyObject_New(BatchObject, &xpy_BatchType);
+	if (!bo)
+		return NULL;
+	bo->eng = NULL;
+	bo->b = NULL;
+	bo->cap = cap;
+	bo->hold = (struct xpy_hold){ 0 };
+	bo->inflight = false;
+	bo->outcome = XFER_WAITING;
+	bo->op = (struct xpy_op){ .kind = XPY_OP_BATCH };
+	bo->pprev = NULL;
+	e = xpy_engine_get(eng);
+	if (!e) {
+		Py_DECREF(bo);
+		return NULL;
+	}
+	bo->b = xfer_batch_new(e, cap);
+	xpy_engine_put(eng);
+	if (!bo->b) {
+		xpy_raise(eng, -errno, "batch");
+		Py_DECREF(bo);
+		return NULL;
+	}
+	bo->eng = (EngineObject *)Py_NewRef(eng);
+	bo->next = eng->batches;
+	if (bo->next)
+		bo->next->pprev = &bo->next;
+	bo->pprev = &eng->batches;
+	eng->batches = bo;
+	return bo;
+}
+
+const char xpy_batch_doc[] = (
+"batch(capacity) -> Batch\n\n"
+"A batch for up to @capacity requests (Mooncake's allocateBatchID), to\n"
+"submit() now and wait() or poll later; `with` frees it.");
+
+PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "capacity", NULL };
+	Py_ssize_t cap;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "n:batch", kwlist, &cap))
+		return NULL;
+	if (cap <= 0) {
+		PyErr_SetString(PyExc_ValueError, "capacity must be positive");
+		return NULL;
+	}
+	return (PyObject *)xpy_batch_new(eng, (size_t)cap);
+}
+
+/*
+ * Free the xfer batch and let go of the buffers. With the engine alive
+ * what is in flight is cancelled and waited for first (a batch with a
+ * callback has had it, or has none set). Once the engine is freed its
+ * tasks are over, but a batch whose callback never ran cannot be freed:
+ * that one is left allocated.
+ */
+static void batch_release(BatchObject *bo, bool engine_alive)
+{
+	if (!bo->b)
+		return;
+	if (bo->inflight && engine_alive) {
+		Py_BEGIN_ALLOW_THREADS
+		xfer_batch_cancel(bo->b);
+		xfer_batch_wait(bo->b, -1);
+		Py_END_ALLOW_THREADS
+	}
+	bo->inflight = false;
+	xfer_batch_free(bo->b);
+	bo->b = NULL;
+	xpy_hold_release(&bo->hold);
+	if (bo->pprev) {
+		*bo->pprev = bo->next;
+		if (bo->next)
+			bo->next->pprev = bo->pprev;
+		bo->pprev = NULL;
+	}
+}
+
+static void batch_free(BatchObject *bo)
+{
+	batch_release(bo, true);
+}
+
+void xpy_batch_finish(BatchObject *bo, bool engine_alive)
+{
+	if (engine_alive)
+		bo->inflight = false; /* its callback ran */
+	batch_release(bo, engine_alive);
+}
+
+int xpy_ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	int64_t ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (int64_t)(deadline->tv_sec - now.tv_sec) * 1000 +
+	     (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return ms > 0 ? (int)ms : 0;
+}
+
+void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
+{
+	PyObject *live = PyList_New(0);
+	Py_ssize_t n;
+
+	/* held in a list: another thread may free one while the GIL is out */
+	for (BatchObject *bo = eng->batches; live && bo; bo = bo->next)
+		if (bo->inflight && PyList_Append(live, (PyObject *)bo) < 0)
+			Py_CLEAR(live);
+	if (!live) {
+		PyErr_Clear();
+		return;
+	}
+	n = PyList_GET_SIZE(live);
+	for (Py_ssize_t i = 0; i < n; i++) {
+		BatchObject *bo = (BatchObject *)PyList_GET_ITEM(live, i);
+
+		if (!bo->b)
+			continue;
+		Py_BEGIN_ALLOW_THREADS
+		xfer_batch_cancel(bo->b);
+		Py_END_ALLOW_THREADS
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		BatchObject *bo = (BatchObject *)PyList_GET_ITEM(live, i);
+		int ret;
+
+		if (!bo->b || !bo->inflight || bo->op.fut)
+			continue; /* an awaited one: aio.c waits for it */
+		Py_BEGIN_ALLOW_THREADS
+		ret = xfer_batch_wait(bo->b, xpy_ms_left(deadline));
+		Py_END_ALLOW_THREADS
+		if (ret == 0)
+			bo->inflight = false;
+	}
+	Py_DECREF(live);
+}
+
+void xpy_batches_close(EngineObject *eng)
+{
+	while (eng->batches)
+		batch_release(eng->batches, false);
+}
+
+static void batch_dealloc(BatchObject *bo)
+{
+	if (bo->b && bo->eng && bo->eng->e) {
+		pthread_rwlock_rdlock(&bo->eng->lock);
+		batch_free(bo);
+		pthread_rwlock_unlock(&bo->eng->lock);
+	}
+	xpy_hold_release(&bo->hold);
+	Py_XDECREF(bo->eng);
+	PyObject_Free(bo);
+}
+
+/* The batch, usable; NULL with ValueError once freed. */
+static struct xfer_batch *batch_get(BatchObject *bo)
+{
+	if (!bo->b) {
+		PyErr_SetString(PyExc_ValueError, "the batch is freed");
+		return NULL;
+	}
+	return bo->b;
+}
+
+PyDoc_STRVAR(submit_doc,
+"submit(opcode, segment, sources=None, targets=None, lengths=None, *,\n"
+"       pairs=None, notify=None)\n\n"
+"Append requests as tasks (Mooncake's submitTransfer) and return at once.\n"
+"@segment is a segment id; the requests are @pairs [(source, target\n"
+"address[, length]), ...] or the three lists. A source is an integer\n"
+"address or a buffer object (kept exported until the batch is done);\n"
+"lengths are in bytes. @notify=(name, msg) is sent to the segment's\n"
+"owner once every task completed. A bad request becomes an INVALID task.\n"
+"Raises XferError: ENOSPC (capacity), EBUSY, EINVAL, EMSGSIZE.");
+
+static PyObject *batch_submit(BatchObject *bo, PyObject *args, PyObject *kw)
+{
+	struct xfer_batch *b = batch_get(bo);
+	struct xpy_transfer t;
+	int ret;
+
+	if (!b || xpy_transfer_parse(args, kw, "submit", &t, &bo->hold) < 0)
+		return NULL;
+	if (!xpy_engine_get(bo->eng)) {
+		PyMem_Free(t.reqs);
+		return NULL;
+	}
+	ret = xpy_submit(b, &t);
+	xpy_engine_put(bo->eng);
+	PyMem_Free(t.reqs);
+	if (ret)
+		return xpy_raise(bo->eng, ret, "submit");
+	bo->inflight = true;
+	Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(wait_doc,
+"wait(timeout_ms=-1) -> bool\n\n"
+"Wait, without the GIL, until every task is done (and a notification\n"
+"acknowledged): True, or False after @timeout_ms (< 0: no limit). What\n"
+"Mooncake's get_batch_transfer_status polls for; a signal's exception\n"
+"(KeyboardInterrupt) cancels the batch and is raised.");
+
+static PyObject *batch_wait(BatchObject *bo, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "timeout_ms", NULL };
+	struct xfer_batch *b = batch_get(bo);
+	int timeout_ms = -1, ret;
+
+	if (!b || !PyArg_ParseTupleAndKeywords(args, kw, "|i:wait", kwlist,
+					       &timeout_ms))
+		return NULL;
+	if (!xpy_engine_get(bo->eng))
+		return NULL;
+	if (timeout_ms < 0) {
+		ret = xpy_batch_wait(bo->eng, b);
+	} else {
+		Py_BEGIN_ALLOW_THREADS
+		ret = xfer_batch_wait(b, timeout_ms);
+		Py_END_ALLOW_THREADS
+	}
+	xpy_engine_put(bo->eng);
+	if (ret < 0 && PyErr_Occurred())
+		return NULL;
+	if (ret == 0)
+		bo->inflight = false;
+	return PyBool_FromLong(ret == 0);
+}
+
+PyDoc_STRVAR(status_doc,
+"status(index) -> (status, transferred)\n\n"
+"Task @index (Mooncake's getTransferStatus): its status (an int of\n"
+"xfer.Status) and the bytes known to have arrived. IndexError past the\n"
+"last task.");
+
+static PyObject *batch_status(BatchObject *bo, PyObject *arg)
+{
+	struct xfer_batch *b = batch_get(bo);
+	struct xfer_task_status st;
+	Py_ssize_t i;
+
+	if (!b)
+		return NULL;
+	i = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+	if (i == -1 && PyErr_Occurred())
+		return NULL;
+	if (i < 0 || xfer_batch_status(b, (size_t)i, &st)) {
+		PyErr_SetString(PyExc_IndexError, "no such task");
+		return NULL;
+	}
+	return Py_BuildValue("(iK)", (int)st.status,
+			     (unsigned long long)st.transferred);
+}
+
+PyObject *xpy_statuses(struct xfer_batch *b)
+{
+	size_t n = xfer_batch_size(b);
+	PyObject *list = PyList_New((Py_ssize_t)n), *o;
+
+	for (size_t i = 0; list && i < n; i++) {
+		struct xfer_task_status st = { 0 };
+
+		xfer_batch_status(b, i, &st);
+		o = PyLong_FromLong(st.status);
+		if (!o)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+	}
+	return list;
+}
+
+static PyObject *batch_statuses(BatchObject *bo, PyObject *unused)
+{
+	struct xfer_batch *b = batch_get(bo);
+
+	(void)unused;
+	return b ? xpy_statuses(b) : NULL;
+}
+
+PyDoc_STRVAR(cancel_doc,
+"cancel()\n\n"
+"Cancel the batch (xfer_batch_cancel; Mooncake has none): tasks not yet\n"
+"done end CANCELED; nothing more of them is written into local memory\n"
+"from the return on. Raises ValueError once the batch is freed.");
+
+static PyObject *batch_cancel(BatchObject *bo, PyObject *unused)
+{
+	struct xfer_batch *b = batch_get(bo);
+
+	(void)unused;
+	if (!b)
+		return NULL;
+	if (!xpy_engine_get(bo->eng))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	xfer_batch_cancel(b);
+	Py_END_ALLOW_THREADS
+	xpy_engine_put(bo->eng);
+	Py_RETURN_NONE;
+}
+
+/* A future's done callback: a cancelled future cancels its batch. */
+static PyObject *batch_on_future_done(BatchObject *bo, PyObject *fut)
+{
+	PyObject *c;
+	int yes;
+
+	if (!bo->b || !bo->inflight)
+		Py_RETURN_NONE;
+	c = PyObject_CallMethod(fut, "cancelled", NULL);
+	if (!c)
+		return NULL;
+	yes = PyObject_IsTrue(c);
+	Py_DECREF(c);
+	if (yes > 0)
+		return batch_cancel(bo, NULL);
+	Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(free_doc,
+"free()\n\n"
+"Free the batch (Mooncake's freeBatchID), cancelling and waiting for\n"
+"what is in flight first. Idempotent; `with` calls it on exit.");
+
+static PyObject *batch_free_m(BatchObject *bo, PyObject *unused)
+{
+	(void)unused;
+	if (bo->op.fut) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"an awaited batch frees itself");
+		return NULL;
+	}
+	if (bo->b) {
+		if (!xpy_engine_get(bo->eng))
+			return NULL;
+		batch_free(bo);
+		xpy_engine_put(bo->eng);
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *batch_enter(BatchObject *bo, PyObject *unused)
+{
+	(void)unused;
+	return Py_NewRef(bo);
+}
+
+static PyObject *batch_exit(BatchObject *bo, PyObject *args)
+{
+	(void)args;
+	return batch_free_m(bo, NULL);
+}
+
+static PyObject *batch_get_size(BatchObject *bo, void *c)
+{
+	(void)c;
+	return PyLong_FromSize_t(bo->b ? xfer_batch_size(bo->b) : 0);
+}
+
+static PyObject *batch_get_capacity(BatchObject *bo, void *c)
+{
+	(void)c;
+	return PyLong_FromSize_t(bo->cap);
+}
+
+static PyObject *batch_get_done(BatchObject *bo, void *c)
+{
+	(void)c;
+	if (bo->inflight && bo->b && xfer_batch_wait(bo->b, 0) == 0)
+		bo->inflight = false;
+	return PyBool_FromLong(!bo->inflight);
+}
+
+static PyObject *batch_get_outcome(BatchObject *bo, void *c)
+{
+	PyObject *done = batch_get_done(bo, c);
+
+	if (!done)
+		return NULL;
+	Py_DECREF(done);
+	if (!bo->b)
+		return PyLong_FromLong(bo->outcome);
+	return PyLong_FromLong(bo->inflight ? XFER_WAITING :
+			       xpy_batch_outcome(bo->b));
+}
+
+static PyMethodDef batch_methods[] = {
+	{ "submit", (PyCFunction)(void (*)(void))batch_submit,
+	  METH_VARARGS | METH_KEYWORDS, submit_doc },
+	{ "wait", (PyCFunction)(void (*)(void))batch_wait,
+	  METH_VARARGS | METH_KEYWORDS, wait_doc },
+	{ "status", (PyCFunction)batch_status, METH_O, status_doc },
+	{ "statuses", (PyCFunction)batch_statuses, METH_NOARGS,
+	  "statuses() -> [status, ...]\n\nThe status of every task." },
+	{ "cancel", (PyCFunction)batch_cancel, METH_NOARGS, cancel_doc },
+	{ "free", (PyCFunction)batch_free_m, METH_NOARGS, free_doc },
+	{ "_on_future_done", (PyCFunction)batch_on_future_done, METH_O, NULL },
+	{ "__enter__", (PyCFunction)batch_enter, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)batch_exit, METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef batch_getset[] = {
+	{ "size", (getter)batch_get_size, NULL, "Tasks submitted so far.",
+	  NULL },
+	{ "capacity", (getter)batch_get_capacity, NULL,
+	  "Tasks the batch holds.", NULL },
+	{ "done", (getter)batch_get_done, NULL,
+	  "Whether every submitted task is over (does not wait).", NULL },
+	{ "outcome", (getter)batch_get_outcome, NULL,
+	  "WAITING while in flight, then COMPLETED if every task completed, "
+	  "else FAILED, TIMEOUT, INVALID or CANCELED (the first any task "
+	  "has).", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject xpy_BatchType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "xfer._xfer.Batch",
+	.tp_doc = "A batch of transfer requests (Mooncake's BatchID); made by "
+		  "Engine.batch(capacity). A context manager that frees it.",
+	.tp_basicsize = sizeof(BatchObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_dealloc = (destructor)batch_dealloc,
+	.tp_methods = batch_methods,
+	.tp_getset = batch_getset,
+};

@@ -1,0 +1,244 @@
+/*
+ * xfer._xfer: the module, its exceptions and constants, and the raw
+ * memory helpers the Mooncake-compatible layer exposes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "python/src/xfer_py.h"
+
+PyObject *xpy_XferError;
+PyObject *xpy_TransferError;
+
+/* errno of a batch that did not complete, by its outcome */
+static int outcome_errno(enum xfer_status st)
+{
+	switch (st) {
+	case XFER_INVALID:
+		return EINVAL;
+	case XFER_CANCELED:
+		return ECANCELED;
+	case XFER_TIMEOUT:
+		return ETIMEDOUT;
+	default:
+		return EIO;
+	}
+}
+
+/* An instance of @p type: (errno, "what: strerror (engine's message)"). */
+static PyObject *error_new(PyObject *type, EngineObject *eng, int err,
+			   const char *what)
+{
+	const char *last = eng && eng->e ? xfer_engine_last_error(eng->e) :
+			   NULL;
+	PyObject *msg;
+
+	if (err < 0)
+		err = -err;
+	if (last && *last)
+		msg = PyUnicode_FromFormat("%s: %s (%s)", what, strerror(err),
+					   last);
+	else
+		msg = PyUnicode_FromFormat("%s: %s", what, strerror(err));
+	if (!msg)
+		return NULL;
+	return PyObject_CallFunction(type, "iN", err, msg);
+}
+
+PyObject *xpy_error(EngineObject *eng, int err, const char *what)
+{
+	return error_new(xpy_XferError, eng, err, what);
+}
+
+PyObject *xpy_raise(EngineObject *eng, int err, const char *what)
+{
+	PyObject *exc = xpy_error(eng, err, what);
+
+	if (exc) {
+		PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+		Py_DECREF(exc);
+	}
+	return NULL;
+}
+
+/* A TransferError (not raised) with .outcome and .statuses (one status
+ * per task, as ints). */
+PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
+			     enum xfer_status outcome)
+{
+	PyObject *exc, *statuses = xpy_statuses(b), *o;
+	char what[64];
+
+	if (!statuses)
+		return NULL;
+	snprintf(what, sizeof(what), "transfer %s",
+		 xfer_status_str(outcome));
+	exc = error_new(xpy_TransferError, eng, outcome_errno(outcome), what);
+	o = exc ? PyLong_FromLong(outcome) : NULL;
+	if (exc && (!o || PyObject_SetAttrString(exc, "outcome", o) < 0 ||
+		    PyObject_SetAttrString(exc, "statuses", statuses) < 0))
+		Py_CLEAR(exc);
+	Py_XDECREF(o);
+	Py_DECREF(statuses);
+	return exc;
+}
+
+PyDoc_STRVAR(alloc_doc,
+"alloc(length) -> int\n\n"
+"Allocate @length bytes, page-aligned and not initialised, and return\n"
+"their address (free with release()). Raises MemoryError.");
+
+static PyObject *mod_alloc(PyObject *m, PyObject *arg)
+{
+	uint64_t len;
+	void *p;
+
+	(void)m;
+	if (xpy_addr(arg, &len) < 0)
+		return NULL;
+	if (len == 0 || posix_memalign(&p, 4096, (size_t)len))
+		return PyErr_NoMemory();
+	return PyLong_FromUnsignedLongLong((uintptr_t)p);
+}
+
+PyDoc_STRVAR(release_doc,
+"release(address)\n\nFree memory that alloc() returned.");
+
+static PyObject *mod_release(PyObject *m, PyObject *arg)
+{
+	uint64_t addr;
+
+	(void)m;
+	if (xpy_addr(arg, &addr) < 0)
+		return NULL;
+	free((void *)(uintptr_t)addr);
+	Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(read_bytes_doc,
+"read_bytes(address, length) -> bytes\n\n"
+"Copy @length bytes from raw memory at @address into a new bytes object.\n"
+"The memory must be mapped: nothing is checked.");
+
+static PyObject *mod_read_bytes(PyObject *m, PyObject *args)
+{
+	unsigned long long addr;
+	Py_ssize_t len;
+
+	(void)m;
+	if (!PyArg_ParseTuple(args, "Kn:read_bytes", &addr, &len))
+		return NULL;
+	if (len < 0) {
+		PyErr_SetString(PyExc_ValueError, "negative length");
+		return NULL;
+	}
+	return PyBytes_FromStringAndSize((const char *)(uintptr_t)addr, len);
+}
+
+PyDoc_STRVAR(write_bytes_doc,
+"write_bytes(address, data, length=None)\n\n"
+"Copy the first @length bytes of @data (a bytes-like object; all of it\n"
+"by default) to raw memory at @address. Nothing is checked.");
+
+static PyObject *mod_write_bytes(PyObject *m, PyObject *args)
+{
+	unsigned long long addr;
+	Py_ssize_t len = -1;
+	Py_buffer data;
+
+	(void)m;
+	if (!PyArg_ParseTuple(args, "Ky*|n:write_bytes", &addr, &data, &len))
+		return NULL;
+	if (len < 0 || len > data.len)
+		len = data.len;
+	memcpy((void *)(uintptr_t)addr, data.buf, (size_t)len);
+	PyBuffer_Release(&data);
+	Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(address_of_doc,
+"address_of(obj) -> (address, length)\n\n"
+"Address and length in bytes of an object with the buffer protocol\n"
+"(one contiguous block). The address stays valid only while the object\n"
+"lives and is not resized: registering the object keeps it so.");
+
+static PyObject *mod_address_of(PyObject *m, PyObject *obj)
+{
+	Py_buffer v;
+	PyObject *r;
+
+	(void)m;
+	if (PyObject_GetBuffer(obj, &v, PyBUF_SIMPLE) < 0)
+		return NULL;
+	r = Py_BuildValue("(Kn)", (unsigned long long)(uintptr_t)v.buf,
+			  v.len);
+	PyBuffer_Release(&v);
+	return r;
+}
+
+static PyMethodDef mod_methods[] = {
+	{ "alloc", mod_alloc, METH_O, alloc_doc },
+	{ "release", mod_release, METH_O, release_doc },
+	{ "read_bytes", mod_read_bytes, METH_VARARGS, read_bytes_doc },
+	{ "write_bytes", mod_write_bytes, METH_VARARGS, write_bytes_doc },
+	{ "address_of", mod_address_of, METH_O, address_of_doc },
+	{ NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef xfer_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "xfer._xfer",
+	.m_doc = "The C core of the xfer package: engines, batches and the "
+		 "completion queue that asyncio waits on.",
+	.m_size = -1,
+	.m_methods = mod_methods,
+};
+
+static int add_constants(PyObject *m)
+{
+	static const struct { const char *name; long v; } c[] = {
+		{ "READ", XFER_READ }, { "WRITE", XFER_WRITE },
+		{ "WAITING", XFER_WAITING }, { "PENDING", XFER_PENDING },
+		{ "INVALID", XFER_INVALID }, { "CANCELED", XFER_CANCELED },
+		{ "COMPLETED", XFER_COMPLETED }, { "TIMEOUT", XFER_TIMEOUT },
+		{ "FAILED", XFER_FAILED },
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		if (PyModule_AddIntConstant(m, c[i].name, c[i].v) < 0)
+			return -1;
+	return 0;
+}
+
+PyMODINIT_FUNC PyInit__xfer(void)
+{
+	PyObject *m = PyModule_Create(&xfer_module);
+
+	if (!m)
+		return NULL;
+	xpy_XferError = PyErr_NewExceptionWithDoc(
+		"xfer.XferError",
+		"An engine call failed: .errno is the errno (ECONNREFUSED, "
+		"EINVAL ...), .strerror says what failed, with the engine's "
+		"own message.", PyExc_OSError, NULL);
+	if (!xpy_XferError)
+		goto err;
+	xpy_TransferError = PyErr_NewExceptionWithDoc(
+		"xfer.TransferError",
+		"A batch did not complete: .outcome is its status (FAILED, "
+		"TIMEOUT, INVALID or CANCELED), .statuses the status of each "
+		"task; .errno EIO, ETIMEDOUT, EINVAL or ECANCELED.",
+		xpy_XferError, NULL);
+	if (!xpy_TransferError)
+		goto err;
+	if (PyModule_AddObjectRef(m, "XferError", xpy_XferError) < 0 ||
+	    PyModule_AddObjectRef(m, "TransferError", xpy_TransferError) < 0 ||
+	    PyModule_AddType(m, &xpy_EngineType) < 0 ||
+	    PyModule_AddType(m, &xpy_BatchType) < 0 || add_constants(m) < 0)
+		goto err;
+	return m;
+err:
+	Py_DECREF(m);
+	return NULL;
+}

@@ -1,0 +1,161 @@
+/*
+ * xfer._xfer: what the files of the extension module share.
+ *
+ * module.c    the module: exceptions, constants, memory helpers
+ * engine.c    the _Engine type: lifetime, configuration, registration,
+ *             segments, notifications (blocking forms)
+ * requests.c  Python arguments into struct xfer_request arrays, and the
+ *             buffers they keep exported while a transfer runs
+ * batch.c     the Batch type (submitted, polled, waited) and blocking
+ *             transfers
+ * aio.c       the completion queue: the engine's callbacks push, an
+ *             eventfd wakes the event loop, drain() resolves futures
+ *
+ * Threads: every call holds the engine's read lock (taken with the GIL,
+ * so it never waits while a closing thread needs the GIL) and releases
+ * the GIL while it waits; close() takes the write lock without the GIL,
+ * so it never frees the engine under a waiting call. The engine's
+ * callbacks never take the GIL: they queue what happened and write the
+ * eventfd; the loop's thread resolves it.
+ */
+#ifndef XFER_PY_H
+#define XFER_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <xfer/xfer.h>
+
+/* Buffer-protocol objects a call keeps exported (released with the GIL). */
+struct xpy_hold {
+	Py_buffer *views;
+	size_t n, cap;
+};
+
+struct xpy_cq;
+
+/* Kinds of completions that travel through the queue. */
+enum xpy_op_kind {
+	XPY_OP_BATCH,     /* a Batch's callback: outcome in result */
+	XPY_OP_DONE,      /* an xfer_done_cb: 0 or -errno */
+	XPY_OP_SEGMENT,   /* xfer_segment_open_async: id or -errno */
+	XPY_OP_NOTIFY,    /* a notification arrived: name, msg */
+};
+
+/*
+ * One asynchronous call in flight, or one notification. Linked on the
+ * engine's pending list (under the GIL) from the call until drain(), and
+ * on the queue (under the queue's lock) from its callback until drain().
+ */
+struct xpy_op {
+	struct xpy_op *qnext;             /* queue link */
+	struct xpy_op *pnext, **pprev;    /* pending list link */
+	enum xpy_op_kind kind;
+	bool called;                      /* its callback ran (queue lock) */
+	const char *what;                 /* names the call in errors */
+	int64_t result;
+	struct xpy_cq *cq;
+	PyObject *fut;                    /* resolved by drain(); owned */
+	PyObject *value;                  /* result for 0 (XPY_OP_DONE); owned */
+	char *name, *msg;                 /* XPY_OP_NOTIFY */
+};
+
+typedef struct BatchObject BatchObject;
+
+typedef struct {
+	PyObject_HEAD
+	struct xfer_engine *e;            /* NULL once closed */
+	pthread_rwlock_t lock;            /* read: a call without the GIL */
+	PyObject *regs;                   /* addr -> capsule of a Py_buffer */
+	BatchObject *batches;             /* live batches (under the GIL) */
+	struct xpy_cq *cq;                /* NULL until the first async call */
+	struct xpy_op *pending;           /* async calls in flight */
+	PyObject *on_notify;              /* callable(name, msg) or NULL */
+} EngineObject;
+
+struct BatchObject {
+	PyObject_HEAD
+	EngineObject *eng;                /* owned */
+	struct xfer_batch *b;             /* NULL once freed */
+	size_t cap;
+	struct xpy_hold hold;
+	bool inflight;                    /* submitted, not known to be done */
+	enum xfer_status outcome;         /* once its callback ran */
+	struct xpy_op op;                 /* XPY_OP_BATCH, with a future */
+	BatchObject *next, **pprev;       /* the engine's live list */
+};
+
+/* module.c */
+extern PyObject *xpy_XferError;
+extern PyObject *xpy_TransferError;
+extern PyTypeObject xpy_EngineType;
+extern PyTypeObject xpy_BatchType;
+PyObject *xpy_raise(EngineObject *eng, int err, const char *what);
+PyObject *xpy_error(EngineObject *eng, int err, const char *what);
+PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
+			     enum xfer_status outcome);
+int xpy_addr(PyObject *o, uint64_t *addr);
+
+/* engine.c */
+/* The engine under its read lock, for a call that may let the GIL go;
+ * NULL with ValueError set once closed. */
+struct xfer_engine *xpy_engine_get(EngineObject *eng);
+void xpy_engine_put(EngineObject *eng);
+int xpy_reg_args(PyObject *obj, PyObject *length, bool writable,
+		 struct xpy_hold *h, void **addr, size_t *len);
+PyObject *xpy_reg_keep(EngineObject *eng, uint64_t addr,
+		       struct xpy_hold *h);
+
+/* requests.c */
+int xpy_hold_add(struct xpy_hold *h, PyObject *obj, bool writable,
+		 void **addr, size_t *len);
+void xpy_hold_release(struct xpy_hold *h);
+/* The requests of a call (opcode, segment, sources=None, targets=None,
+ * lengths=None, *, pairs=None, notify=None); @p h keeps their buffer
+ * objects. The strings stay valid while @p args does. */
+struct xpy_transfer {
+	struct xfer_request *reqs;        /* PyMem_Free() them */
+	size_t n;
+	const char *nname, *nmsg;         /* a notification, or NULL */
+};
+int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
+		       struct xpy_transfer *t, struct xpy_hold *h);
+
+/* batch.c */
+extern const char xpy_transfer_doc[], xpy_batch_doc[];
+PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
+			      PyObject *kw);
+PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw);
+BatchObject *xpy_batch_new(EngineObject *eng, size_t cap);
+int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b);
+/* xfer_batch_submit(_notify) without the GIL: 0 or -errno. */
+int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t);
+enum xfer_status xpy_batch_outcome(struct xfer_batch *b);
+/* [status of each task, ...] as ints */
+PyObject *xpy_statuses(struct xfer_batch *b);
+void xpy_batch_finish(BatchObject *bo, bool engine_alive);
+int xpy_ms_left(const struct timespec *deadline);
+/* Closing, before the engine is freed: cancel every batch in flight and
+ * wait for those not awaited until @p deadline (CLOCK_MONOTONIC). */
+void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline);
+/* After: free them all (their tasks are over). */
+void xpy_batches_close(EngineObject *eng);
+
+/* aio.c */
+PyObject *xpy_aio_fileno(EngineObject *eng, PyObject *unused);
+PyObject *xpy_aio_drain(EngineObject *eng, PyObject *unused);
+PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw);
+PyObject *xpy_aio_open(EngineObject *eng, PyObject *args);
+PyObject *xpy_aio_notify(EngineObject *eng, PyObject *args);
+PyObject *xpy_aio_register(EngineObject *eng, PyObject *args, PyObject *kw);
+PyObject *xpy_aio_refresh(EngineObject *eng, PyObject *args);
+PyObject *xpy_aio_listen(EngineObject *eng, PyObject *cb);
+void xpy_aio_batch_done(struct xfer_batch *b, enum xfer_status outcome,
+			void *arg);
+void xpy_aio_close(EngineObject *eng, const struct timespec *deadline);
+void xpy_aio_free(EngineObject *eng);
+
+#endif /* XFER_PY_H */

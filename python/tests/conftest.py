@@ -1,0 +1,130 @@
+"""Fixtures of the Python tests: the build folder, peer processes, the
+servers the interop tests start, and the byte patterns every check uses."""
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("XFER_BUILD", os.path.join(ROOT, "build"))
+
+MiB = 1 << 20
+# The sizes every transfer test moves, as the issue lists them.
+SIZES = [1, 4096, 64 * 1024 + 1, 16 * MiB]
+
+
+def pattern(seed, n):
+    """n bytes that only seed and n decide, the same in every process."""
+    return random.Random(seed).randbytes(n)
+
+
+def digest(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Peer:
+    """A peer.py process: its engine's name, its buffer's address."""
+
+    def __init__(self, mode, size, cfg=None):
+        args = [sys.executable, os.path.join(HERE, "peer.py"), mode,
+                str(size)]
+        if cfg is not None:
+            args.append(json.dumps(cfg))
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True,
+                                     env=env)
+        hello = self._read()
+        self.name, self.addr, self.len = (hello["name"], hello["addr"],
+                                          hello["len"])
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"peer exited ({self.proc.poll()})")
+        return json.loads(line)
+
+    def call(self, op, **args):
+        self.proc.stdin.write(json.dumps(dict(args, op=op)) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def fill(self, seed, off, n):
+        self.call("fill", seed=seed, off=off, len=n)
+
+    def check(self, seed, off, n):
+        r = self.call("check", seed=seed, off=off, len=n)
+        assert r["ok"], f"peer bytes differ from offset {r.get('first_bad')}"
+
+    def digest(self, off, n):
+        """sha256 of the peer's bytes at [off, off+n)."""
+        return self.call("digest", off=off, len=n)["digest"]
+
+    def stop(self):
+        """SIGSTOP, and wait until every thread of the peer is stopped."""
+        self.proc.send_signal(signal.SIGSTOP)
+        tasks = f"/proc/{self.proc.pid}/task"
+        for _ in range(1000):
+            states = []
+            for t in os.listdir(tasks):
+                with open(f"{tasks}/{t}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            if all(s in "tT" for s in states):
+                return
+            time.sleep(0.005)
+        raise TimeoutError("the peer does not stop")
+
+    def cont(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.cont()
+            try:
+                self.call("quit")
+                self.proc.wait(timeout=10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def make_peer():
+    peers = []
+
+    def make(mode="native", size=40 * MiB, cfg=None):
+        p = Peer(mode, size, cfg)
+        peers.append(p)
+        return p
+    yield make
+    for p in peers:
+        p.close()
+
+
+def build_tool(name):
+    path = os.path.join(BUILD, name)
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"{path} is not built (make)")
+    return path
+
+
+@pytest.fixture
+def dead_session():
+    """A host:port where nothing listens."""
+    return f"127.0.0.1:{free_port()}"
