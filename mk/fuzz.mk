@@ -23,9 +23,10 @@ FUZZ_NAMES   := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LIB     := $(FUZZ_BUILD)/libxfer.a
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
-# xfer-metad without its main()
+# xfer-metad without its main(), and SQLite for its store
 FUZZ_METAD_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,\
                    $(filter-out metadata/metad/main.c,$(METAD_SRCS)))
+$(FUZZ_METAD_OBJS): FUZZ_CFLAGS += $(shell pkg-config --cflags sqlite3)
 
 # Known undefined behaviour that its owner is fixing (issue 13, item 4:
 # NULL + 0 for the status-only replies of transports/tcp/server.c):
@@ -46,7 +47,8 @@ $(FUZZ_LIB): $(FUZZ_LIB_OBJS)
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(FUZZ_METAD_OBJS) \
 		      $(FUZZ_LIB)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LDLIBS)
+	$(Q)$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LDLIBS) \
+		$(shell pkg-config --libs sqlite3)
 
 fuzz-build: $(FUZZ_BINS)
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,6 +31,29 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 static inline void fuzz_quiet(void)
 {
 	setenv("XFER_LOG_LEVEL", "error", 1);
+}
+
+/* Connect @p fd, whatever signals come meanwhile (libFuzzer's -timeout
+ * is a SIGALRM each second). @return 0, or -1 with errno. */
+static inline int fuzz_connect(int fd, const struct sockaddr *sa,
+			       socklen_t len)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	socklen_t elen = sizeof(int);
+	int err = 0;
+
+	if (!connect(fd, sa, len))
+		return 0;
+	if (errno != EINTR && errno != EINPROGRESS)
+		return -1;
+	while (poll(&p, 1, -1) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
+		errno = err ? err : errno;
+		return -1;
+	}
+	return 0;
 }
 
 /* Write what a non-blocking @p fd takes now of [*off, len); returns

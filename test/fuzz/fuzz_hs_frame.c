@@ -117,7 +117,7 @@ static void run_server(const uint8_t *data, size_t size)
 	size_t off = 0;
 	bool shut = false;
 
-	if (fd < 0 || connect(fd, (struct sockaddr *)&hs_addr, hs_addrlen))
+	if (fd < 0 || fuzz_connect(fd, (struct sockaddr *)&hs_addr, hs_addrlen))
 		FUZZ_DIE("connect: %s", strerror(errno));
 	for (;;) {
 		if (!fuzz_write_some(fd, data, size, &off))

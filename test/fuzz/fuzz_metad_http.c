@@ -56,13 +56,17 @@ static int connect_to(uint16_t port)
 	};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+	if (fd < 0 || fuzz_connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
 		FUZZ_DIE("connect: %s", strerror(errno));
 	return fd;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	/* small limits, so that a request can reach them */
+	static const struct metad_limits limits = {
+		.value_bytes = 4096, .keys = 8, .bytes = 16384,
+	};
 	/* close with a reset: no TIME_WAIT left behind per input */
 	const struct linger rst = { .l_onoff = 1, .l_linger = 0 };
 	struct event_base *base = event_base_new();
@@ -75,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int64_t end;
 	int fd;
 
-	s = metad_store_open(NULL, err, sizeof(err));
+	s = metad_store_open(NULL, &limits, err, sizeof(err));
 	if (!base || !s)
 		FUZZ_DIE("setup: %s", err);
 	put(s, "mooncake/ram/a", "{\"name\":\"a\"}");
