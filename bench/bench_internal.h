@@ -10,6 +10,7 @@
  *   config.c      the library's configuration from the settings
  *   runner.c      engines, buffers, batches, the timed loop, the modes
  *   plugin.c      --plugin: the initiator on the bench's event_base
+ *   file.c        --file: the file segment a target serves, its name
  *   report.c      throughput, latency percentiles, CPU per GB, --json
  */
 #ifndef XFER_BENCH_INTERNAL_H
@@ -56,6 +57,7 @@ struct bench_opts {
 	bool verify;
 	bool json;
 	bool plugin;      /* the initiator on our event_base, no waiting */
+	const char *file; /* the target segment is this file's, NULL: RAM */
 	const char *report_unit;    /* Mooncake's: "GB", "GiB" ... */
 	double report_bytes;        /* bytes in one report_unit */
 	int report_precision;       /* digits after the point */
@@ -105,8 +107,8 @@ struct bench_worker {
 /* Initiator and loopback modes: the engines, buffers and regions. */
 struct bench_initiator {
 	struct xfer_engine *e, *target; /* target: loopback only */
-	uint8_t *local, *target_buf;
-	const char *seg_name;
+	uint8_t *local, *target_buf;    /* target_buf: NULL with --file */
+	char *seg_name;
 	int64_t seg;
 	struct bench_worker *w;         /* --threads of them */
 	struct timespec start;
@@ -199,6 +201,17 @@ void bench_initiator_end(const struct bench_opts *o,
 
 /* Register @p with @e for peers to read and write. Dies on failure. */
 void bench_register(struct xfer_engine *e, void *p, size_t len);
+
+/* Fill @p with the --verify pattern of target offsets [@off, @off+@len). */
+void bench_fill_pattern(uint8_t *p, uint64_t off, size_t len);
+
+/* --file: make @o->file hold --buffer_size bytes (the pattern with
+ * --verify) and register it as the file segment of @e. Dies on failure. */
+void bench_register_file(const struct bench_opts *o, struct xfer_engine *e);
+
+/* The segment an initiator opens to reach target @name: @name, or with
+ * --file "nvmeof/@name". The caller frees it. */
+char *bench_segment_name(const struct bench_opts *o, const char *name);
 
 /* The opcode of @w's next batch, or -1 when the region is done; @stop:
  * the timed run is over. Prepares the local region for it. */

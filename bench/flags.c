@@ -43,7 +43,7 @@ struct raw {
 	const char *mode, *operation, *protocol, *device_name, *matrix;
 	const char *metadata_server, *metadata_type, *metadata_servers;
 	const char *local_server_name, *segment_id, *report_unit, *backend;
-	const char *bind_addr;
+	const char *bind_addr, *file;
 	long long buffer_size, batch_size, block_size, threads;
 	long long report_precision, gpu_id, workers, rpc_port;
 	double duration;
@@ -105,6 +105,10 @@ static void read_args(int argc, char **argv, struct raw *r)
 		B("json", json, "one JSON line instead of text"),
 		B("plugin", plugin, "the initiator on an event_base of the "
 		  "bench, no thread; loop stalls"),
+		S("file", file, "the target segment is the file segment "
+		  "nvmeof/<target>: target and loopback register this path, "
+		  "--buffer_size bytes (extended if shorter); initiator: the "
+		  "target's path, not opened here (RAM)"),
 		B("help", help, "this text"),
 		{ NULL },
 	};
@@ -266,6 +270,9 @@ static void convert(const struct raw *r, struct bench_opts *o)
 	o->verify = r->verify;
 	o->json = r->json;
 	o->plugin = r->plugin;
+	if (r->file && !*r->file)
+		die("--file: empty path");
+	o->file = r->file;
 }
 
 /* The buffer: Mooncake's 1 GiB unless given, raised (with a warning, as

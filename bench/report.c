@@ -89,9 +89,11 @@ void bench_report(const struct bench_opts *o, const struct bench_result *r,
 
 	if (o->json) {
 		printf("{\"mode\":\"%s\",\"operation\":\"%s\",\"protocol\":\"%s\","
-		       "\"block_size\":%zu,\"batch_size\":%zu,\"threads\":%zu,",
+		       "\"segment\":\"%s\",\"block_size\":%zu,"
+		       "\"batch_size\":%zu,\"threads\":%zu,",
 		       bench_mode_names[o->mode],
 		       bench_op_names[o->op], o->protocol,
+		       o->file ? "file" : "ram",
 		       o->block_size, o->batch_size, o->threads);
 		print_num("duration_s", r->duration_s, true, false);
 		print_u64("batches", r->batches, ran);

@@ -22,7 +22,7 @@ static inline uint8_t pattern(uint64_t i)
 	return (uint8_t)(i * 131 + (i >> 8) + 7);
 }
 
-static void fill_pattern(uint8_t *p, uint64_t off, size_t len)
+void bench_fill_pattern(uint8_t *p, uint64_t off, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		p[i] = pattern(off + i);
@@ -96,15 +96,20 @@ void bench_register(struct xfer_engine *e, void *p, size_t len)
 		die_api(e, "xfer_register", ret);
 }
 
-/* The buffer a target serves, registered with @e: the pattern for
- * --verify, else zeros. */
+/* What a target serves, registered with @e: the file of --file (NULL
+ * returned), or a buffer with the pattern for --verify, else zeros. */
 static uint8_t *target_buffer(const struct bench_opts *o,
 			      struct xfer_engine *e)
 {
-	uint8_t *buf = alloc_buffer(o->buffer_size);
+	uint8_t *buf;
 
+	if (o->file) {
+		bench_register_file(o, e);
+		return NULL;
+	}
+	buf = alloc_buffer(o->buffer_size);
 	if (o->verify)
-		fill_pattern(buf, 0, o->buffer_size);
+		bench_fill_pattern(buf, 0, o->buffer_size);
 	bench_register(e, buf, o->buffer_size);
 	return buf;
 }
@@ -318,17 +323,19 @@ void bench_run_target(const struct bench_opts *o)
 void bench_initiator_new(const struct bench_opts *o,
 			 struct bench_initiator *in, struct event_base *base)
 {
-	*in = (struct bench_initiator){ .seg_name = o->segment_id, .seg = -1 };
+	*in = (struct bench_initiator){ .seg = -1 };
 	if (o->mode == BENCH_LOOPBACK) {
 		const char *bind = o->bind_addr ? o->bind_addr : "127.0.0.1";
 
 		in->target = bench_engine_new(o, o->local_server_name, bind,
 					      o->rpc_port, NULL);
 		in->target_buf = target_buffer(o, in->target);
-		in->seg_name = xfer_engine_name(in->target);
+		in->seg_name = bench_segment_name(o,
+						  xfer_engine_name(in->target));
 		/* its own default name: with a central store, names must differ */
 		in->e = bench_engine_new(o, NULL, bind, 0, base);
 	} else {
+		in->seg_name = bench_segment_name(o, o->segment_id);
 		in->e = bench_engine_new(o, o->local_server_name, o->bind_addr,
 					 o->rpc_port, base);
 	}
@@ -381,7 +388,7 @@ void bench_initiator_regions(const struct bench_opts *o,
 			};
 		if (o->verify) {
 			w[t].expect = xmalloc(region);
-			fill_pattern(w[t].expect, w[t].region_off, region);
+			bench_fill_pattern(w[t].expect, w[t].region_off, region);
 		}
 	}
 }
@@ -442,6 +449,7 @@ void bench_initiator_end(const struct bench_opts *o,
 		xfer_engine_free(in->target);
 	free(in->local);
 	free(in->target_buf);
+	free(in->seg_name);
 }
 
 /* Initiator and loopback modes, one thread per region. */

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/buffers_internal.h"
 #include "core/desc_internal.h"
@@ -29,8 +30,10 @@ struct xfer_buffer *xfer_buffer_new(uint64_t addr, uint64_t len,
 
 void xfer_buffer_free(struct xfer_buffer *b)
 {
-	if (b)
+	if (b) {
 		free(b->location);
+		free(b->leave);
+	}
 	free(b);
 }
 
@@ -67,9 +70,36 @@ struct xfer_buffer *xfer_buffers_find(struct xfer_buffers *bs, uint64_t addr,
 	if (i == 0 || len == 0 || addr + len < addr)
 		return NULL;
 	b = bs->v[i - 1];
-	if (addr + len > b->addr + b->len || (remote_only && !b->remote_access))
+	if (addr + len > b->addr + b->len || (remote_only && !b->remote_access) ||
+	    (atomic_load(&b->pins) & XFER_BUFFER_LEAVING))
 		return NULL;
 	return b;
+}
+
+void xfer_buffer_pin(struct xfer_buffer *b)
+{
+	atomic_fetch_add(&b->pins, 1);
+}
+
+void xfer_buffer_unpin(struct xfer_buffers *bs, struct xfer_buffer *b)
+{
+	/* exactly one caller sees the last pin of a leaving buffer go */
+	if (atomic_fetch_sub(&b->pins, 1) == (XFER_BUFFER_LEAVING | 1))
+		bs->unpinned(b, bs->arg);
+}
+
+int64_t xfer_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool xfer_buffer_overdue(const struct xfer_buffer *b)
+{
+	return (atomic_load(&b->pins) & XFER_BUFFER_LEAVING) &&
+	       xfer_now_ms() >= atomic_load(&b->deadline_ms);
 }
 
 struct xfer_buffer *xfer_buffers_acquire(struct xfer_buffers *bs,
@@ -116,11 +146,28 @@ err_unlock:
 	return ret;
 }
 
+/* Drop entry @p i; caller holds the write lock. */
+static void drop_at(struct xfer_buffers *bs, size_t i)
+{
+	memmove(&bs->v[i], &bs->v[i + 1], (bs->n - i - 1) * sizeof(*bs->v));
+	bs->n--;
+}
+
 int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr,
 			struct xfer_buffer **out)
 {
-	size_t i;
+	int ret = xfer_buffers_leave(bs, addr, 0, NULL, out);
+
+	return ret == -EAGAIN ? -EBUSY : ret;
+}
+
+int xfer_buffers_leave(struct xfer_buffers *bs, uint64_t addr,
+		       int64_t deadline_ms, void *leave,
+		       struct xfer_buffer **out)
+{
 	struct xfer_buffer *b;
+	long pins;
+	size_t i;
 	int ret = -ENOENT;
 
 	pthread_rwlock_wrlock(&bs->lock);
@@ -129,15 +176,40 @@ int xfer_buffers_remove(struct xfer_buffers *bs, uint64_t addr,
 		goto out;
 	b = bs->v[i - 1];
 	ret = -EBUSY;
-	if (atomic_load(&b->users))
+	pins = atomic_load(&b->pins);
+	if (atomic_load(&b->users) || (pins & XFER_BUFFER_LEAVING))
 		goto out;
-	memmove(&bs->v[i - 1], &bs->v[i], (bs->n - i) * sizeof(*bs->v));
-	bs->n--;
+	ret = -EAGAIN;
+	if (pins && !leave)
+		goto out;
+	if (pins) {
+		/* under the write lock no pin is added; one may go, and
+		 * whoever sees the count reach 0 with the flag set finishes */
+		b->leave = leave;
+		atomic_store(&b->deadline_ms, deadline_ms);
+		pins = atomic_fetch_or(&b->pins, XFER_BUFFER_LEAVING);
+		ret = -EINPROGRESS;
+		if (pins)
+			goto out;
+		b->leave = NULL; /* the last pin went meanwhile */
+	}
+	drop_at(bs, i - 1);
 	*out = b;
 	ret = 0;
 out:
 	pthread_rwlock_unlock(&bs->lock);
 	return ret;
+}
+
+void xfer_buffers_take(struct xfer_buffers *bs, struct xfer_buffer *b)
+{
+	pthread_rwlock_wrlock(&bs->lock);
+	for (size_t i = 0; i < bs->n; i++)
+		if (bs->v[i] == b) {
+			drop_at(bs, i);
+			break;
+		}
+	pthread_rwlock_unlock(&bs->lock);
 }
 
 int xfer_buffers_describe(struct xfer_buffers *bs, struct xfer_desc *d,

@@ -36,6 +36,15 @@ static const struct xfer_knob core_knobs[] = {
 	  .max = UINT32_MAX, .alias_scale = 1000, .def = "30000" },
 	XFER_KNOB_N("handshake_max_len", "XFER_HANDSHAKE_MAX_LENGTH",
 		    "MC_HANDSHAKE_MAX_LENGTH", 64, 128 << 20, "1048576"),
+	XFER_KNOB_N("conn_idle_timeout_ms", "XFER_CONN_IDLE_TIMEOUT_MS", NULL,
+		    0, UINT32_MAX, "300000"),
+	XFER_KNOB_N("max_data_conns", "XFER_MAX_DATA_CONNS", NULL, 1,
+		    1 << 20, "4096"),
+	XFER_KNOB_N("max_handshake_conns", "XFER_MAX_HANDSHAKE_CONNS", NULL,
+		    1, 1 << 20, "256"),
+	XFER_KNOB_N("handshake_buffer_max", "XFER_HANDSHAKE_BUFFER_MAX", NULL,
+		    1 << 20, 1LL << 40, "67108864"),
+	XFER_KNOB_S("auth_secret", "XFER_AUTH_SECRET", NULL, NULL),
 	{ .name = NULL },
 };
 

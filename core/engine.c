@@ -1,5 +1,6 @@
 /* Engine lifecycle, local memory registration and the own descriptor. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include <event2/dns.h>
 #include <xfer/event.h>
 
+#include "core/auth_internal.h"
 #include "core/desc_internal.h"
 #include "core/engine_internal.h"
 #include "core/handshake_internal.h"
@@ -215,21 +217,92 @@ static int register_local(struct xfer_engine *e, void *addr, size_t len,
 	return ret;
 }
 
-/* Take the buffer out of the registry and the transports; describe the
- * segment without it. */
-static int unregister_local(struct xfer_engine *e, void *addr)
+/* Describe the segment without @p b, out of the registry, and take it
+ * out of the transports. */
+static int forget_buffer(struct xfer_engine *e, struct xfer_buffer *b)
 {
-	struct xfer_buffer *b;
-	int ret = xfer_buffers_remove(&e->buffers, (uintptr_t)addr, &b);
+	int ret = update_descriptor(e);
 
+	unreg_buffer(e, b, ntransports(e));
+	xfer_buffer_free(b);
+	return ret;
+}
+
+/* A buffer that leaves once peers' requests on it are done (b->leave). */
+struct leave {
+	struct xfer_job job;     /* on the control reactor */
+	struct xfer_engine *e;
+	struct xfer_buffer *b;
+	xfer_done_cb cb;
+	void *arg;
+};
+
+/* The last peer's request on a leaving buffer is done (any thread). */
+static void buffer_unpinned(struct xfer_buffer *b, void *arg)
+{
+	struct xfer_engine *e = arg;
+	struct leave *l = b->leave;
+
+	l->b = b;
+	xfer_reactor_post(&e->control, &l->job);
+}
+
+static void leave_done(struct xfer_job *j)
+{
+	struct leave *l = container_of(j, struct leave, job);
+	struct xfer_engine *e = l->e;
+	xfer_done_cb cb = l->cb;
+	void *arg = l->arg;
+	int ret;
+
+	xfer_buffers_take(&e->buffers, l->b);
+	ret = forget_buffer(e, l->b); /* frees l too */
+	if (!ret)
+		ret = xfer_meta_publish(&e->meta, NULL, cb, arg);
+	if (ret)
+		cb(e, ret, arg);
+}
+
+/* When peers' requests still on a leaving buffer are cut off. */
+static int64_t leave_deadline(const struct xfer_engine *e)
+{
+	uint32_t ms = (uint32_t)xfer_config_val(e->cfg,
+						"transfer_timeout_ms").num;
+
+	return ms ? xfer_now_ms() + ms : INT64_MAX;
+}
+
+/*
+ * Take the buffer out of the registry and the transports; describe the
+ * segment without it. While peers' requests pin it: with @p cb it leaves
+ * (return 1; @p cb runs once it is gone and published), else -EAGAIN.
+ */
+static int unregister_local(struct xfer_engine *e, void *addr,
+			    xfer_done_cb cb, void *arg)
+{
+	struct leave *l = NULL;
+	struct xfer_buffer *b;
+	int ret;
+
+	if (cb) {
+		l = calloc(1, sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		*l = (struct leave){ .job.fn = leave_done, .e = e, .cb = cb,
+				     .arg = arg };
+	}
+	ret = xfer_buffers_leave(&e->buffers, (uintptr_t)addr,
+				 leave_deadline(e), l, &b);
+	if (ret == -EINPROGRESS)
+		return 1;
+	free(l);
+	if (ret == -EAGAIN)
+		return ret;
 	if (ret)
 		return xfer_error_set(&e->err, ret, "unregister %p: %s", addr,
 				      ret == -EBUSY ? "in use by a transfer"
 						    : "not a registered buffer");
-	ret = update_descriptor(e);
-	unreg_buffer(e, b, ntransports(e));
-	xfer_buffer_free(b);
-	return ret;
+	return forget_buffer(e, b);
 }
 
 int xfer_register_async(struct xfer_engine *e, void *addr, size_t len,
@@ -240,15 +313,17 @@ int xfer_register_async(struct xfer_engine *e, void *addr, size_t len,
 		     : -EINVAL;
 
 	if (!ret && (ret = xfer_meta_publish(&e->meta, NULL, cb, arg)))
-		unregister_local(e, addr);
+		unregister_local(e, addr, NULL, NULL);
 	return ret;
 }
 
 int xfer_unregister_async(struct xfer_engine *e, void *addr,
 			  xfer_done_cb cb, void *arg)
 {
-	int ret = cb ? unregister_local(e, addr) : -EINVAL;
+	int ret = cb ? unregister_local(e, addr, cb, arg) : -EINVAL;
 
+	if (ret == 1)
+		return 0; /* cb once peers' requests on it are done */
 	return ret ? ret : xfer_meta_publish(&e->meta, NULL, cb, arg);
 }
 
@@ -289,18 +364,43 @@ int xfer_register(struct xfer_engine *e, void *addr, size_t len,
 							  xfer_wait_cb, w));
 }
 
+/*
+ * Peers' requests on a buffer end within the transfer timeout (cut off
+ * then), so the blocking form waits that long and the store's time on
+ * top. Peer to peer with nothing pinning the buffer, it needs no thread
+ * hop; on the callback base it cannot wait for pins (-EBUSY).
+ */
 int xfer_unregister(struct xfer_engine *e, void *addr)
 {
-	int wait = xfer_engine_publish_wait(e);
+	uint32_t ms = (uint32_t)xfer_config_val(e->cfg,
+						"transfer_timeout_ms").num;
+	int wait = xfer_engine_publish_wait(e), ret;
 	struct xfer_wait *w;
 
-	if (wait <= 0)
-		return wait ? wait : unregister_local(e, addr);
+	if (wait < 0)
+		return wait;
+	if (wait == 0) {
+		ret = unregister_local(e, addr, NULL, NULL);
+		if (ret != -EAGAIN)
+			return ret;
+		if (xfer_reactor_on_thread(&e->control))
+			return xfer_error_set(&e->err, -EBUSY, "unregister %p: "
+					      "in use by a peer's request", addr);
+	}
 	w = xfer_wait_new();
 	if (!w)
 		return -ENOMEM;
-	return xfer_wait_published(w, xfer_unregister_async(e, addr,
-							    xfer_wait_cb, w));
+	ret = xfer_unregister_async(e, addr, xfer_wait_cb, w);
+	if (ret) {
+		xfer_wait_drop(w);
+		xfer_wait_drop(w);
+		return ret;
+	}
+	/* a store that is away is logged and republished later, not an
+	 * error here (as for register) */
+	xfer_wait_for(w, ms && ms < INT_MAX - XFER_WAIT_MS ? (int)ms + XFER_WAIT_MS
+							 : INT_MAX);
+	return 0;
 }
 
 /* ---- what transports answer for the engine ---- */
@@ -357,6 +457,11 @@ static int start_transports(struct xfer_engine *e, const char *protocol)
 				e->cfg, "transfer_timeout_ms").num,
 			.handshake_max_len = (uint32_t)xfer_config_val(
 				e->cfg, "handshake_max_len").num,
+			.idle_timeout_ms = (uint32_t)xfer_config_val(
+				e->cfg, "conn_idle_timeout_ms").num,
+			.max_conns = (unsigned)xfer_config_val(
+				e->cfg, "max_data_conns").num,
+			.auth = e->auth,
 			.control = &e->control,
 			.nworkers = e->nworkers,
 			.worker = next_worker,
@@ -430,10 +535,16 @@ static int pick_host(struct xfer_engine *e, bool addr_names, uint16_t *port)
 static int listen_handshake(struct xfer_engine *e, uint16_t *port)
 {
 	const char *bind = xfer_config_val(e->cfg, "bind_addr").str;
+	uint64_t budget = (uint64_t)xfer_config_val(e->cfg,
+						    "handshake_buffer_max").num;
 	struct xfer_hs_env env = {
 		.base = e->control.base,
-		.max_len = (uint32_t)xfer_config_val(e->cfg,
-						     "handshake_max_len").num,
+		.max_len = e->hs_max_len,
+		.max_conns = (unsigned)xfer_config_val(e->cfg,
+						       "max_handshake_conns").num,
+		/* room for one largest frame at least */
+		.buffer_max = budget > e->hs_max_len ? budget : e->hs_max_len + 1,
+		.auth = e->auth,
 		.connection = hs_connection,
 		.descriptor = hs_descriptor,
 		.notify = hs_notify,
@@ -472,6 +583,7 @@ static int open_meta(struct xfer_engine *e)
 		.password = xfer_config_val(c, "metadata_password").str,
 		.handshake_max_len = (uint32_t)xfer_config_val(
 			c, "handshake_max_len").num,
+		.auth = e->auth,
 		.document = own_descriptor,
 		.kinds = e->kinds,
 		.changed = on_changed,
@@ -500,6 +612,7 @@ static void engine_release(struct xfer_engine *e)
 	free(e->name);
 	free(e->host);
 	xfer_config_free(e->cfg);
+	xfer_auth_free(e->auth);
 	pthread_mutex_destroy(&e->desc_lock);
 	xfer_error_fini(&e->err);
 	free(e);
@@ -508,7 +621,7 @@ static void engine_release(struct xfer_engine *e)
 /* Copy @p cfg (NULL: a new one) and read the core's knobs from it. */
 static int engine_config(struct xfer_engine *e, const struct xfer_config *cfg)
 {
-	const char *protocol;
+	const char *protocol, *secret;
 
 	e->cfg = cfg ? xfer_config_dup(cfg) : xfer_config_new();
 	if (!e->cfg)
@@ -523,6 +636,9 @@ static int engine_config(struct xfer_engine *e, const struct xfer_config *cfg)
 	e->hs_max_len = (uint32_t)xfer_config_val(e->cfg,
 						  "handshake_max_len").num;
 	e->rpc_port = (uint16_t)xfer_config_val(e->cfg, "rpc_port").num;
+	secret = xfer_config_val(e->cfg, "auth_secret").str;
+	if (secret && *secret && !(e->auth = xfer_auth_new(secret)))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -540,6 +656,8 @@ static struct xfer_engine *engine_new(struct event_base *base,
 		return NULL;
 	}
 	xfer_buffers_init(&e->buffers);
+	e->buffers.unpinned = buffer_unpinned;
+	e->buffers.arg = e;
 	xfer_segments_init(&e->segs);
 	xfer_notifier_init(&e->notes);
 	pthread_mutex_init(&e->desc_lock, NULL);

@@ -22,6 +22,7 @@
 /* At most this many transports in the table. */
 #define XFER_MAX_TRANSPORTS 8
 
+struct xfer_auth;
 struct xfer_hs_server;
 
 struct xfer_engine {
@@ -40,6 +41,7 @@ struct xfer_engine {
 	struct xfer_hs_server *hs;
 	struct evdns_base *dns;
 	uint32_t hs_max_len;        /* largest handshake frame, bytes */
+	struct xfer_auth *auth;     /* the cluster secret (auth_secret), NULL */
 	struct xfer_notifier notes;
 
 	/* The started transports, NULL-ended; main is the one the own

@@ -3,8 +3,10 @@
  * event_base; each connection carries one frame, answered with the same
  * type byte (a legacy untyped frame with an untyped one), then the write
  * side is shut. Anything malformed closes that connection only, without
- * a reply. Client: one exchange on an
- * event_base.
+ * a reply. With a cluster secret, the peer proves itself first (frames
+ * of type 0xC1, PROTOCOL.md §6). Bounded: at most max_conns connections,
+ * and a frame is read only once its length fits the bytes all of them
+ * may buffer (buffer_max). Client: one exchange on an event_base.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,29 +20,53 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "core/auth_internal.h"
 #include "core/handshake_internal.h"
 #include "core/json_internal.h"
+#include "core/listen_internal.h"
 #include "core/log_internal.h"
 #include "core/net_internal.h"
 
 #define FRAME_HDR 8 /* u64 length of type byte + JSON */
+
+/* Where a server connection is: proving the peer, then its request. */
+enum { WAIT_HELLO, WAIT_PROOF, WAIT_REQUEST };
 
 struct hs_conn {
 	struct xfer_hs_server *hs;
 	struct bufferevent *bev;
 	struct event *deadline;    /* the whole request within 5 s */
 	LIST_ENTRY(hs_conn) link;
+	int phase;
+	uint64_t want;             /* the frame being read: its L; 0: none */
+	struct xfer_auth_session s;
 };
 
 struct xfer_hs_server {
 	struct xfer_hs_env env;
 	struct evconnlistener *lev;
+	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	LIST_HEAD(, hs_conn) conns;
+	unsigned nconns;
+	uint64_t reserved;         /* bytes of frames being read, all conns */
 };
+
+static struct xfer_log_limit full_log, budget_log, refused_log;
+
+/* The frame being read is done with: its bytes leave the budget, and at
+ * most a header is read until the next one is seen. */
+static void release(struct hs_conn *c)
+{
+	c->hs->reserved -= c->want;
+	c->want = 0;
+	bufferevent_setwatermark(c->bev, EV_READ, 0, FRAME_HDR);
+}
 
 static void conn_free(struct hs_conn *c)
 {
+	release(c);
 	LIST_REMOVE(c, link);
+	c->hs->nconns--;
 	event_free(c->deadline);
 	bufferevent_free(c->bev);
 	free(c);
@@ -133,28 +159,74 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	conn_free(arg);
 }
 
-static void on_read(struct bufferevent *bev, void *arg)
+/* A peer that does not prove itself: closed without a reply. */
+static int refuse(const char *why)
 {
-	struct hs_conn *c = arg;
+	xfer_log_limited(&refused_log, XFER_LOG_WARN,
+			 "handshake: auth: refused a peer: %s", why);
+	return -EACCES;
+}
+
+/* A frame header announcing @p len bytes: within the limits, what the
+ * phase expects, and room in the budget. @return 0, or -1 to close. */
+static int frame_ok(struct hs_conn *c, uint64_t len)
+{
 	const struct xfer_hs_env *env = &c->hs->env;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	uint64_t frame_len, reply_hdr;
-	uint8_t *body, type;
+
+	if (len == 0 || len > env->max_len)
+		return -1;
+	if (c->phase == WAIT_HELLO && len != 1 + XFER_AUTH_HELLO_LEN)
+		return refuse("it does not authenticate (no secret set?)");
+	if (c->phase == WAIT_PROOF && len != 1 + XFER_AUTH_PROOF_LEN)
+		return refuse("no proof after the challenge");
+	if (c->hs->reserved + len > env->buffer_max) {
+		xfer_log_limited(&budget_log, XFER_LOG_WARN, "handshake: %llu "
+				 "bytes of frames being read "
+				 "(handshake_buffer_max): one of %llu refused",
+				 (unsigned long long)c->hs->reserved,
+				 (unsigned long long)len);
+		return -1;
+	}
+	return 0;
+}
+
+/* An auth frame (type, then the message) in the phases before the
+ * request: answer the hello with the challenge, check the proof.
+ * @return 0, or -1 to close. */
+static int take_auth(struct hs_conn *c, const uint8_t *body)
+{
+	const struct xfer_auth *a = c->hs->env.auth;
+	uint8_t ch[XFER_AUTH_CHALLENGE_LEN], type = XFER_HS_AUTH;
+	uint64_t len = 1 + sizeof(ch);
+
+	if (body[0] != XFER_HS_AUTH)
+		return refuse("it does not authenticate (no secret set?)");
+	if (c->phase == WAIT_PROOF) {
+		if (xfer_auth_verify(a, &c->s, body + 1))
+			return refuse("it does not know the secret");
+		c->phase = WAIT_REQUEST;
+		return 0;
+	}
+	if (xfer_auth_challenge(a, &c->s, body + 1, ch))
+		return refuse("a malformed hello");
+	c->phase = WAIT_PROOF;
+	if (bufferevent_write(c->bev, &len, sizeof(len)) ||
+	    bufferevent_write(c->bev, &type, 1) ||
+	    bufferevent_write(c->bev, ch, sizeof(ch)))
+		return -1;
+	return 0;
+}
+
+/* Answer the request frame of @p len bytes at @p body. @return 0, -1 to
+ * close. */
+static int take_request(struct hs_conn *c, uint8_t *body, uint64_t len)
+{
+	uint64_t reply_hdr;
+	uint8_t type;
 	char *reply;
 	size_t reply_len;
 	bool legacy;
 
-	if (evbuffer_get_length(in) < FRAME_HDR)
-		return;
-	evbuffer_copyout(in, &frame_len, sizeof(frame_len));
-	if (frame_len == 0 || frame_len > env->max_len)
-		goto close;
-	if (evbuffer_get_length(in) < FRAME_HDR + frame_len)
-		return;
-	body = evbuffer_pullup(in, FRAME_HDR + frame_len);
-	if (!body)
-		goto close;
-	body += FRAME_HDR;
 	/* A legacy frame has no type byte. As Mooncake reads frames, a first
 	 * byte past the last type and below 0x80 starts one (JSON text, '{'
 	 * in practice); the body must then be a Connection object. */
@@ -162,22 +234,62 @@ static void on_read(struct bufferevent *bev, void *arg)
 	type = legacy ? XFER_HS_CONNECTION : body[0];
 	if (!legacy) {
 		body++;
-		frame_len--;
+		len--;
 	}
-	if (answer(env, type, (char *)body, frame_len, &reply, &reply_len))
-		goto close;
+	if (answer(&c->hs->env, type, (char *)body, len, &reply, &reply_len))
+		return -1;
 	event_del(c->deadline); /* the write timeout covers the reply */
 	reply_hdr = reply_len + !legacy;
-	bufferevent_disable(bev, EV_READ);
-	bufferevent_setcb(bev, NULL, on_written, on_event, c);
-	if (bufferevent_write(bev, &reply_hdr, sizeof(reply_hdr)) ||
-	    (!legacy && bufferevent_write(bev, &type, 1)) ||
-	    bufferevent_write(bev, reply, reply_len)) {
+	bufferevent_disable(c->bev, EV_READ);
+	bufferevent_setcb(c->bev, NULL, on_written, on_event, c);
+	if (bufferevent_write(c->bev, &reply_hdr, sizeof(reply_hdr)) ||
+	    (!legacy && bufferevent_write(c->bev, &type, 1)) ||
+	    bufferevent_write(c->bev, reply, reply_len)) {
 		free(reply);
-		goto close;
+		return -1;
 	}
 	free(reply);
-	return;
+	return 0;
+}
+
+/* Frames one after another: with a secret the hello and the proof, then
+ * the request. Each frame's bytes are reserved from the budget once its
+ * header is in, and no more than the frame is read. */
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	struct hs_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint64_t len;
+	uint8_t *body;
+
+	for (;;) {
+		if (!c->want) {
+			if (evbuffer_get_length(in) < FRAME_HDR)
+				return;
+			evbuffer_copyout(in, &len, sizeof(len));
+			if (frame_ok(c, len))
+				goto close;
+			c->want = len;
+			c->hs->reserved += len;
+			bufferevent_setwatermark(bev, EV_READ, 0, FRAME_HDR + len);
+		}
+		len = c->want;
+		if (evbuffer_get_length(in) < FRAME_HDR + len)
+			return;
+		body = evbuffer_pullup(in, FRAME_HDR + len);
+		if (!body)
+			goto close;
+		body += FRAME_HDR;
+		if (c->phase == WAIT_REQUEST) {
+			if (take_request(c, body, len))
+				goto close;
+			return;
+		}
+		if (take_auth(c, body))
+			goto close;
+		evbuffer_drain(in, FRAME_HDR + len);
+		release(c);
+	}
 close:
 	conn_free(c);
 }
@@ -187,10 +299,18 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 {
 	static const struct timeval timeout = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
 	struct xfer_hs_server *hs = arg;
-	struct hs_conn *c = calloc(1, sizeof(*c));
+	struct hs_conn *c = NULL;
 
 	(void)sa;
 	(void)salen;
+	xfer_listen_guard_accepted(hs->guard);
+	if (hs->nconns >= hs->env.max_conns) {
+		xfer_log_limited(&full_log, XFER_LOG_WARN, "handshake: %u "
+				 "connections open (max_handshake_conns): a "
+				 "new one closed", hs->nconns);
+		goto err_close;
+	}
+	c = calloc(1, sizeof(*c));
 	if (!c)
 		goto err_close;
 	c->deadline = evtimer_new(evconnlistener_get_base(lev), on_deadline, c);
@@ -201,7 +321,11 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 	if (!c->bev)
 		goto err_timer;
 	c->hs = hs;
+	c->phase = hs->env.auth ? WAIT_HELLO : WAIT_REQUEST;
 	LIST_INSERT_HEAD(&hs->conns, c, link);
+	hs->nconns++;
+	/* a header at a time: a frame is read once its bytes are reserved */
+	bufferevent_setwatermark(c->bev, EV_READ, 0, FRAME_HDR);
 	bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
 	bufferevent_set_timeouts(c->bev, NULL, &timeout);
 	bufferevent_enable(c->bev, EV_READ);
@@ -230,11 +354,19 @@ int xfer_handshake_listen(const struct xfer_hs_env *env,
 	hs->lev = evconnlistener_new_bind(env->base, on_accept, hs,
 					  LEV_OPT_CLOSE_ON_FREE |
 					  LEV_OPT_CLOSE_ON_EXEC |
-					  LEV_OPT_REUSEABLE, -1, sa, salen);
+					  LEV_OPT_REUSEABLE,
+					  SOMAXCONN, /* libevent's default: 128 */
+					  sa, salen);
 	if (!hs->lev) {
 		ret = errno ? -errno : -EADDRINUSE;
 		free(hs);
 		return ret;
+	}
+	hs->guard = xfer_listen_guard_new(hs->lev, "handshake");
+	if (!hs->guard) {
+		evconnlistener_free(hs->lev);
+		free(hs);
+		return -ENOMEM;
 	}
 	*port = xfer_net_local_port(evconnlistener_get_fd(hs->lev));
 	*out = hs;
@@ -245,6 +377,7 @@ void xfer_handshake_close(struct xfer_hs_server *hs)
 {
 	while (!LIST_EMPTY(&hs->conns))
 		conn_free(LIST_FIRST(&hs->conns));
+	xfer_listen_guard_free(hs->guard);
 	evconnlistener_free(hs->lev);
 	free(hs);
 }
@@ -257,7 +390,13 @@ struct xfer_hs_req {
 	uint32_t max_len;
 	xfer_hs_cb cb;
 	void *arg;
+	/* with a secret: the request waits here for the server's challenge */
+	const struct xfer_auth *auth;
+	struct evbuffer *held;
+	struct xfer_auth_session s;
 };
+
+static struct xfer_log_limit server_log;
 
 static void req_finish(struct xfer_hs_req *q, int err, const char *body,
 		       size_t len)
@@ -266,26 +405,67 @@ static void req_finish(struct xfer_hs_req *q, int err, const char *body,
 	xfer_handshake_cancel(q);
 }
 
+/* The challenge frame (type 0xC1) at @p body: the server proved itself,
+ * so our proof and the request held back go out. @return 0, -EACCES (the
+ * server does not know the secret), -EPROTO, -ENOMEM. */
+static int req_challenge(struct xfer_hs_req *q, const uint8_t *body,
+			 uint64_t len)
+{
+	uint8_t proof[XFER_AUTH_PROOF_LEN], type = XFER_HS_AUTH;
+	uint64_t plen = 1 + sizeof(proof);
+	struct evbuffer *out = bufferevent_get_output(q->bev);
+
+	if (len != 1 + XFER_AUTH_CHALLENGE_LEN || body[0] != XFER_HS_AUTH)
+		return -EPROTO;
+	if (xfer_auth_prove(q->auth, &q->s, body + 1, proof)) {
+		xfer_log_limited(&server_log, XFER_LOG_WARN, "handshake: auth: "
+				 "a peer's handshake port does not know the "
+				 "secret");
+		return -EACCES;
+	}
+	if (evbuffer_add(out, &plen, sizeof(plen)) ||
+	    evbuffer_add(out, &type, 1) ||
+	    evbuffer_add(out, proof, sizeof(proof)) ||
+	    evbuffer_add_buffer(out, q->held))
+		return -ENOMEM;
+	evbuffer_free(q->held);
+	q->held = NULL;
+	return 0;
+}
+
 static void req_read(struct bufferevent *bev, void *arg)
 {
 	struct xfer_hs_req *q = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint64_t len;
 	uint8_t *body;
+	int ret;
 
-	if (evbuffer_get_length(in) < FRAME_HDR)
-		return;
-	evbuffer_copyout(in, &len, sizeof(len));
-	if (len < 2 || len > q->max_len) {
-		req_finish(q, -EPROTO, NULL, 0);
-		return;
+	for (;;) {
+		if (evbuffer_get_length(in) < FRAME_HDR)
+			return;
+		evbuffer_copyout(in, &len, sizeof(len));
+		if (len < 2 || len > q->max_len) {
+			req_finish(q, -EPROTO, NULL, 0);
+			return;
+		}
+		if (evbuffer_get_length(in) < FRAME_HDR + len)
+			return;
+		body = evbuffer_pullup(in, FRAME_HDR + len);
+		if (!body) {
+			req_finish(q, -ENOMEM, NULL, 0);
+			return;
+		}
+		if (!q->held)
+			break;
+		ret = req_challenge(q, body + FRAME_HDR, len);
+		if (ret) {
+			req_finish(q, ret, NULL, 0);
+			return;
+		}
+		evbuffer_drain(in, FRAME_HDR + len);
 	}
-	if (evbuffer_get_length(in) < FRAME_HDR + len)
-		return;
-	body = evbuffer_pullup(in, FRAME_HDR + len);
-	if (!body)
-		req_finish(q, -ENOMEM, NULL, 0);
-	else if (body[FRAME_HDR] != q->type)
+	if (body[FRAME_HDR] != q->type)
 		req_finish(q, -EPROTO, NULL, 0);
 	else
 		req_finish(q, 0, (char *)body + FRAME_HDR + 1, len - 1);
@@ -321,19 +501,34 @@ void xfer_handshake_cancel(struct xfer_hs_req *q)
 {
 	bufferevent_free(q->bev);
 	event_free(q->timer);
+	if (q->held)
+		evbuffer_free(q->held);
 	free(q);
+}
+
+/* Queue a frame of @p type with @p len bytes of @p body on @p out. */
+static int add_frame(struct evbuffer *out, uint8_t type, const void *body,
+		     size_t len)
+{
+	uint64_t frame_len = len + 1;
+
+	return evbuffer_add(out, &frame_len, sizeof(frame_len)) ||
+	       evbuffer_add(out, &type, 1) || evbuffer_add(out, body, len) ?
+	       -ENOMEM : 0;
 }
 
 struct xfer_hs_req *xfer_handshake_request(struct event_base *base,
 					   struct evdns_base *dns,
+					   const struct xfer_auth *auth,
 					   const char *host, uint16_t port,
 					   uint8_t type, const char *body,
 					   size_t body_len, uint32_t max_len,
 					   xfer_hs_cb cb, void *arg)
 {
 	static const struct timeval connect = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
-	uint64_t frame_len = body_len + 1;
+	uint8_t hello[XFER_AUTH_HELLO_LEN];
 	struct xfer_hs_req *q = calloc(1, sizeof(*q));
+	struct evbuffer *out;
 
 	if (!q)
 		return NULL;
@@ -341,14 +536,22 @@ struct xfer_hs_req *xfer_handshake_request(struct event_base *base,
 	q->max_len = max_len;
 	q->cb = cb;
 	q->arg = arg;
+	q->auth = auth;
 	q->timer = evtimer_new(base, req_timeout, q);
 	q->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!q->timer || !q->bev)
 		goto err_free;
+	out = bufferevent_get_output(q->bev);
+	if (auth) {
+		/* the hello now; the request once the server proved itself */
+		q->held = evbuffer_new();
+		if (!q->held || xfer_auth_hello(&q->s, hello) ||
+		    add_frame(out, XFER_HS_AUTH, hello, sizeof(hello)))
+			goto err_free;
+		out = q->held;
+	}
 	bufferevent_setcb(q->bev, req_read, NULL, req_event, q);
-	if (bufferevent_write(q->bev, &frame_len, sizeof(frame_len)) ||
-	    bufferevent_write(q->bev, &type, 1) ||
-	    bufferevent_write(q->bev, body, body_len) ||
+	if (add_frame(out, type, body, body_len) ||
 	    bufferevent_enable(q->bev, EV_READ) ||
 	    evtimer_add(q->timer, &connect))
 		goto err_free;
@@ -361,6 +564,8 @@ err_free:
 		bufferevent_free(q->bev);
 	if (q->timer)
 		event_free(q->timer);
+	if (q->held)
+		evbuffer_free(q->held);
 	free(q);
 	return NULL;
 }

@@ -18,6 +18,7 @@
 
 struct event_base;
 struct evdns_base;
+struct xfer_auth;
 struct xfer_hs_server;
 struct xfer_hs_req;
 
@@ -27,6 +28,11 @@ enum {
 	XFER_HS_NOTIFY = 2,
 	XFER_HS_PROBE = 3,
 	XFER_HS_LAST_TYPE = XFER_HS_PROBE,
+	/** xfer's: the challenge-response that opens a connection when a
+	 *  cluster secret is set (core/auth_internal.h). Past 0x80, where a
+	 *  peer without one (Mooncake, or xfer with none) closes: an
+	 *  unknown type, not a legacy frame. */
+	XFER_HS_AUTH = 0xC1,
 };
 
 /** Connection body, same schema both ways (PROTOCOL.md §1). */
@@ -52,6 +58,15 @@ struct xfer_hs_notify {
 struct xfer_hs_env {
 	struct event_base *base;
 	uint32_t max_len;          /* largest request frame, bytes */
+	/** Connections open at once; more are closed at accept. */
+	unsigned max_conns;
+	/** Bytes of frames being read, all connections together: a frame
+	 *  whose length would pass it closes its connection. At least
+	 *  max_len + 1. */
+	uint64_t buffer_max;
+	/** The cluster secret: every connection starts with the peer's
+	 *  proof (core/auth_internal.h); NULL: none, Mooncake's frames. */
+	const struct xfer_auth *auth;
 	/** Fill @p reply for a Connection request. @return 0; -EOPNOTSUPP
 	 *  when nothing here takes them (answered with every field empty);
 	 *  another negative errno closes without a reply. */
@@ -87,16 +102,20 @@ typedef void (*xfer_hs_cb)(int err, const char *body, size_t len, void *arg);
 /**
  * Start one client exchange on @p base: send a typed frame to
  * @p host:@p port (a name resolves through @p dns) and hand the reply's
- * body to @p cb, once, later, on @p base. 5 s to connect, then 5 s for the
- * whole reply, so a peer that trickles bytes cannot hold it longer. Errors
- * to @p cb: -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOENT (the name
- * does not resolve), -ECONNRESET (closed without a reply), -EPROTO (a bad
- * reply frame), -ENOMEM.
+ * body to @p cb, once, later, on @p base. With the secret @p auth (NULL:
+ * none) the server proves itself first, then the client, and only then
+ * does the request go out. 5 s to connect, then 5 s for the whole reply,
+ * so a peer that trickles bytes cannot hold it longer. Errors to @p cb:
+ * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOENT (the name does not
+ * resolve), -ECONNRESET (closed without a reply: also a server that
+ * refused our proof, or takes none), -EACCES (the server does not know
+ * the secret), -EPROTO (a bad reply frame), -ENOMEM.
  * @return the request, or NULL for want of memory (then @p cb is never
  *         called).
  */
 struct xfer_hs_req *xfer_handshake_request(struct event_base *base,
 					   struct evdns_base *dns,
+					   const struct xfer_auth *auth,
 					   const char *host, uint16_t port,
 					   uint8_t type, const char *body,
 					   size_t body_len, uint32_t max_len,

@@ -138,11 +138,17 @@ int xfer_json_check_object(const char *json, size_t len, char *err,
 			   size_t errlen)
 {
 	struct json_scan scan = { 0 };
+	const char *nul = memchr(json, '\0', len);
 	unsigned char *msg;
 	yajl_status st;
 	yajl_handle h;
 	int ret;
 
+	/* JSON has no place for one, but yajl lets it pass in a comment,
+	 * where yajl_tree_parse()'s NUL-ended copy would then end early */
+	if (nul)
+		return xfer_json_fail(err, errlen, "NUL byte at offset %zu",
+				      (size_t)(nul - json));
 	h = yajl_alloc(&scan_cbs, NULL, &scan);
 	if (!h)
 		return xfer_json_oom(err, errlen);

@@ -45,8 +45,9 @@ int xfer_json_finish(yajl_gen g, int failed, char **json, size_t *len);
 
 /**
  * Check that @p len bytes (need not be NUL-ended) are one well-formed JSON
- * object nested at most 32 levels (yajl_tree_free() recurses per level).
- * @return 0, -EPROTO, -ENOMEM.
+ * object nested at most 32 levels (yajl_tree_free() recurses per level),
+ * with no NUL byte anywhere (not even in a comment, which yajl allows).
+ * @return 0, -EPROTO with the reason in @p err, -ENOMEM.
  */
 int xfer_json_check_object(const char *json, size_t len, char *err,
 			   size_t errlen);

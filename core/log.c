@@ -1,10 +1,12 @@
 /* Logging to stderr, level from XFER_LOG_LEVEL (or Mooncake's MC_LOG_LEVEL,
  * MC_VERBOSE); an engine's last error. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "core/log_internal.h"
 
@@ -56,6 +58,36 @@ void xfer_log(int level, const char *fmt, ...)
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "xfer %s: %s\n", level_names[level], line);
+}
+
+unsigned xfer_log_limited(struct xfer_log_limit *lim, int level,
+			  const char *fmt, ...)
+{
+	struct timespec ts;
+	int64_t now, next;
+	unsigned skipped;
+	char line[448];
+	va_list ap;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	next = atomic_load(&lim->next_ms);
+	/* one caller a second wins the exchange and logs */
+	if (now < next ||
+	    !atomic_compare_exchange_strong(&lim->next_ms, &next, now + 1000)) {
+		atomic_fetch_add(&lim->skipped, 1);
+		return 0;
+	}
+	skipped = atomic_exchange(&lim->skipped, 0);
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (skipped)
+		xfer_log(level, "%s (%u more like it since the last line)",
+			 line, skipped);
+	else
+		xfer_log(level, "%s", line);
+	return skipped + 1;
 }
 
 void xfer_error_init(struct xfer_error *er)

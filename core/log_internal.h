@@ -6,6 +6,7 @@
 #define XFER_LOG_INTERNAL_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 enum { XFER_LOG_ERROR, XFER_LOG_WARN, XFER_LOG_INFO, XFER_LOG_DEBUG };
 
@@ -15,6 +16,22 @@ enum { XFER_LOG_ERROR, XFER_LOG_WARN, XFER_LOG_INFO, XFER_LOG_DEBUG };
  *  warn; read once. Any thread. */
 void xfer_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/** How often one kind of line was logged: zero it to start. */
+struct xfer_log_limit {
+	_Atomic int64_t next_ms;   /* monotonic: no line before this */
+	_Atomic unsigned skipped;  /* calls left out since the last line */
+};
+
+/** xfer_log() at most once a second per @p lim: a call within a second
+ *  of the last line is only counted, and the next line that goes out
+ *  ends with how many were left out. For what a peer can make happen
+ *  over and over (refused connections, failed accepts). Any thread.
+ *  @return the calls the line stands for (1 + those left out), or 0 if
+ *  this one was left out. */
+unsigned xfer_log_limited(struct xfer_log_limit *lim, int level,
+			  const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /** The last error of one engine, shared by its threads. */
 struct xfer_error {

@@ -412,6 +412,7 @@ static void stop_private(struct xfer_meta *m)
 		.user = m->env.user,
 		.password = m->env.password,
 		.handshake_max_len = m->env.handshake_max_len,
+		.auth = m->env.auth,
 	};
 	const struct xfer_store_ops *ops = m->store->ops;
 	struct xfer_store *s = NULL;
@@ -500,6 +501,7 @@ int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)
 		.user = env->user,
 		.password = env->password,
 		.handshake_max_len = env->handshake_max_len,
+		.auth = env->auth,
 	};
 	size_t n = strlen("mooncake/") + (cid ? strlen(cid) + 1 : 0) + 1;
 	int ret;

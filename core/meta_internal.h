@@ -18,6 +18,7 @@
 #include "metadata/store.h"
 #include "reactor/reactor_internal.h"
 
+struct xfer_auth;
 struct xfer_error;
 
 struct xfer_meta_env {
@@ -25,6 +26,7 @@ struct xfer_meta_env {
 	const char *conn;          /* the connection string */
 	const char *cluster_id, *user, *password; /* may be NULL */
 	uint32_t handshake_max_len;
+	const struct xfer_auth *auth;  /* p2p's handshakes prove it; NULL */
 	/** The own document of metadata kind @p kind (NULL: the RAM
 	 *  descriptor, with or without buffers), malloc'd; NULL on ENOMEM.
 	 *  Any thread. */

@@ -240,7 +240,7 @@ static void op_start(struct xfer_job *j)
 		op_finish(op, -EHOSTUNREACH);
 		return;
 	}
-	op->req = xfer_handshake_request(e->control.base, NULL, host,
+	op->req = xfer_handshake_request(e->control.base, NULL, e->auth, host,
 					 seg->rpc_port, XFER_HS_NOTIFY,
 					 op->body, op->len,
 					 e->hs_max_len, on_reply, op);

@@ -63,6 +63,44 @@ void xfer_slice_done(struct xfer_slice *s, enum xfer_status st);
 void xfer_slices_cancel(struct xfer_slice **head, struct xfer_slice ***tail,
 			size_t keep);
 
+/** A FIFO of slices linked by ->next: a transport's queues. */
+struct xfer_slice_queue {
+	struct xfer_slice *head, **tail;
+};
+
+static inline void xfer_slice_q_init(struct xfer_slice_queue *q)
+{
+	q->head = NULL;
+	q->tail = &q->head;
+}
+
+static inline void xfer_slice_q_push(struct xfer_slice_queue *q,
+				     struct xfer_slice *s)
+{
+	s->next = NULL;
+	*q->tail = s;
+	q->tail = &s->next;
+}
+
+/** The head of a non-empty @p q, taken off it. */
+static inline struct xfer_slice *xfer_slice_q_pop(struct xfer_slice_queue *q)
+{
+	struct xfer_slice *s = q->head;
+
+	q->head = s->next;
+	if (!q->head)
+		q->tail = &q->head;
+	return s;
+}
+
+/** Report every slice of @p q with @p st and empty it. */
+static inline void xfer_slice_q_fail(struct xfer_slice_queue *q,
+				     enum xfer_status st)
+{
+	while (q->head)
+		xfer_slice_done(xfer_slice_q_pop(q), st);
+}
+
 /** Was the slice's task canceled? Then a transport ends it CANCELED if it
  *  has not gone out, and writes nothing more of it into local memory. */
 static inline bool xfer_slice_canceled(const struct xfer_slice *s)

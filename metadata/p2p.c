@@ -44,6 +44,7 @@ struct p2p {
 	struct evdns_base *dns;
 	char *prefix;
 	uint32_t max_len;
+	const struct xfer_auth *auth; /* the engine's secret, or NULL */
 	struct xfer_deferred deferred;
 	LIST_HEAD(, p2p_get) gets; /* handshakes in flight, cancelled at close */
 };
@@ -66,6 +67,7 @@ static int p2p_open(const char *conn, const struct xfer_store_env *env,
 	p->store.ops = &xfer_p2p_ops;
 	p->base = env->base;
 	p->max_len = env->handshake_max_len;
+	p->auth = env->auth;
 	p->prefix = strdup(env->prefix);
 	p->dns = evdns_base_new(env->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 				EVDNS_BASE_DISABLE_WHEN_INACTIVE);
@@ -157,7 +159,8 @@ static void p2p_get(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		g->cb = cb;
 		g->arg = arg;
 		LIST_INSERT_HEAD(&p->gets, g, link);
-		g->req = xfer_handshake_request(p->base, p->dns, host, port,
+		g->req = xfer_handshake_request(p->base, p->dns, p->auth, host,
+						port,
 						XFER_HS_METADATA, body, blen,
 						p->max_len, get_done, g);
 	}

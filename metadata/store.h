@@ -15,6 +15,7 @@
 #include "core/container_internal.h"
 
 struct event_base;
+struct xfer_auth;
 struct xfer_store;
 
 enum xfer_store_op { XFER_STORE_GET, XFER_STORE_PUT, XFER_STORE_DEL };
@@ -44,6 +45,8 @@ struct xfer_store_env {
 	/** Optional credentials (redis AUTH): may be NULL. */
 	const char *user, *password;
 	uint32_t handshake_max_len; /* p2p: largest reply frame */
+	/** p2p: the cluster secret its handshakes prove (NULL: none). */
+	const struct xfer_auth *auth;
 };
 
 /* What a backend is (xfer_store_ops.flags). */

@@ -1,8 +1,10 @@
 # xfer-metad, the HTTP metadata server. Its sources sit in metadata/metad/,
-# out of reach of the library's metadata/*.c, and it needs no libxfer; it
-# alone links SQLite (its store).
+# out of reach of the library's metadata/*.c, and it needs no libxfer
+# (only the core's listener guard and the logging it uses); it alone
+# links SQLite (its store).
 METAD_SRCS := $(wildcard metadata/metad/*.c)
-METAD_OBJS := $(METAD_SRCS:%.c=$(BUILD)/%.o)
+METAD_OBJS := $(METAD_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/core/listen.o \
+	      $(BUILD)/core/log.o
 METAD      := $(BUILD)/xfer-metad
 
 all: $(METAD)

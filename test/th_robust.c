@@ -22,10 +22,19 @@ uint64_t tb_addr(size_t off)
 
 int robust_setup(void **state)
 {
+	struct xfer_config *cfg = th_config();
 	struct xfer_desc *d;
 
 	(void)state;
-	F.t = th_engine(1);
+	/* unregister waits for peers' requests on a buffer up to the
+	 * transfer timeout: the attacks here stall them on purpose */
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "workers", "1");
+	th_set(cfg, "transfer_timeout_ms", "2000");
+	F.t = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	assert_non_null(F.t);
 	F.tb = th_alloc(TB_BLOCK);
 	memset(F.tb, 0, TB_REG);
 	memset(F.tb + TB_REG, TAIL_FILL, TB_BLOCK - TB_REG);

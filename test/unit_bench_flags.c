@@ -97,6 +97,7 @@ static void test_defaults(void **state)
 	assert_null(O.device_names);    /* every device */
 	assert_string_equal(O.segment_id, "10.0.0.2:12345");
 	assert_false(O.verify || O.json || O.plugin);
+	assert_null(O.file);            /* the target's RAM buffer */
 
 	/* a target serves until a signal, unless told */
 	assert_int_equal(parse("--mode=target", NULL), 0);
@@ -187,6 +188,7 @@ static void test_refused(void **state)
 		{ "--report_precision=-1", "--report_precision" },
 		{ "--device_name=", "--device_name" },
 		{ "--metadata_type=zk", "--metadata_type" },
+		{ "--file=", "--file" },
 		{ "--threads", "--threads" }, /* no value left */
 	};
 
@@ -251,6 +253,14 @@ static void test_implied(void **state)
 			       "--batch_size=4", "--block_size=1024", NULL), 0);
 	assert_int_equal(O.buffer_size, 2 * 2 * 4 * 1024);
 	assert_string_equal(O.local_server_name, "127.0.0.1");
+
+	/* a file segment: the path as given, on either side */
+	assert_int_equal(parse("--mode=target", "--file", "/var/tmp/f",
+			       NULL), 0);
+	assert_string_equal(O.file, "/var/tmp/f");
+	assert_int_equal(parse("--segment_id=h:1", "--file=/var/tmp/f",
+			       NULL), 0);
+	assert_string_equal(O.file, "/var/tmp/f");
 
 	/* the matrix, given as JSON */
 	assert_int_equal(parse("--mode=loopback", "--nic_priority_matrix",

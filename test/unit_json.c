@@ -357,6 +357,30 @@ static void test_malformed(void **state)
 	}
 }
 
+/* A NUL byte inside a comment: a parse error that says so, not "out of
+ * memory" (comments are allowed, as yajl_tree_parse() allows them). */
+static void test_nul_in_comment(void **state)
+{
+	static const char block[] = "{/* a\0b */}", line[] = "{// a\0b\n}",
+			  after[] = "{} /*\0*/";
+	const char *err;
+	size_t i;
+
+	(void)state;
+	expect_ok(try_check, "{/* a comment */}");
+	for (i = 0; i < ARRAY_SIZE(th_decoders); i++) {
+		err = expect_reject_len(th_decoders[i], block, sizeof(block) - 1);
+		if (!strstr(err, "NUL"))
+			fail_msg("block comment: \"%s\"", err);
+		err = expect_reject_len(th_decoders[i], line, sizeof(line) - 1);
+		if (!strstr(err, "NUL"))
+			fail_msg("line comment: \"%s\"", err);
+		err = expect_reject_len(th_decoders[i], after, sizeof(after) - 1);
+		if (!strstr(err, "NUL"))
+			fail_msg("comment after the object: \"%s\"", err);
+	}
+}
+
 static void test_check_object(void **state)
 {
 	static const char *const ok[] = {
@@ -413,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_notify_reject),
 		cmocka_unit_test(test_rpc_meta),
 		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_nul_in_comment),
 		cmocka_unit_test(test_check_object),
 		cmocka_unit_test(test_nesting),
 	};

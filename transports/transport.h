@@ -25,6 +25,7 @@
 #include "core/slice_internal.h"
 #include "reactor/reactor_internal.h"
 
+struct xfer_auth;
 struct xfer_engine;
 struct xfer_hs_conn;
 
@@ -42,6 +43,15 @@ struct xfer_transport_env {
 	const char *bind_addr;          /* numeric address to listen on */
 	uint32_t transfer_timeout_ms;   /* 0: never */
 	uint32_t handshake_max_len;     /* largest handshake frame, bytes */
+	/** A data connection idle (no request in it) this long is closed;
+	 *  0: never (conn_idle_timeout_ms). */
+	uint32_t idle_timeout_ms;
+	/** Data connections a listener keeps open at once; more are closed
+	 *  at accept (max_data_conns). */
+	unsigned max_conns;
+	/** The cluster secret: peers must prove they know it before a
+	 *  request is read or sent (core/auth_internal.h); NULL: none. */
+	const struct xfer_auth *auth;
 	struct xfer_reactor *control;
 	int nworkers;                   /* 0: everything on control */
 	/** A worker reactor, round robin (control with no workers). */

@@ -120,6 +120,11 @@ enum xfer_status {
  * | ib_port             | XFER_IB_PORT, MC_IB_PORT                      | 1, 1..255      |
  * | pin_workers         | XFER_PIN_WORKERS                              | true (19)      |
  * | path_pause_ms       | XFER_PATH_PAUSE_MS                            | 1000 (20)      |
+ * | conn_idle_timeout_ms | XFER_CONN_IDLE_TIMEOUT_MS                    | 300000, 0 = never (21) |
+ * | max_data_conns      | XFER_MAX_DATA_CONNS                           | 4096, 1..2^20 (22) |
+ * | max_handshake_conns | XFER_MAX_HANDSHAKE_CONNS                      | 256, 1..2^20 (23) |
+ * | handshake_buffer_max | XFER_HANDSHAKE_BUFFER_MAX                    | 64 MiB, 1 MiB..1 TiB (24) |
+ * | auth_secret         | XFER_AUTH_SECRET                              | unset (25)     |
  *
  * 1. Name of this process's RAM segment. In peer-to-peer mode the name is
  *    always `host:port` (port = the handshake port): a bare host here
@@ -162,6 +167,28 @@ enum xfer_status {
  *    NUMA node (libnuma). 0, 1, true or false.
  * 20. A NIC path (local device, peer device) whose slice failed is not
  *    chosen again for this long.
+ * 21. A TCP data connection a peer opened to this engine is closed when
+ *    no byte moves on it for this long between requests (a header
+ *    partly sent counts as between). In a request (a WRITE payload on
+ *    its way, replies owed) the limit is transfer_timeout_ms instead.
+ *    The initiator's own connections reconnect on their next request.
+ * 22. TCP data connections peers may hold open to this engine at once;
+ *    more are closed as they are accepted (logged at most once a
+ *    second). A connection buffers no payload (bytes move straight
+ *    between the socket and registered memory): a few hundred bytes of
+ *    header and at most 32 queued replies, whatever the peer sends.
+ * 23. Handshake connections open at once; more are closed as they are
+ *    accepted. Each must complete its request within 5 s.
+ * 24. Bytes of handshake frames being read, all connections together: a
+ *    frame is read only once its announced length fits (else its
+ *    connection is closed), so peers make the engine buffer at most this
+ *    much. Raised to handshake_max_len if lower.
+ * 25. The cluster secret (its bytes, at least 32 random characters
+ *    advised): handshake and TCP data connections, both ways, must
+ *    complete an HMAC-SHA256 challenge-response proving it before any
+ *    descriptor is served or request read (docs/SECURITY.md). Peers must
+ *    all have the same one; unset or empty: none, Mooncake's protocol
+ *    unchanged.
  */
 struct xfer_config;
 
@@ -302,22 +329,38 @@ int xfer_register_async(struct xfer_engine *e, void *addr, size_t len,
 
 /**
  * Unregister the buffer that starts at @p addr, and wait until peers see
- * it gone (as xfer_register()). Peers' requests to it are refused from
- * the moment this is called; its memory is the caller's again when it
- * returns.
+ * it gone (as xfer_register()). New peers' requests to it, and new local
+ * requests using it, are refused from the moment this is called. What it
+ * waits for, in this order:
+ *  - peers' requests already being served on it (a READ whose bytes are
+ *    going out, a WRITE whose payload is coming in) to finish; those
+ *    still on it transfer_timeout_ms after the call (or that make no
+ *    progress for that long) are cut off: their connections are closed
+ *    and the peer's task fails. With transfer_timeout_ms 0 it waits for
+ *    them however long they take;
+ *  - the store, as xfer_register().
+ * Its memory is the caller's again when it returns 0: nothing of a
+ * peer's touches it after that. Tasks of this engine using it as their
+ * source are not waited for: -EBUSY.
  * @return 0; -ENOENT if no buffer starts there; -EBUSY while a task in
- *         flight uses it as its source, or while a peer's request to it
- *         is being served (the buffer stays registered); -EDEADLK as
- *         xfer_register(). Any thread.
+ *         flight uses it as its source, while another unregister of it
+ *         is under way, or, on the engine's callback base (which cannot
+ *         wait), while a peer's request uses it (the buffer stays
+ *         registered); -EDEADLK as xfer_register(); -ENOMEM. Any thread.
  */
 XFER_EXPORT
 int xfer_unregister(struct xfer_engine *e, void *addr);
 
 /**
- * xfer_unregister() without the wait: the buffer is gone and its memory
- * the caller's again when this returns; @p cb says when peers see it.
- * @return as xfer_unregister() (never -EDEADLK); on failure @p cb is
- *         never called. Any thread.
+ * xfer_unregister() without the wait: @p cb says when peers see the
+ * buffer gone. Unless peers' requests are using it, it is gone and its
+ * memory the caller's again when this returns; if they are, it leaves
+ * as xfer_unregister() says (refused to new requests at once, those on
+ * it cut off after transfer_timeout_ms) and its memory is the caller's
+ * again when @p cb runs.
+ * @return as xfer_unregister() (never -EDEADLK, and never -EBUSY for a
+ *         peer's request: it waits); on failure @p cb is never called.
+ *         Any thread.
  */
 XFER_EXPORT
 int xfer_unregister_async(struct xfer_engine *e, void *addr,

@@ -30,6 +30,7 @@
 #include <event2/keyvalq_struct.h>
 #include <yajl/yajl_gen.h>
 
+#include "core/listen_internal.h"
 #include "metadata/metad/http_internal.h"
 #include "metadata/metad/key_internal.h"
 #include "metadata/metad/store_internal.h"
@@ -63,6 +64,7 @@ struct metad_http {
 	char *path;
 	char *watch_path;
 	LIST_HEAD(, metad_watcher) watchers;  /* held watches */
+	struct xfer_listen_guard *guard;      /* backs off when accept fails */
 };
 
 /* Answer @p code with a one-line reason (the default Content-Type). */
@@ -540,6 +542,11 @@ int metad_http_bind(struct metad_http *h, const char *addr, uint16_t port,
 	sock = evhttp_bind_socket_with_handle(h->http, addr, port);
 	if (!sock)
 		return -1;
+	/* when fds run out, pause accepting instead of spinning on it */
+	h->guard = xfer_listen_guard_new(evhttp_bound_socket_get_listener(sock),
+					 "xfer-metad");
+	if (!h->guard)
+		return -1;
 	if (getsockname(evhttp_bound_socket_get_fd(sock),
 			(struct sockaddr *)&ss, &sslen))
 		return -1;
@@ -555,6 +562,7 @@ void metad_http_free(struct metad_http *h)
 		return;
 	while (!LIST_EMPTY(&h->watchers))
 		watcher_free(LIST_FIRST(&h->watchers));
+	xfer_listen_guard_free(h->guard);
 	if (h->http)
 		evhttp_free(h->http);
 	free(h->path);

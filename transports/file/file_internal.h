@@ -14,6 +14,11 @@
  *   server.c   the owner's side of the data port
  *   client.c   the initiator's side, for files it cannot reach
  *   api.c      the public calls (xfer_register_file ...)
+ *
+ * Stop (file.c's fini), the reactors stopped: xfer_file_io_close() sets
+ * closing and frees the I/O engine, so every done callback left runs,
+ * the data port's too (with closing set they only let their request go);
+ * then xfer_file_server_stop(), then xfer_file_client_close().
  */
 #ifndef XFER_FILE_INTERNAL_H
 #define XFER_FILE_INTERNAL_H
@@ -31,6 +36,10 @@
 
 /* The knobs of ops->knobs, in order. */
 enum { K_DEPTH, K_THREADS, K_LOCAL };
+
+/* Connections to each owner: the owner serves each one request at a
+ * time. */
+#define XFER_FILE_CONNS 8
 
 /* Most bytes one request of the data port may carry (a slice). */
 #define XFER_FILE_MAX_IO (64u << 20)
@@ -66,6 +75,18 @@ struct own_file {
 
 TAILQ_HEAD(own_files, own_file);
 
+/** May @p len bytes at @p buf go to or from offset @p off of @p fo with
+ *  O_DIRECT (memory, offset and length aligned as the file needs)? */
+static inline bool xfer_file_direct(const struct file_open *fo,
+				    const void *buf, uint64_t off,
+				    uint64_t len)
+{
+	uint64_t a = fo->align;
+
+	return fo->dfd >= 0 && !((uintptr_t)buf % a) && !(off % a) &&
+	       !(len % a);
+}
+
 struct file_rpeer;
 
 /* A peer's file segment (seg->tp_priv). */
@@ -92,6 +113,7 @@ struct file_transport {
 	struct xfer_job kick;
 	/* server.c */
 	struct evconnlistener *lev;
+	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	uint16_t data_port;
 	LIST_HEAD(, file_sconn) sconns;
 	/* client.c: every owner reached, as long as the transport lives. */
@@ -149,8 +171,8 @@ int xfer_file_buffer(struct xfer_transport *t, struct xfer_segment *seg,
 		     const char **name);
 
 /* io.c */
-/** Move @p n slices of one task on @p fo (one reference per slice taken
- *  by the caller), the file offset of each being s->remote - @p base. */
+/** Move @p n slices of one task on @p fo (references of its own taken),
+ *  the file offset of each being s->remote - @p base. Any thread. */
 void xfer_file_io_submit(struct file_transport *t, struct file_open *fo,
 			 uint64_t base, struct xfer_slice *s, size_t n);
 /** ops->cancel's local part: end waiting slices of canceled tasks, wait
@@ -160,9 +182,13 @@ void xfer_file_io_cancel(struct file_transport *t);
 void xfer_file_io_close(struct file_transport *t);
 
 /* server.c */
-/** Listen on the bind address, any port (t->data_port). @return 0, -errno. */
+/** Listen on the bind address, any port (t->data_port), on the control
+ *  reactor; connections move to t->r and use t->fio, so both are set
+ *  first. @return 0, -errno (with the engine's error set). */
 int xfer_file_server_start(struct file_transport *t);
-/** After the reactors stopped: close the listener and the connections. */
+/** After xfer_file_io_close() (no request of the data port left in the
+ *  I/O engine): close the listener and the connections. Without a start,
+ *  nothing to do. */
 void xfer_file_server_stop(struct file_transport *t);
 
 /* client.c */

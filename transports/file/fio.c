@@ -246,7 +246,8 @@ static int pick(struct xfer_fio *f, bool threads)
 				 f->r->name, f->depth);
 			return 0;
 		}
-		xfer_log(XFER_LOG_INFO, "fio %s: worker thread, depth %u: "
+		/* not what was asked for: said at the default level */
+		xfer_log(XFER_LOG_WARN, "fio %s: worker thread, depth %u: "
 			 "io_uring unavailable (%s: %s)", f->r->name, f->depth,
 			 why, strerror(-ret));
 	} else {

@@ -63,8 +63,9 @@ STAILQ_HEAD(xfer_fio_queue, xfer_fio_req);
 /**
  * An engine for reactor @p r with at most @p depth requests in flight;
  * io_uring unless @p threads or io_uring cannot be set up, then a worker
- * thread. Logs (info) which mechanism it chose and why. Call on @p r's
- * thread or before it runs.
+ * thread. Logs which mechanism it chose and why (a warning when io_uring
+ * was wanted but cannot be set up, else info). Call on @p r's thread or
+ * before it runs.
  * @return 0 with *@p out set; -EINVAL if @p depth is 0 or over
  *         XFER_FIO_MAX_DEPTH; -ENOMEM; or the -errno of eventfd(),
  *         event_add() or pthread_create().

@@ -1,15 +1,18 @@
 /*
- * Slices on files this host reaches: each becomes one read or write of
- * the file I/O engine on the transport's reactor, O_DIRECT when memory,
- * offset and length are aligned for it. At most file_queue_depth are in
- * the engine; the rest wait in the inbox, where a cancel can still end
- * them.
+ * Slices on files this host reaches. The slices of a task lie end to end
+ * in memory and in the file, so each run of them up to RUN_MAX bytes is
+ * one read or write of the file I/O engine on the transport's reactor
+ * (its request in the run's first slice), O_DIRECT when memory, offset
+ * and length are aligned for it. At most file_queue_depth runs are in the
+ * engine; the rest wait in the inbox, where a cancel can still end them.
  */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "transports/file/file_internal.h"
+
+#define RUN_MAX (16u << 20)
 
 static struct xfer_slice *slice_of(struct xfer_fio_req *r)
 {
@@ -66,6 +69,19 @@ static void kick_post(struct file_transport *t, bool locked)
 		xfer_reactor_post(t->r, &t->kick);
 }
 
+/* End the run that starts at @p s, @p len bytes, as @p st. */
+static void run_end(struct xfer_slice *s, size_t len, enum xfer_status st)
+{
+	size_t n = 0;
+
+	/* counted first: the last slice done may end the task, and its
+	 * slices with it */
+	for (size_t left = len; left; left -= s[n++].len)
+		;
+	for (size_t i = 0; i < n; i++)
+		xfer_slice_done(&s[i], st);
+}
+
 static void on_done(struct xfer_fio_req *r, int res)
 {
 	struct xfer_slice *s = slice_of(r);
@@ -74,12 +90,12 @@ static void on_done(struct xfer_fio_req *r, int res)
 	bool read = s->opcode == XFER_READ;
 
 	if (res)
-		xfer_error_set(t->base.env->err, res, "file %s: %s of %u "
+		xfer_error_set(t->base.env->err, res, "file %s: %s of %zu "
 			       "bytes at %llu: %s", fo->path, read ? "read" :
-			       "write", s->len, (unsigned long long)r->off,
+			       "write", r->len, (unsigned long long)r->off,
 			       strerror(-res));
 	xfer_file_open_put(fo);
-	xfer_slice_done(s, res ? XFER_FAILED : XFER_COMPLETED);
+	run_end(s, r->len, res ? XFER_FAILED : XFER_COMPLETED);
 	pthread_mutex_lock(&t->lock);
 	t->inflight--;
 	if (read && !--t->reads)
@@ -92,41 +108,46 @@ static void on_done(struct xfer_fio_req *r, int res)
 void xfer_file_io_submit(struct file_transport *t, struct file_open *fo,
 			 uint64_t base, struct xfer_slice *s, size_t n)
 {
-	uint64_t a = fo->align;
+	struct xfer_slice *head = NULL, **tail = &head;
+	size_t i = 0, k;
 
-	for (size_t i = 0; i < n; i++) {
+	for (; i < n; i = k) {
 		struct file_slice *fs = file_slice(&s[i]);
 		uint64_t off = s[i].remote - base;
-		bool direct = fo->dfd >= 0 && !((uintptr_t)s[i].local % a) &&
-			      !(off % a) && !(s[i].len % a);
+		size_t len = s[i].len;
 
+		for (k = i + 1; k < n && len + s[k].len <= RUN_MAX; k++)
+			len += s[k].len;
 		xfer_file_open_get(fo);
 		fs->fo = fo;
 		fs->req = (struct xfer_fio_req){
-			.fd = direct ? fo->dfd : fo->fd,
+			.fd = xfer_file_direct(fo, s[i].local, off, len) ?
+			      fo->dfd : fo->fd,
 			.write = s[i].opcode == XFER_WRITE,
 			.buf = s[i].local,
-			.len = s[i].len,
+			.len = len,
 			.off = off,
 			.done = on_done,
 		};
-		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
+		*tail = &s[i];
+		tail = &s[i].next;
 	}
+	*tail = NULL;
 	pthread_mutex_lock(&t->lock);
-	*t->in_tail = s;
-	t->in_tail = &s[n - 1].next;
+	*t->in_tail = head;
+	t->in_tail = tail;
 	kick_post(t, true);
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* End the slices taken off the inbox as @p st. */
+/* End the runs taken off the inbox as @p st. */
 static void end_all(struct xfer_slice *s, enum xfer_status st)
 {
 	while (s) {
 		struct xfer_slice *next = s->next;
 
 		xfer_file_open_put(file_slice(s)->fo);
-		xfer_slice_done(s, st);
+		run_end(s, file_slice(s)->req.len, st);
 		s = next;
 	}
 }

@@ -222,7 +222,8 @@ static struct xfer_hs_req *send_conn(struct rdma_ep *ep, bool ready_ack,
 	if (describe_self(ep, &m, ready_ack))
 		return NULL;
 	if (!xfer_hs_conn_encode(&m, &json, &len)) {
-		q = xfer_handshake_request(ep->ctx->r->base, NULL, ep->host,
+		q = xfer_handshake_request(ep->ctx->r->base, NULL,
+					   ep->ctx->t->base.env->auth, ep->host,
 					   ep->port, XFER_HS_CONNECTION, json,
 					   len,
 					   ep->ctx->t->base.env->handshake_max_len,

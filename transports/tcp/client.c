@@ -33,62 +33,30 @@ struct tcp_slice {
 _Static_assert(sizeof(struct tcp_slice) <= sizeof(((struct xfer_slice *)0)->tp),
 	       "tcp slice state does not fit");
 
-struct slice_queue {
-	struct xfer_slice *head, **tail;
-};
-
 struct tcp_conn {
 	struct tcp_transport *t;
 	struct tcp_peer *peer;
 	struct xfer_reactor *r;
 
 	pthread_mutex_t lock;          /* inbox and kicked: any thread */
-	struct slice_queue inbox;
+	struct xfer_slice_queue inbox;
 	bool kicked;
 	struct xfer_job kick_job;
 
 	/* Owned by the reactor. */
 	int fd;                        /* -1: not connected */
 	bool connecting, writing;
+	bool authing;                  /* until the server took our proof */
+	struct xfer_auth_cli auth;
 	struct event *rev, *wev, *timer;
-	struct slice_queue sendq;      /* head may be partly sent */
+	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
-	struct slice_queue waitq;      /* sent, awaiting the reply */
+	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
 };
 
 static struct tcp_slice *ts(struct xfer_slice *s)
 {
 	return (struct tcp_slice *)s->tp.bytes;
-}
-
-static void q_init(struct slice_queue *q)
-{
-	q->head = NULL;
-	q->tail = &q->head;
-}
-
-static void q_push(struct slice_queue *q, struct xfer_slice *s)
-{
-	s->next = NULL;
-	*q->tail = s;
-	q->tail = &s->next;
-}
-
-static struct xfer_slice *q_pop(struct slice_queue *q)
-{
-	struct xfer_slice *s = q->head;
-
-	q->head = s->next;
-	if (!q->head)
-		q->tail = &q->head;
-	return s;
-}
-
-/* Report every slice of @p q with @p st and empty it. */
-static void q_fail(struct slice_queue *q, enum xfer_status st)
-{
-	while (q->head)
-		xfer_slice_done(q_pop(q), st);
 }
 
 static size_t wire_len(struct xfer_slice *s)
@@ -108,7 +76,7 @@ static void close_socket(struct tcp_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	c->connecting = c->writing = false;
+	c->connecting = c->writing = c->authing = false;
 	c->sent = 0;
 }
 
@@ -117,8 +85,8 @@ static void close_socket(struct tcp_conn *c)
 static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 {
 	close_socket(c);
-	q_fail(&c->waitq, st);
-	q_fail(&c->sendq, st);
+	xfer_slice_q_fail(&c->waitq, st);
+	xfer_slice_q_fail(&c->sendq, st);
 }
 
 static void set_writing(struct tcp_conn *c, bool w)
@@ -183,11 +151,11 @@ static int conn_send(struct tcp_conn *c)
 		       (size_t)n >= wire_len(c->sendq.head) - c->sent) {
 			n -= wire_len(c->sendq.head) - c->sent;
 			c->sent = 0;
-			s = q_pop(&c->sendq);
+			s = xfer_slice_q_pop(&c->sendq);
 			if (c->peer->version == 1 && s->opcode == XFER_WRITE)
 				xfer_slice_done(s, XFER_COMPLETED); /* no reply */
 			else
-				q_push(&c->waitq, s);
+				xfer_slice_q_push(&c->waitq, s);
 		}
 		c->sent += n;
 	}
@@ -271,7 +239,7 @@ static int conn_recv(struct tcp_conn *c)
 			}
 		}
 		while (c->waitq.head && reply_done(c, c->waitq.head)) {
-			s = q_pop(&c->waitq);
+			s = xfer_slice_q_pop(&c->waitq);
 			if (v2 && ts(s)->status != TCP_STATUS_OK) {
 				xfer_slice_done(s, XFER_FAILED);
 				return -1; /* the peer closes after a refusal */
@@ -284,6 +252,19 @@ static int conn_recv(struct tcp_conn *c)
 
 static void on_io(evutil_socket_t fd, short what, void *arg);
 
+/* Connected: with a secret, the hello goes first and the slices wait
+ * for the server's challenge. @return 0, -1 (close). */
+static int start(struct tcp_conn *c)
+{
+	c->connecting = false;
+	event_add(c->rev, NULL);
+	if (!c->t->base.env->auth)
+		return 0;
+	c->authing = true;
+	set_writing(c, false);
+	return xfer_auth_cli_start(&c->auth, c->fd);
+}
+
 static void on_connected(struct tcp_conn *c)
 {
 	int err = 0;
@@ -294,8 +275,21 @@ static void on_connected(struct tcp_conn *c)
 		conn_fail(c, XFER_FAILED);
 		return;
 	}
-	c->connecting = false;
-	event_add(c->rev, NULL);
+	if (start(c))
+		conn_fail(c, XFER_FAILED);
+}
+
+/* Readable while authenticating: once the server proved itself and has
+ * our proof, the slices go. @return 0, -1 (refused: close). */
+static int auth_step(struct tcp_conn *c)
+{
+	int ret = xfer_auth_cli_step(c->t->base.env->auth, &c->auth, c->fd,
+				     "tcp");
+
+	if (ret)
+		return ret > 0 ? 0 : -1;
+	c->authing = false;
+	return conn_send(c);
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
@@ -307,6 +301,11 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 		on_connected(c);
 		if (c->fd < 0)
 			return;
+	}
+	if (c->authing) {
+		if ((what & EV_READ) && auth_step(c))
+			conn_fail(c, XFER_FAILED);
+		return;
 	}
 	if (((what & EV_READ) && conn_recv(c)) ||
 	    ((what & EV_WRITE) && conn_send(c)))
@@ -335,10 +334,8 @@ static int conn_connect(struct tcp_conn *c)
 	if (!c->rev || !c->wev)
 		return -1;
 	if (connect(c->fd, (struct sockaddr *)&c->peer->addr,
-		    c->peer->addrlen) == 0) {
-		event_add(c->rev, NULL);
-		return 0;
-	}
+		    c->peer->addrlen) == 0)
+		return start(c);
 	if (errno != EINPROGRESS)
 		return -1;
 	c->connecting = true;
@@ -349,11 +346,11 @@ static int conn_connect(struct tcp_conn *c)
 static void conn_kick(struct xfer_job *j)
 {
 	struct tcp_conn *c = container_of(j, struct tcp_conn, kick_job);
-	struct slice_queue in;
+	struct xfer_slice_queue in;
 
 	pthread_mutex_lock(&c->lock);
 	in = c->inbox;
-	q_init(&c->inbox);
+	xfer_slice_q_init(&c->inbox);
 	c->kicked = false;
 	pthread_mutex_unlock(&c->lock);
 	if (!in.head)
@@ -366,7 +363,7 @@ static void conn_kick(struct xfer_job *j)
 		return;
 	}
 	touch(c);
-	if (!c->connecting && conn_send(c))
+	if (!c->connecting && !c->authing && conn_send(c))
 		conn_fail(c, XFER_FAILED);
 }
 
@@ -377,7 +374,7 @@ void xfer_tcp_conn_cancel(struct tcp_conn *c)
 	pthread_mutex_unlock(&c->lock);
 	/* a head partly on the wire goes out whole: the stream needs it */
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
-	if (c->fd >= 0 && !c->connecting)
+	if (c->fd >= 0 && !c->connecting && !c->authing)
 		set_writing(c, c->sendq.head != NULL);
 	touch(c);
 }
@@ -425,9 +422,9 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 		return NULL;
 	}
 	pthread_mutex_init(&c->lock, NULL);
-	q_init(&c->inbox);
-	q_init(&c->sendq);
-	q_init(&c->waitq);
+	xfer_slice_q_init(&c->inbox);
+	xfer_slice_q_init(&c->sendq);
+	xfer_slice_q_init(&c->waitq);
 	c->kick_job.fn = conn_kick;
 	return c;
 }
@@ -444,13 +441,13 @@ void xfer_tcp_conn_free(struct tcp_conn *c)
 	struct xfer_slice *head = c->sendq.head;
 
 	if (head && c->sent) {
-		q_pop(&c->sendq);
+		xfer_slice_q_pop(&c->sendq);
 		xfer_slice_done(head, XFER_FAILED);
 	}
 	close_socket(c);
-	q_fail(&c->waitq, XFER_FAILED);
-	q_fail(&c->sendq, XFER_CANCELED);
-	q_fail(&c->inbox, XFER_CANCELED);
+	xfer_slice_q_fail(&c->waitq, XFER_FAILED);
+	xfer_slice_q_fail(&c->sendq, XFER_CANCELED);
+	xfer_slice_q_fail(&c->inbox, XFER_CANCELED);
 	event_free(c->timer);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

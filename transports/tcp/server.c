@@ -8,6 +8,15 @@
  * To keep syscalls few, a run of READ headers is taken with one peek, and
  * their replies (status + payload each) go out in one gathered sendmsg; a
  * WRITE payload is read together with the header that follows it.
+ *
+ * What a connection may hold: at most REPLIES replies (pointers into
+ * registered memory, no copies) and one header, so nothing a peer sends
+ * is buffered beyond a few hundred bytes; at most max_data_conns
+ * connections at once (more are closed at accept); a connection that
+ * moves no byte for the idle timeout (between requests) or the transfer
+ * timeout (in a request) is closed, and so is one whose peer still holds
+ * a leaving buffer past its deadline (xfer_unregister()). A peer that
+ * shuts its write side gets every reply it is owed, then the close.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -32,7 +41,7 @@ struct reply {
 	uint8_t status_left;   /* bytes of status still to send: 8 or 0 */
 	uint8_t *ptr;          /* READ payload still to send */
 	size_t left;
-	struct xfer_buffer *buf; /* use held until the payload is out */
+	struct xfer_buffer *buf; /* pinned until the payload is out */
 };
 
 struct tcp_sconn {
@@ -42,39 +51,48 @@ struct tcp_sconn {
 	struct xfer_job start_job;
 	int fd;
 	struct event *rev, *wev;
+	struct event *timer;           /* idle or transfer timeout */
 	bool reading, writing;         /* which events are added */
 	uint8_t hdr[TCP_HDR_LEN];      /* a header being read */
 	size_t hdr_got;
 	uint8_t *wptr;                 /* WRITE payload being read */
 	size_t wleft;
 	bool wv2;
-	struct xfer_buffer *wbuf;      /* use held until it has arrived */
+	struct xfer_buffer *wbuf;      /* pinned until it has arrived */
 	struct reply rq[REPLIES];      /* ring of replies to send */
 	unsigned rq_head, rq_n;
 	bool refused;                  /* close once the replies are out */
+	bool eof;                      /* the peer shut its write side */
+	struct xfer_auth_srv *auth;    /* until the peer proved itself */
 };
 
-static void put_buffer(struct xfer_buffer *b)
+static struct xfer_log_limit cap_log;
+
+static void put_buffer(struct tcp_sconn *c, struct xfer_buffer *b)
 {
 	if (b)
-		atomic_fetch_sub(&b->users, 1);
+		xfer_buffer_unpin(c->t->base.env->buffers, b);
 }
 
 static void sconn_free(struct tcp_sconn *c)
 {
 	struct tcp_transport *t = c->t;
 
-	put_buffer(c->wbuf);
+	put_buffer(c, c->wbuf);
 	for (unsigned i = 0; i < c->rq_n; i++)
-		put_buffer(c->rq[(c->rq_head + i) % REPLIES].buf);
+		put_buffer(c, c->rq[(c->rq_head + i) % REPLIES].buf);
 
 	pthread_mutex_lock(&t->lock);
 	LIST_REMOVE(c, link);
+	t->nsconns--;
 	pthread_mutex_unlock(&t->lock);
 	if (c->rev)
 		event_free(c->rev);
 	if (c->wev)
 		event_free(c->wev);
+	if (c->timer)
+		event_free(c->timer);
+	xfer_auth_srv_free(c->auth);
 	close(c->fd);
 	free(c);
 }
@@ -88,6 +106,42 @@ static void set_interest(struct event *ev, bool *cur, bool want)
 		else
 			event_del(ev);
 	}
+}
+
+/* In a request: a payload on its way in, or replies owed (a header
+ * partly read holds nothing: idle). */
+static bool busy(const struct tcp_sconn *c)
+{
+	return c->rq_n || c->wleft;
+}
+
+/* Bytes moved: the clock starts again, with the timeout of the state the
+ * connection is in now (0: none). */
+static void rearm(struct tcp_sconn *c)
+{
+	const struct xfer_transport_env *env = c->t->base.env;
+	uint32_t ms = c->auth ? XFER_TCP_AUTH_TIMEOUT_MS :
+		      busy(c) ? env->transfer_timeout_ms : env->idle_timeout_ms;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (ms)
+		event_add(c->timer, &tv);
+	else
+		event_del(c->timer);
+}
+
+/* Does the peer hold a buffer past its leaving deadline? */
+static bool overdue(const struct tcp_sconn *c)
+{
+	if (c->wbuf && xfer_buffer_overdue(c->wbuf))
+		return true;
+	for (unsigned i = 0; i < c->rq_n; i++) {
+		struct xfer_buffer *b = c->rq[(c->rq_head + i) % REPLIES].buf;
+
+		if (b && xfer_buffer_overdue(b))
+			return true;
+	}
+	return false;
 }
 
 static void push_reply(struct tcp_sconn *c, bool v2, uint64_t status,
@@ -116,11 +170,11 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 
 	memcpy(&size, hdr, 8);
 	memcpy(&addr, hdr + 8, 8);
-	/* The use keeps the buffer registered while its bytes move. */
+	/* The pin keeps the buffer registered while its bytes move. */
 	pthread_rwlock_rdlock(&bs->lock);
 	b = xfer_buffers_find(bs, addr, size, true);
 	if (b)
-		atomic_fetch_add(&b->users, 1);
+		xfer_buffer_pin(b);
 	pthread_rwlock_unlock(&bs->lock);
 	if (!b) {
 		xfer_log(XFER_LOG_WARN, "tcp: refused %s of %llu bytes at 0x%llx",
@@ -145,8 +199,8 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 
 /*
  * Read what can be read now; called only with room for one more reply.
- * @return bytes read (or 1 for a header taken from c->hdr), 0 on EAGAIN,
- * -1 to close.
+ * @return bytes read (or 1 for a header taken from c->hdr), 0 on EAGAIN
+ * or at the peer's EOF (c->eof set), -1 to close.
  */
 static ssize_t sconn_read(struct tcp_sconn *c)
 {
@@ -170,8 +224,10 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 	} else {
 		n = recv(c->fd, peek, room * TCP_HDR_LEN, MSG_PEEK);
 	}
-	if (n == 0)
-		return -1;
+	if (n == 0) {
+		c->eof = true; /* the replies owed still go out */
+		return 0;
+	}
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
 
@@ -183,7 +239,7 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 		c->hdr_got = (size_t)n - m;
 		if (c->wleft)
 			return n;
-		put_buffer(c->wbuf);
+		put_buffer(c, c->wbuf);
 		c->wbuf = NULL;
 		if (c->wv2) /* v1 has no status frames */
 			push_reply(c, true, TCP_STATUS_OK, NULL, 0, NULL);
@@ -245,42 +301,56 @@ static ssize_t sconn_write(struct tcp_sconn *c)
 		r->status_left -= m;
 		n -= m;
 		m = (size_t)n < r->left ? (size_t)n : r->left;
-		r->ptr += m;
-		r->left -= m;
-		n -= m;
+		if (m) { /* a status-only reply has no payload pointer */
+			r->ptr += m;
+			r->left -= m;
+			n -= m;
+		}
 		if (r->status_left || r->left)
 			break;
-		put_buffer(r->buf);
+		put_buffer(c, r->buf);
 		c->rq_head = (c->rq_head + 1) % REPLIES;
 		c->rq_n--;
 	}
 	return sent;
 }
 
-/* Alternate reading requests and sending replies while either moves. */
+/* Nothing more to do: refused or shut by the peer, and nothing owed. */
+static bool done(const struct tcp_sconn *c)
+{
+	return (c->refused || c->eof) && c->rq_n == 0;
+}
+
+/* Alternate reading requests and sending replies while either moves.
+ * @return 0, or -1 to close. */
 static int sconn_run(struct tcp_sconn *c)
 {
 	size_t budget = BUDGET;
 	ssize_t in = 0, out;
+	bool moved = false;
 
 	do {
 		out = sconn_write(c);
-		if (out < 0)
-			return -1;
-		if (c->refused && c->rq_n == 0)
+		if (out < 0 || done(c))
 			return -1;
 		in = 0;
-		if (!c->refused && c->rq_n < REPLIES) {
+		if (!c->refused && !c->eof && c->rq_n < REPLIES) {
 			in = sconn_read(c);
 			if (in < 0)
 				return -1;
 		}
+		moved |= in || out;
 		budget -= (size_t)(in + out) < budget ? (size_t)(in + out)
 						      : budget;
 	} while ((in || out) && budget);
+	if (done(c) || overdue(c))
+		return -1;
 
 	set_interest(c->wev, &c->writing, c->rq_n > 0);
-	set_interest(c->rev, &c->reading, !c->refused && c->rq_n < REPLIES);
+	set_interest(c->rev, &c->reading,
+		     !c->refused && !c->eof && c->rq_n < REPLIES);
+	if (moved)
+		rearm(c);
 	if (!budget)
 		event_active(c->reading ? c->rev : c->wev,
 			     c->reading ? EV_READ : EV_WRITE, 0);
@@ -289,10 +359,35 @@ static int sconn_run(struct tcp_sconn *c)
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
 {
+	struct tcp_sconn *c = arg;
+	int ret;
+
 	(void)fd;
 	(void)what;
-	if (sconn_run(arg))
-		sconn_free(arg);
+	if (c->auth) {
+		ret = xfer_auth_srv_step(c->auth, c->fd);
+		if (ret == 0) {         /* proved: requests from now on */
+			xfer_auth_srv_free(c->auth);
+			c->auth = NULL;
+			rearm(c);
+			ret = sconn_run(c);
+		} else if (ret > 0) {   /* more to come */
+			rearm(c);
+			return;
+		}
+	} else {
+		ret = sconn_run(c);
+	}
+	if (ret)
+		sconn_free(c);
+}
+
+/* No byte moved for the timeout of the connection's state. */
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	sconn_free(arg);
 }
 
 static void sconn_start(struct xfer_job *j)
@@ -301,32 +396,53 @@ static void sconn_start(struct xfer_job *j)
 
 	c->rev = event_new(c->r->base, c->fd, EV_READ | EV_PERSIST, on_io, c);
 	c->wev = event_new(c->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
-	if (!c->rev || !c->wev) {
+	c->timer = evtimer_new(c->r->base, on_timeout, c);
+	if (!c->rev || !c->wev || !c->timer) {
 		sconn_free(c);
 		return;
 	}
 	set_interest(c->rev, &c->reading, true);
+	rearm(c);
 }
 
 void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 {
+	const struct xfer_transport_env *env = t->base.env;
 	struct tcp_sconn *c = calloc(1, sizeof(*c));
+	bool full;
 	int one = 1;
 
-	if (!c) {
-		close(fd);
-		return;
-	}
+	if (!c)
+		goto err_close;
+	if (env->auth && !(c->auth = xfer_auth_srv_new(env->auth, "tcp")))
+		goto err_free;
 	evutil_make_socket_nonblocking(fd);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->t = t;
 	c->fd = fd;
-	c->r = t->base.env->worker(t->base.env->arg);
+	c->r = env->worker(env->arg);
 	pthread_mutex_lock(&t->lock);
-	LIST_INSERT_HEAD(&t->sconns, c, link);
+	full = env->max_conns && t->nsconns >= env->max_conns;
+	if (!full) {
+		LIST_INSERT_HEAD(&t->sconns, c, link);
+		t->nsconns++;
+	}
 	pthread_mutex_unlock(&t->lock);
+	if (full) {
+		xfer_log_limited(&cap_log, XFER_LOG_WARN, "tcp: %u data "
+				 "connections open (max_data_conns): a new one "
+				 "closed", env->max_conns);
+		goto err_free;
+	}
 	c->start_job.fn = sconn_start;
 	xfer_reactor_post(c->r, &c->start_job);
+	return;
+
+err_free:
+	xfer_auth_srv_free(c ? c->auth : NULL);
+	free(c);
+err_close:
+	close(fd);
 }
 
 void xfer_tcp_server_close_all(struct tcp_transport *t)

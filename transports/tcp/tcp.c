@@ -9,16 +9,20 @@
 #include <event2/listener.h>
 
 #include "core/json_internal.h"
+#include "core/listen_internal.h"
 #include "core/net_internal.h"
 #include "transports/tcp/tcp_internal.h"
 
 static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
+	struct tcp_transport *t = arg;
+
 	(void)lev;
 	(void)sa;
 	(void)salen;
-	xfer_tcp_server_accept(arg, fd);
+	xfer_listen_guard_accepted(t->guard);
+	xfer_tcp_server_accept(t, fd);
 }
 
 static int tcp_init(const struct xfer_transport_env *env,
@@ -43,13 +47,21 @@ static int tcp_init(const struct xfer_transport_env *env,
 					 LEV_OPT_CLOSE_ON_FREE |
 					 LEV_OPT_CLOSE_ON_EXEC |
 					 LEV_OPT_REUSEABLE,
-					 -1, (struct sockaddr *)&ss, len);
+					 SOMAXCONN, /* bursts wait, not SYNs */
+					 (struct sockaddr *)&ss, len);
 	if (!t->lev) {
 		ret = errno ? -errno : -EADDRINUSE;
 		pthread_mutex_destroy(&t->lock);
 		free(t);
 		return xfer_error_set(env->err, ret, "tcp data listen: %s",
 				      strerror(-ret));
+	}
+	t->guard = xfer_listen_guard_new(t->lev, "tcp data");
+	if (!t->guard) {
+		evconnlistener_free(t->lev);
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		return -ENOMEM;
 	}
 	t->desc.data_port = xfer_net_local_port(evconnlistener_get_fd(t->lev));
 	t->desc.version = 2;
@@ -173,6 +185,7 @@ static void tcp_fini(struct xfer_transport *tp)
 	struct tcp_transport *t = container_of(tp, struct tcp_transport, base);
 	struct tcp_peer *p;
 
+	xfer_listen_guard_free(t->guard);
 	evconnlistener_free(t->lev);
 	xfer_tcp_server_close_all(t);
 	while ((p = SLIST_FIRST(&t->peers))) {

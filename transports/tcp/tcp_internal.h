@@ -12,6 +12,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "core/auth_internal.h"
 #include "transports/transport.h"
 
 #define TCP_HDR_LEN 24
@@ -49,14 +50,19 @@ struct tcp_transport {
 	int conns;              /* per peer (the tcp_conns knob) */
 	struct xfer_tcp_desc desc;
 	struct evconnlistener *lev;
+	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	pthread_mutex_t lock;   /* peers and server connections lists */
 	SLIST_HEAD(, tcp_peer) peers;
 	LIST_HEAD(, tcp_sconn) sconns;
+	unsigned nsconns;       /* in sconns, at most env->max_conns */
 };
 
 /* server.c */
 void xfer_tcp_server_accept(struct tcp_transport *t, int fd);
 void xfer_tcp_server_close_all(struct tcp_transport *t);
+
+/* An unproved connection gets this long (as a handshake). */
+#define XFER_TCP_AUTH_TIMEOUT_MS 5000
 
 /* client.c */
 struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
