@@ -28,13 +28,6 @@ FUZZ_METAD_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,\
                    $(filter-out metadata/metad/main.c,$(METAD_SRCS)))
 $(FUZZ_METAD_OBJS): FUZZ_CFLAGS += $(shell pkg-config --cflags sqlite3)
 
-# Known undefined behaviour that its owner is fixing (issue 13, item 4:
-# NULL + 0 for the status-only replies of transports/tcp/server.c):
-# pointer-overflow is not checked there until the fix lands. Remove then.
-FUZZ_KNOWN_UB := transports/tcp/server.c
-$(FUZZ_KNOWN_UB:%.c=$(FUZZ_BUILD)/%.o): FUZZ_CFLAGS += \
-	-fno-sanitize=pointer-overflow
-
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $<")

@@ -2,14 +2,17 @@
  * The handshake socket's frame readers (core/handshake.c), on real
  * sockets through libevent, as a peer reaches them.
  *
- * The first input byte picks the side; the rest is what the peer sends.
- *  - even: the server. A listener of xfer_handshake_listen() on an
+ * The first input byte picks the side (bit 0) and whether a cluster
+ * secret is set (bit 1: the peer must then pass the challenge-response of
+ * core/auth.c first, which the fuzzer's bytes meet as they are); the rest
+ * is what the peer sends.
+ *  - server (bit 0 clear): a listener of xfer_handshake_listen() on an
  *    abstract AF_UNIX address (the same code path as TCP, with no ports
  *    to run out of); the fuzzer connects, sends the bytes, shuts its
  *    write side and runs the base until the server closes. The server's
  *    environment answers every request type: Connection (echoed back),
  *    Metadata (a small document, or none for a kind), Notify.
- *  - odd: the client. xfer_handshake_request() to a loopback TCP
+ *  - client (bit 0 set): xfer_handshake_request() to a loopback TCP
  *    listener of the fuzzer, which answers with the bytes and closes;
  *    the base runs until the client's callback has run, exactly once.
  */
@@ -20,15 +23,18 @@
 
 #include <event2/event.h>
 
+#include "core/auth_internal.h"
 #include "core/handshake_internal.h"
 #include "test/fuzz/fuzz.h"
 
 #define MAX_LEN 65536 /* the frame limit, as handshake_max_len */
 
 static struct event_base *base;
-static struct xfer_hs_server *hs;
-static struct sockaddr_un hs_addr;
-static socklen_t hs_addrlen;
+static struct xfer_auth *auth;
+/* [0] without a secret, [1] with one */
+static struct xfer_hs_server *hs[2];
+static struct sockaddr_un hs_addr[2];
+static socklen_t hs_addrlen[2];
 static int tcp_lfd = -1;
 static uint16_t tcp_port;
 
@@ -77,6 +83,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	struct xfer_hs_env env = {
 		.max_len = MAX_LEN,
+		.max_conns = 16,
+		.buffer_max = 4 * MAX_LEN,
 		.connection = on_connection,
 		.descriptor = on_descriptor,
 		.notify = on_notify,
@@ -92,14 +100,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!base)
 		FUZZ_DIE("event_base_new");
 	env.base = base;
-	hs_addr.sun_family = AF_UNIX;
-	/* abstract: a NUL, then the name */
-	hs_addrlen = offsetof(struct sockaddr_un, sun_path) + 1 +
-		     snprintf(hs_addr.sun_path + 1, sizeof(hs_addr.sun_path) - 1,
-			      "xfer-fuzz-hs-%d", (int)getpid());
-	if (xfer_handshake_listen(&env, (struct sockaddr *)&hs_addr,
-				  hs_addrlen, &port, &hs))
-		FUZZ_DIE("xfer_handshake_listen");
+	auth = xfer_auth_new("xfer-fuzz-secret");
+	if (!auth)
+		FUZZ_DIE("xfer_auth_new");
+	for (int i = 0; i < 2; i++) {
+		env.auth = i ? auth : NULL;
+		hs_addr[i].sun_family = AF_UNIX;
+		/* abstract: a NUL, then the name */
+		hs_addrlen[i] = offsetof(struct sockaddr_un, sun_path) + 1 +
+			snprintf(hs_addr[i].sun_path + 1,
+				 sizeof(hs_addr[i].sun_path) - 1,
+				 "xfer-fuzz-hs-%d-%d", (int)getpid(), i);
+		if (xfer_handshake_listen(&env, (struct sockaddr *)&hs_addr[i],
+					  hs_addrlen[i], &port, &hs[i]))
+			FUZZ_DIE("xfer_handshake_listen");
+	}
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	tcp_lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -111,13 +126,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void run_server(const uint8_t *data, size_t size)
+static void run_server(const uint8_t *data, size_t size, int with_auth)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	size_t off = 0;
 	bool shut = false;
 
-	if (fd < 0 || fuzz_connect(fd, (struct sockaddr *)&hs_addr, hs_addrlen))
+	if (fd < 0 || fuzz_connect(fd, (struct sockaddr *)&hs_addr[with_auth],
+				   hs_addrlen[with_auth]))
 		FUZZ_DIE("connect: %s", strerror(errno));
 	for (;;) {
 		if (!fuzz_write_some(fd, data, size, &off))
@@ -150,7 +166,7 @@ static void on_reply(int err, const char *body, size_t len, void *arg)
 	r->calls++;
 }
 
-static void run_client(const uint8_t *data, size_t size)
+static void run_client(const uint8_t *data, size_t size, int with_auth)
 {
 	static const char req[] = "{}\n";
 	struct client_run r = { 0 };
@@ -159,7 +175,8 @@ static void run_client(const uint8_t *data, size_t size)
 	size_t off = 0;
 	int fd = -1;
 
-	q = xfer_handshake_request(base, NULL, "127.0.0.1", tcp_port,
+	q = xfer_handshake_request(base, NULL, with_auth ? auth : NULL,
+				   "127.0.0.1", tcp_port,
 				   XFER_HS_METADATA, req, sizeof(req) - 1,
 				   MAX_LEN, on_reply, &r);
 	if (!q)
@@ -195,8 +212,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!size)
 		return 0;
 	if (data[0] & 1)
-		run_client(data + 1, size - 1);
+		run_client(data + 1, size - 1, !!(data[0] & 2));
 	else
-		run_server(data + 1, size - 1);
+		run_server(data + 1, size - 1, !!(data[0] & 2));
 	return 0;
 }

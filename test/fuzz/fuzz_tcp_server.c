@@ -4,6 +4,11 @@
  * pipelined, v1 and v2), through a socketpair to the real server code on
  * a reactor of its own, driven here without a thread.
  *
+ * The first input byte says whether a cluster secret is set (bit 0: the
+ * peer must then pass the challenge-response of core/auth_sock.c first,
+ * which the fuzzer's bytes meet as they are); the rest is what the peer
+ * sends.
+ *
  * The local segment holds two buffers at fixed addresses, so that seeds
  * can name them: RW (64 KiB, remotely accessible) and PRIV (4 KiB, not
  * remotely accessible), each between inaccessible guard pages, so a
@@ -16,6 +21,7 @@
 
 #include <event2/event.h>
 
+#include "core/auth_internal.h"
 #include "transports/tcp/tcp_internal.h"
 #include "test/fuzz/fuzz.h"
 
@@ -29,8 +35,9 @@
 static struct xfer_reactor reactor;
 static struct xfer_buffers buffers;
 static struct xfer_buffer *rw, *priv;
-static struct xfer_transport_env env;
-static struct tcp_transport tp;
+/* [0] without a secret, [1] with one */
+static struct xfer_transport_env env[2];
+static struct tcp_transport tp[2];
 
 static struct xfer_reactor *worker(void *arg)
 {
@@ -65,28 +72,40 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	xfer_buffers_init(&buffers);
 	rw = add(RW, RW_LEN, true);
 	priv = add(PRIV, PRIV_LEN, false);
-	env = (struct xfer_transport_env){
-		.name = "fuzz",
-		.control = &reactor,
-		.worker = worker,
-		.buffers = &buffers,
-	};
-	tp.base.env = &env;
-	pthread_mutex_init(&tp.lock, NULL);
-	LIST_INIT(&tp.sconns);
+	for (int i = 0; i < 2; i++) {
+		env[i] = (struct xfer_transport_env){
+			.name = "fuzz",
+			.control = &reactor,
+			.worker = worker,
+			.buffers = &buffers,
+			.max_conns = 4,
+			.auth = i ? xfer_auth_new("xfer-fuzz-secret") : NULL,
+		};
+		if (i && !env[i].auth)
+			FUZZ_DIE("xfer_auth_new");
+		tp[i].base.env = &env[i];
+		pthread_mutex_init(&tp[i].lock, NULL);
+		LIST_INIT(&tp[i].sconns);
+	}
 	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct tcp_transport *t;
 	int sv[2];
 	size_t off = 0;
 	bool shut = false, open = true;
 
+	if (!size)
+		return 0;
+	t = &tp[data[0] & 1];
+	data++;
+	size--;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		FUZZ_DIE("socketpair: %s", strerror(errno));
-	xfer_tcp_server_accept(&tp, sv[1]);
-	while (open || !LIST_EMPTY(&tp.sconns)) {
+	xfer_tcp_server_accept(t, sv[1]);
+	while (open || !LIST_EMPTY(&t->sconns)) {
 		if (!fuzz_write_some(sv[0], data, size, &off))
 			off = size; /* the server is gone */
 		if (off == size && !shut) {
