@@ -73,7 +73,7 @@ static void batch_done(struct xfer_batch *b, enum xfer_status outcome,
 		return;
 	pthread_rwlock_wrlock(&t->batch_lock);
 	s = zombie_of(t, b); /* only this callback and the end free it */
-	if (s)
+	if (s && !t->ending) /* te_batches_fini() holds it: it frees it */
 		reap(t, s);
 	pthread_rwlock_unlock(&t->batch_lock);
 }
@@ -253,6 +253,7 @@ void te_batches_fini(struct te *t)
 	size_t n = 0;
 
 	pthread_rwlock_wrlock(&t->batch_lock);
+	t->ending = true; /* callbacks free nothing now: live[] stays valid */
 	if (t->live)
 		live = malloc(t->live * sizeof(*live));
 	for (size_t i = 0; i < t->nslots; i++) {

@@ -97,6 +97,7 @@ struct te {
 	struct te_slot *slots;
 	size_t nslots;
 	size_t live;              /* slots holding a batch, zombies too */
+	bool ending;              /* te_batches_fini() frees every batch */
 };
 
 /** Read-lock @p t for a call: its engine, or NULL (NULL @p t, or the

@@ -44,6 +44,9 @@ double xfer_engine_cpu_seconds(const struct xfer_engine *e)
 
 	for (int i = 0; i < e->nworkers; i++)
 		s += xfer_reactor_cpu_seconds(&e->workers[i]);
+	/* and the threads of the transports' own (RDMA devices, files) */
+	for (int i = 0; e->tps[i]; i++)
+		s += e->tps[i]->ops->cpu_seconds(e->tps[i]);
 	return s;
 }
 

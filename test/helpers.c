@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -250,6 +251,46 @@ int th_count_threads(void)
 			n++;
 	closedir(d);
 	return n;
+}
+
+/* One line of /proc/self/task/TID/FILE into @p buf; false if none. */
+static bool task_line(const char *tid, const char *file, char *buf,
+		      size_t len)
+{
+	char path[320];
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%s/%s", tid, file);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	ok = fgets(buf, (int)len, f) != NULL;
+	fclose(f);
+	return ok;
+}
+
+double th_threads_cpu(const char *prefix)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	char self[24], line[128];
+	double s = 0;
+
+	if (!d)
+		return 0;
+	snprintf(self, sizeof(self), "%ld", (long)syscall(SYS_gettid));
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, self))
+			continue;
+		if (prefix && (!task_line(de->d_name, "comm", line, sizeof(line)) ||
+			       strncmp(line, prefix, strlen(prefix))))
+			continue;
+		if (task_line(de->d_name, "schedstat", line, sizeof(line)))
+			s += strtoull(line, NULL, 10) / 1e9;
+	}
+	closedir(d);
+	return s;
 }
 
 int th_wait_threads(int want, int timeout_ms)

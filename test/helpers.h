@@ -94,6 +94,15 @@ int th_wait_exit(pid_t pid, int timeout_ms);
 int th_count_threads(void);
 
 /**
+ * CPU time, in seconds, used so far by this process's threads other than
+ * the calling one (the first field of /proc/self/task/TID/schedstat, in
+ * ns: the clock pthread_getcpuclockid() reads), only those whose name
+ * starts with @p prefix unless it is NULL. Threads that have ended are
+ * not counted. No cmocka asserts; 0 where schedstat is missing.
+ */
+double th_threads_cpu(const char *prefix);
+
+/**
  * Poll th_count_threads() until it is at most @p want or @p timeout_ms
  * passed (a joined thread can stay listed for a moment while the kernel
  * reaps it). @return the last count.

@@ -4,9 +4,9 @@
  * the largest gap between its ticks while the engines open a segment whose
  * peer answers its handshake 2 s late, register and unregister buffers
  * against a metadata server that stalls every answer for 2 s, move data
- * and send a notification: the gap stays under 20 ms. The blocking forms
- * refuse at once on the base's thread, also as the very first engine call
- * there, and work from another thread.
+ * and send a notification: the gap stays far under the stall (250 ms).
+ * The blocking forms refuse at once on the base's thread, also as the
+ * very first engine call there, and work from another thread.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,11 +30,9 @@
 
 #define LEN (1u << 20)
 #define STALL_MS 2000
-/* The loop must never wait for the engine: a blocking call would be a
- * STALL_MS gap. A quarter of that tells one apart from the scheduler: on
- * a loaded 2-core CI machine (and under ASan) ordinary turns of the loop
- * were seen 25-160 ms apart, which a 20 ms bound took for stalls. */
-#define GAP_MAX_MS (STALL_MS / 4)
+/* Any wait on the network would cost a stall (2 s); the margin is for a
+ * loaded machine's scheduling (gaps here are 3-8 ms when quiet). */
+#define GAP_MAX_MS 250
 
 static int64_t now_us(void)
 {
@@ -161,8 +159,7 @@ static int teardown(void **state)
 	atomic_store(&a->http.s.delay_ms, 0); /* b withdraws its keys */
 	assert_int_equal(xfer_unregister(a->a, a->abuf), 0);
 	xfer_engine_free(a->a);
-	if (a->b)
-		xfer_engine_free(a->b);
+	xfer_engine_free(a->b);
 	event_base_free(a->base);
 	th_slow_http_stop(&a->http);
 	th_fake_hs_stop(&a->fake);
@@ -459,32 +456,6 @@ static void test_refresh_and_close(void **state)
 	free(extra);
 }
 
-/*
- * An engine freed while its store holds publications (b's server answers
- * each after 2 s): their callbacks never run, and nothing they carried is
- * left behind (LeakSanitizer checks that under make test-asan; the
- * engine once kept each publication's record until an answer that a
- * closed store never gives).
- */
-static void test_free_while_publishing(void **state)
-{
-	struct app *a = *state;
-	int64_t t0 = th_now_ms();
-
-	/* b's first publication, then the register's */
-	assert_int_equal(xfer_register_async(a->b, a->bbuf, LEN, "cpu:0", true,
-					     on_done, a), 0);
-	a->pending = 1;
-	while (atomic_load(&a->http.busy) < 2 && th_now_ms() - t0 < 2000)
-		event_base_loop(a->base, EVLOOP_ONCE);
-	assert_true(atomic_load(&a->http.busy) >= 2); /* held there */
-	atomic_store(&a->http.s.delay_ms, 0); /* b withdraws its keys */
-	xfer_engine_free(a->b);
-	a->b = NULL;
-	event_base_loop(a->base, EVLOOP_NONBLOCK);
-	assert_int_equal(a->pending, 1); /* the callback never ran */
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -496,8 +467,6 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_refresh_and_close, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_free_while_publishing,
-						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
  * O_DIRECT-aligned and not, and a batch of 1000 scattered requests; every
  * byte is compared with the file read independently. Through its own
  * files (io_uring, and the worker thread once) and through the owner.
- * And the registry as peers see it: files added, grown and dropped.
+ * And the registry as peers see it: files added, grown and dropped; and
+ * the owner's data port with a cluster secret.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -271,12 +272,57 @@ static void test_registry(void **state)
 	xfer_engine_free(owner);
 }
 
+/* An initiator with @p secret (NULL: none) reading through the owner. */
+static enum xfer_status read_with(const char *secret, const char *owner,
+				  uint8_t *buf, size_t len)
+{
+	static const struct th_mode m = { "secret", true, false, false };
+	struct xfer_engine *e;
+	enum xfer_status st;
+
+	if (secret)
+		setenv("XFER_AUTH_SECRET", secret, 1);
+	e = th_file_engine(&m);
+	unsetenv("XFER_AUTH_SECRET");
+	assert_int_equal(xfer_register(e, buf, len, "cpu:0", false), 0);
+	st = th_xfer1(e, XFER_READ, buf, th_file_open(e, owner), 0, len, NULL);
+	xfer_engine_free(e);
+	return st;
+}
+
+/* An owner with a cluster secret serves its files to peers that know it
+ * and to no one else: not a byte lands for them. */
+static void test_secret(void **state)
+{
+	struct th_owner owner;
+	char path[128];
+	uint8_t *buf = th_alloc(1 << 20);
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/secret", th_dir);
+	th_file_make(path, 1 << 20, 42);
+	setenv("XFER_AUTH_SECRET", "file-secret", 1);
+	th_owner_start(&owner, path, 1 << 20, true);
+	unsetenv("XFER_AUTH_SECRET");
+	memset(buf, 0x5a, 1 << 20);
+	th_assert_status(read_with("another", owner.name, buf, 1 << 20),
+			 XFER_FAILED);
+	th_assert_status(read_with(NULL, owner.name, buf, 1 << 20),
+			 XFER_FAILED);
+	assert_int_equal(th_check_byte(buf, 1 << 20, 0x5a), -1);
+	th_assert_status(read_with("file-secret", owner.name, buf, 1 << 20),
+			 XFER_COMPLETED);
+	assert_int_equal(th_check(buf, 1 << 20, 42), -1);
+	th_owner_stop(&owner);
+	free(buf);
+}
+
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
 
 static int run(void)
 {
 	static char names[2 * NMODES][64];
-	struct CMUnitTest t[2 * NMODES + 1];
+	struct CMUnitTest t[2 * NMODES + 2];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NMODES; i++) {
@@ -293,6 +339,7 @@ static int run(void)
 		n++;
 	}
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_registry);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_secret);
 	return _cmocka_run_group_tests("it_file", t, n, NULL, NULL);
 }
 

@@ -55,6 +55,10 @@ static const struct {
 	{ "MC_MAX_WR", "128", "max_wr", "128" },
 	{ "MC_MAX_CQE_PER_CTX", "8192", "max_cqe", "8192" },
 	{ "MC_IB_PORT", "2", "ib_port", "2" },
+	{ "MC_NUM_CQ_PER_CTX", "2", "num_cq", "2" },
+	{ "MC_NUM_COMP_CHANNELS_PER_CTX", "3", "num_comp_channels", "3" },
+	{ "MC_MAX_SGE", "8", "max_sge", "8" },
+	{ "MC_MAX_INLINE", "128", "max_inline", "128" },
 };
 
 /* Names Mooncake does not have, or has with another meaning: not read

@@ -118,6 +118,12 @@ static int def_device_stats(struct xfer_transport *t, size_t i,
 	return -ENOENT;
 }
 
+static double def_cpu_seconds(struct xfer_transport *t)
+{
+	(void)t;
+	return 0;
+}
+
 static char *def_document(struct xfer_transport *t, size_t *len)
 {
 	(void)t;
@@ -191,6 +197,7 @@ static void fill(void)
 		FILL(covers);
 		FILL(buffer);
 		FILL(device_stats);
+		FILL(cpu_seconds);
 		table[i] = f;
 		if (f->codec)
 			codecs[nc++] = f->codec;

@@ -131,6 +131,13 @@ struct xfer_transport_ops {
 	 *  device. Default: -ENOENT, no devices. */
 	int (*device_stats)(struct xfer_transport *t, size_t i,
 			    const char **name, uint64_t *bytes);
+	/** CPU time, in seconds, used so far by the threads the transport
+	 *  started itself (not the engine's reactors it is lent): user and
+	 *  system time of each thread (pthread_getcpuclockid), 0 for one not
+	 *  running. Work the kernel does for it elsewhere (softirqs, a
+	 *  driver's kernel threads) is not counted. Any thread, between
+	 *  init() and fini(). Default: 0, it starts none. */
+	double (*cpu_seconds)(struct xfer_transport *t);
 	/** Kind: the document of the engine's own segment, malloc'd, in
 	 *  *@p len bytes; NULL on ENOMEM. Any thread. Default: NULL. */
 	char *(*document)(struct xfer_transport *t, size_t *len);

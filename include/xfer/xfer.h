@@ -278,7 +278,12 @@ const char *xfer_engine_last_error(const struct xfer_engine *e);
 
 /**
  * CPU time, in seconds, used so far by the threads this engine started
- * (0 when it started none). Any thread.
+ * (0 when it started none): user and system time of its control and
+ * worker reactors, of each RDMA device's worker and of the file I/O
+ * worker thread (when io_uring is not used). Not counted: the
+ * application's threads (in plugin mode, the one that dispatches its
+ * base), kernel work done elsewhere for the engine (softirqs, Soft-RoCE's
+ * and io_uring's kernel threads), and threads that have ended. Any thread.
  */
 XFER_EXPORT
 double xfer_engine_cpu_seconds(const struct xfer_engine *e);

@@ -1,6 +1,7 @@
 /*
  * RDMA tier, one guest (rdmavm --topo lo): this process and a forked
- * target process talk RDMA over rxe0; every byte is checked.
+ * target process talk RDMA over rxe0; every byte is checked. And the
+ * engine's CPU: nothing when idle, its RDMA worker's when busy.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -157,6 +158,37 @@ static void test_idle_cpu(void **state)
 	assert_true(theirs < 0.1);
 }
 
+/* The engine's CPU figure holds its RDMA worker, which posts every WR and
+ * takes every completion (and, on Soft-RoCE, runs the device's protocol
+ * inside those calls): after 64 MiB each way the figure has grown by what
+ * all the engine's threads used, each measured apart (schedstat). */
+static void test_cpu_counted(void **state)
+{
+	double e0, all0, w0, e1, all1, w1;
+
+	(void)state;
+	e0 = xfer_engine_cpu_seconds(eng);
+	all0 = th_threads_cpu(NULL);
+	w0 = th_threads_cpu("xfer-rxe0");
+	for (int i = 0; i < 8; i++) {
+		th_assert_status(th_xfer1(eng, XFER_WRITE, local, seg,
+					  tg.addr[0], LOCAL_LEN, NULL),
+				 XFER_COMPLETED);
+		th_assert_status(th_xfer1(eng, XFER_READ, back, seg,
+					  tg.addr[0], LOCAL_LEN, NULL),
+				 XFER_COMPLETED);
+	}
+	e1 = xfer_engine_cpu_seconds(eng);
+	all1 = th_threads_cpu(NULL);
+	w1 = th_threads_cpu("xfer-rxe0");
+	printf("64 MiB each way: RDMA worker %.3f s, all engine threads "
+	       "%.3f s, engine figure %.3f s\n", w1 - w0, all1 - all0,
+	       e1 - e0);
+	assert_true(w1 - w0 > 0.05);
+	assert_true(e1 - e0 >= 0.9 * (all1 - all0));
+	assert_true(e1 - e0 - ((all1 - all0) - (w1 - w0)) >= 0.8 * (w1 - w0));
+}
+
 /* RC QPs of this process, from `rdma resource show qp` (its "pid" is the
  * thread that made the QP, so any thread of ours counts). */
 static int own_qps(void)
@@ -227,6 +259,7 @@ int main(void)
 		cmocka_unit_test(test_batch_1000),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_idle_cpu),
+		cmocka_unit_test(test_cpu_counted),
 		cmocka_unit_test(test_pool_churn),
 	};
 

@@ -20,6 +20,7 @@
 
 #include <event2/event.h>
 
+#include "core/auth_internal.h"
 #include "transports/file/file_internal.h"
 
 #define WIRE_SLICES 64           /* slices one connection has out ... */
@@ -53,6 +54,8 @@ struct rconn {
 	/* Owned by the reactor. */
 	int fd;                        /* -1: not connected */
 	bool connecting, writing;
+	bool authing;                  /* until the owner took our proof */
+	struct xfer_auth_cli auth;
 	struct event *rev, *wev, *timer;
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
@@ -126,7 +129,7 @@ static void close_socket(struct rconn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	c->connecting = c->writing = false;
+	c->connecting = c->writing = c->authing = false;
 	c->sent = 0;
 }
 
@@ -381,6 +384,19 @@ static int conn_recv(struct rconn *c)
 	}
 }
 
+/* Connected: with a secret, the hello goes first and the slices wait
+ * for the owner's challenge. @return 0, -1 (close). */
+static int start(struct rconn *c)
+{
+	c->connecting = false;
+	event_add(c->rev, NULL);
+	if (!c->p->t->base.env->auth)
+		return 0;
+	c->authing = true;
+	set_writing(c, false);
+	return xfer_auth_cli_start(&c->auth, c->fd);
+}
+
 static void on_connected(struct rconn *c)
 {
 	int err = 0;
@@ -392,8 +408,21 @@ static void on_connected(struct rconn *c)
 		conn_fail(c, XFER_FAILED);
 		return;
 	}
-	c->connecting = false;
-	event_add(c->rev, NULL);
+	if (start(c))
+		conn_fail(c, XFER_FAILED);
+}
+
+/* Readable while authenticating: once the owner proved itself and has
+ * our proof, the slices go. @return 0, -1 (refused: close). */
+static int auth_step(struct rconn *c)
+{
+	int ret = xfer_auth_cli_step(c->p->t->base.env->auth, &c->auth, c->fd,
+				     "file");
+
+	if (ret)
+		return ret > 0 ? 0 : -1;
+	c->authing = false;
+	return conn_send(c);
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
@@ -406,6 +435,11 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 		on_connected(c);
 		if (c->fd < 0)
 			return;
+	}
+	if (c->authing) {
+		if ((what & EV_READ) && auth_step(c))
+			goto fail;
+		return;
 	}
 	if (what & EV_READ)
 		ret = conn_recv(c);
@@ -443,10 +477,8 @@ static int conn_connect(struct rconn *c)
 	c->wev = event_new(c->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
 	if (!c->rev || !c->wev)
 		return -1;
-	if (!connect(c->fd, (struct sockaddr *)&c->p->addr, c->p->addrlen)) {
-		event_add(c->rev, NULL);
-		return 0;
-	}
+	if (!connect(c->fd, (struct sockaddr *)&c->p->addr, c->p->addrlen))
+		return start(c);
 	if (errno != EINPROGRESS)
 		return -1;
 	c->connecting = true;
@@ -475,7 +507,7 @@ static void conn_kick(struct xfer_job *j)
 		return;
 	}
 	touch(c);
-	if (!c->connecting && conn_send(c))
+	if (!c->connecting && !c->authing && conn_send(c))
 		conn_fail(c, XFER_FAILED);
 }
 
@@ -489,7 +521,7 @@ static void conn_cancel(void *arg)
 	xfer_slices_cancel(&c->inbox.head, &c->inbox.tail, 0);
 	pthread_mutex_unlock(&c->lock);
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
-	if (c->fd >= 0 && !c->connecting)
+	if (c->fd >= 0 && !c->connecting && !c->authing)
 		set_writing(c, can_send(c));
 	touch(c);
 }

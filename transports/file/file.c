@@ -120,6 +120,13 @@ static void file_cancel(struct xfer_transport *tp)
 	xfer_file_client_cancel(ft(tp));
 }
 
+/* Its one thread of its own: the file I/O engine's worker, when io_uring
+ * is not used (io_uring's kernel workers are the kernel's). */
+static double file_cpu_seconds(struct xfer_transport *tp)
+{
+	return xfer_fio_cpu_seconds(ft(tp)->fio);
+}
+
 static const struct xfer_knob file_knobs[] = {
 	[K_DEPTH] = XFER_KNOB_N("file_queue_depth", "XFER_FILE_QUEUE_DEPTH",
 				"MC_FILE_QUEUE_DEPTH", 1, XFER_FIO_MAX_DEPTH,
@@ -141,6 +148,7 @@ const struct xfer_transport_ops xfer_file_ops = {
 	.fini = file_fini,
 	.submit = file_submit,
 	.cancel = file_cancel,
+	.cpu_seconds = file_cpu_seconds,
 	.release = xfer_file_release,
 	.document = xfer_file_document,
 	.adopt = xfer_file_adopt,

@@ -116,6 +116,7 @@ struct file_transport {
 	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	uint16_t data_port;
 	LIST_HEAD(, file_sconn) sconns;
+	unsigned nsconns;         /* under lock */
 	/* client.c: every owner reached, as long as the transport lives. */
 	SLIST_HEAD(, file_rpeer) rpeers;
 };

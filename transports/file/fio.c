@@ -192,6 +192,11 @@ bool xfer_fio_threads(const struct xfer_fio *f)
 	return f->threads;
 }
 
+double xfer_fio_cpu_seconds(const struct xfer_fio *f)
+{
+	return f->threads ? xfer_fio_worker_cpu_seconds(f->worker) : 0;
+}
+
 /* ---- lifecycle ---- */
 
 /* Set up the ring with its eventfd. @return 0, or -errno (with @p why

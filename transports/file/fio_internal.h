@@ -95,4 +95,9 @@ void xfer_fio_free(struct xfer_fio *f);
 /** Does @p f run on its worker thread (true) or io_uring (false)? */
 bool xfer_fio_threads(const struct xfer_fio *f);
 
+/** CPU time, in seconds, of @p f's worker thread so far (user and
+ *  system); 0 on io_uring, whose kernel work is not counted. Any thread,
+ *  until xfer_fio_free(). */
+double xfer_fio_cpu_seconds(const struct xfer_fio *f);
+
 #endif

@@ -10,12 +10,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transports/file/fio_worker_internal.h"
 
 struct xfer_fio_worker {
 	pthread_t thread;
+	clockid_t clock;        /* its CPU clock; have_clock */
+	bool have_clock;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;    /* todo is not empty, or stop */
 	bool stop;
@@ -101,8 +104,18 @@ int xfer_fio_worker_new(int efd, const char *name,
 		free(w);
 		return -ret;
 	}
+	w->have_clock = !pthread_getcpuclockid(w->thread, &w->clock);
 	*out = w;
 	return 0;
+}
+
+double xfer_fio_worker_cpu_seconds(const struct xfer_fio_worker *w)
+{
+	struct timespec ts;
+
+	if (!w->have_clock || clock_gettime(w->clock, &ts))
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 void xfer_fio_worker_push(struct xfer_fio_worker *w,

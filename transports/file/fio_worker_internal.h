@@ -58,6 +58,11 @@ struct xfer_fio_worker;
 int xfer_fio_worker_new(int efd, const char *name,
 			struct xfer_fio_worker **out);
 
+/** CPU time, in seconds, the worker thread has used so far (user and
+ *  system, its clock of pthread_getcpuclockid()); 0 if that clock cannot
+ *  be read. Any thread, until xfer_fio_worker_free(). */
+double xfer_fio_worker_cpu_seconds(const struct xfer_fio_worker *w);
+
 /** Move the requests of @p reqs to the end of the worker's, done in
  *  order; @p reqs is left empty. Any thread. */
 void xfer_fio_worker_push(struct xfer_fio_worker *w,

@@ -8,7 +8,10 @@
  * I/O, reply (status, READ payload); the next header is read once the
  * reply is out. Nothing is allocated before a header has passed its
  * checks, and a refused request closes its connection once the status
- * has gone out.
+ * has gone out. With a cluster secret the peer proves it first
+ * (core/auth_internal.h); a connection with nothing in it for
+ * conn_idle_timeout_ms, or stuck mid-request for the transfer timeout,
+ * is closed, and at most max_data_conns are open.
  */
 #include <endian.h>
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "core/auth_internal.h"
 #include "core/listen_internal.h"
 #include "core/net_internal.h"
 #include "transports/file/file_internal.h"
@@ -30,6 +34,7 @@
 #define BUDGET (8u << 20)     /* bytes per callback, for fairness */
 #define KEEP_BUF (1u << 20)   /* larger bounce buffers go after use */
 #define DRAIN_LEN 65536
+#define AUTH_TIMEOUT_MS 5000
 
 /* A WRITE payload with no memory to hold it is read into this and
  * answered ENOMEM; only t->r's thread uses it. */
@@ -47,8 +52,9 @@ struct file_sconn {
 	LIST_ENTRY(file_sconn) link;   /* t->sconns, under t->lock */
 	struct xfer_job start_job;
 	int fd;
-	struct event *rev, *wev;
+	struct event *rev, *wev, *timer;
 	bool reading, writing;         /* which events are added */
+	struct xfer_auth_srv *auth;    /* until the peer proved itself */
 	enum sstate state;
 	uint8_t hdr[FILE_HDR_LEN];
 	size_t got;                    /* bytes of hdr, payload or reply */
@@ -69,6 +75,7 @@ static void sconn_free(struct file_sconn *c)
 
 	pthread_mutex_lock(&t->lock);
 	LIST_REMOVE(c, link);
+	t->nsconns--;
 	pthread_mutex_unlock(&t->lock);
 	if (c->fo)
 		xfer_file_open_put(c->fo);
@@ -76,6 +83,9 @@ static void sconn_free(struct file_sconn *c)
 		event_free(c->rev);
 	if (c->wev)
 		event_free(c->wev);
+	if (c->timer)
+		event_free(c->timer);
+	xfer_auth_srv_free(c->auth);
 	close(c->fd);
 	free(c->buf);
 	free(c);
@@ -289,12 +299,54 @@ static int sconn_run(struct file_sconn *c)
 	return 0;
 }
 
+/* The timer for the connection's state: proving itself, idle between
+ * requests, mid-request; none while the file I/O runs (the owner's). */
+static void rearm(struct file_sconn *c)
+{
+	const struct xfer_transport_env *env = c->t->base.env;
+	bool idle = c->state == S_HEADER && !c->got;
+	uint32_t ms = c->auth ? AUTH_TIMEOUT_MS : idle ? env->idle_timeout_ms
+						       : env->transfer_timeout_ms;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (ms && c->state != S_IO)
+		event_add(c->timer, &tv);
+	else
+		event_del(c->timer);
+}
+
+/* Serve what can be served now. @return 0, or -1 to close. */
+static int sconn_step(struct file_sconn *c)
+{
+	int ret;
+
+	if (c->auth) {
+		ret = xfer_auth_srv_step(c->auth, c->fd);
+		if (ret)
+			return ret < 0 ? -1 : 0;
+		xfer_auth_srv_free(c->auth); /* proved: requests from now on */
+		c->auth = NULL;
+	}
+	return sconn_run(c);
+}
+
 static void on_io(evutil_socket_t fd, short what, void *arg)
+{
+	struct file_sconn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (sconn_step(c))
+		sconn_free(c);
+	else
+		rearm(c);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	if (sconn_run(arg))
-		sconn_free(arg);
+	sconn_free(arg);
 }
 
 /*
@@ -325,6 +377,8 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 	reply(c, code);
 	if (sconn_run(c))
 		sconn_free(c);
+	else
+		rearm(c);
 }
 
 static void sconn_start(struct xfer_job *j)
@@ -335,38 +389,58 @@ static void sconn_start(struct xfer_job *j)
 			   c);
 	c->wev = event_new(c->t->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io,
 			   c);
-	if (!c->rev || !c->wev) {
+	c->timer = evtimer_new(c->t->r->base, on_timeout, c);
+	if (!c->rev || !c->wev || !c->timer) {
 		sconn_free(c);
 		return;
 	}
 	set_interest(c->rev, &c->reading, true);
+	rearm(c);
 }
 
 /* On the control reactor: hand the connection to t->r. */
 static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
+	static struct xfer_log_limit cap_log;
 	struct file_transport *t = arg;
+	const struct xfer_transport_env *env = t->base.env;
 	struct file_sconn *c = calloc(1, sizeof(*c));
+	bool full;
 	int one = 1;
 
 	(void)lev;
 	(void)sa;
 	(void)salen;
 	xfer_listen_guard_accepted(t->guard);
-	if (!c) {
-		close(fd);
-		return;
-	}
+	if (!c || (env->auth &&
+		   !(c->auth = xfer_auth_srv_new(env->auth, "file"))))
+		goto err;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->t = t;
 	c->fd = fd;
 	c->req.done = on_fio_done;
 	c->start_job.fn = sconn_start;
 	pthread_mutex_lock(&t->lock);
-	LIST_INSERT_HEAD(&t->sconns, c, link);
+	full = env->max_conns && t->nsconns >= env->max_conns;
+	if (!full) {
+		LIST_INSERT_HEAD(&t->sconns, c, link);
+		t->nsconns++;
+	}
 	pthread_mutex_unlock(&t->lock);
+	if (full) {
+		xfer_log_limited(&cap_log, XFER_LOG_WARN, "file: %u data "
+				 "connections open (max_data_conns): a new one "
+				 "closed", env->max_conns);
+		goto err;
+	}
 	xfer_reactor_post(t->r, &c->start_job);
+	return;
+
+err:
+	xfer_auth_srv_free(c ? c->auth : NULL);
+	free(c);
+	close(fd);
 }
 
 int xfer_file_server_start(struct file_transport *t)
@@ -384,7 +458,7 @@ int xfer_file_server_start(struct file_transport *t)
 					 LEV_OPT_CLOSE_ON_FREE |
 					 LEV_OPT_CLOSE_ON_EXEC |
 					 LEV_OPT_REUSEABLE,
-					 -1, (struct sockaddr *)&ss, len);
+					 SOMAXCONN, (struct sockaddr *)&ss, len);
 	if (!t->lev) {
 		ret = errno ? -errno : -EADDRINUSE;
 		return xfer_error_set(env->err, ret, "file data listen: %s",

@@ -1,9 +1,8 @@
 /*
- * A device context: verbs context, protection domain, one CQ with its
- * completion channel and the device's async event fd, all events of the
- * context's worker reactor, which is pinned to the device's NUMA node.
- * Completions follow rdma-core's event mode (ibv_get_cq_event(3)): get
- * events until EAGAIN, re-arm, poll the CQ dry, ack in batches.
+ * A device context: verbs context, protection domain, the device's limits
+ * on what a QP may ask for, its CQs and completion channels (cq.c) and
+ * the device's async event fd, all events of the context's worker
+ * reactor, which is pinned to the device's NUMA node.
  */
 #define _GNU_SOURCE /* asprintf */
 #include <errno.h>
@@ -18,64 +17,6 @@
 
 #include "core/json_internal.h"
 #include "transports/rdma/rdma_internal.h"
-
-#define ACK_BATCH 64 /* CQ events acked at once: ibv_ack_cq_events locks */
-#define POLL_BATCH 32
-
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) ? -errno : 0;
-}
-
-/* Every endpoint with waiting slices posts what now fits; idle retired
- * ones go. */
-static void progress_all(struct rdma_ctx *c)
-{
-	struct rdma_ep *ep, *next;
-
-	/* Progress may break an endpoint, which moves or frees it. */
-	for (ep = TAILQ_FIRST(&c->pool.eps); ep; ep = next) {
-		next = TAILQ_NEXT(ep, link);
-		if (ep->wait_head)
-			xfer_rdma_ep_progress(ep);
-	}
-	for (ep = TAILQ_FIRST(&c->retired); ep; ep = next) {
-		next = TAILQ_NEXT(ep, link);
-		if (ep->wait_head)
-			xfer_rdma_ep_progress(ep);
-		else
-			xfer_rdma_ep_reap(ep);
-	}
-}
-
-static void on_cq(evutil_socket_t fd, short what, void *arg)
-{
-	struct rdma_ctx *c = arg;
-	struct ibv_wc wc[POLL_BATCH];
-	struct ibv_cq *cq;
-	void *cq_ctx;
-	int n;
-
-	(void)fd;
-	(void)what;
-	while (!ibv_get_cq_event(c->chan, &cq, &cq_ctx))
-		c->unacked++;
-	ibv_req_notify_cq(c->cq, 0);
-	/* Poll after re-arming: a completion may have raced with it. */
-	while ((n = ibv_poll_cq(c->cq, POLL_BATCH, wc)) > 0)
-		for (int i = 0; i < n; i++) {
-			struct xfer_slice *s = (void *)(uintptr_t)wc[i].wr_id;
-
-			xfer_rdma_ep_completed(rdma_slice(s)->ep, s, wc[i].status);
-		}
-	if (c->unacked >= ACK_BATCH) {
-		ibv_ack_cq_events(c->cq, c->unacked);
-		c->unacked = 0;
-	}
-	progress_all(c);
-}
 
 /* Break every endpoint of the context (its port went down). */
 static void break_all(struct rdma_ctx *c, const char *why)
@@ -125,7 +66,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	xfer_rdma_ep_check_timeouts(arg, xfer_rdma_now_ns());
-	progress_all(arg);
+	xfer_rdma_ep_progress_all(arg);
 }
 
 static void ctx_cancel(void *arg)
@@ -175,7 +116,7 @@ static void on_kick(struct xfer_job *j)
 		    rdma_slice(s)->peer_dev != last_dev) {
 			ep = NULL;
 			if (xfer_rdma_peer_of(s, path, sizeof(path), host, &port)) {
-				xfer_rdma_retry(c->t, s, XFER_FAILED);
+				xfer_rdma_retry(c->t, s, XFER_FAILED, true);
 				continue;
 			}
 			ep = xfer_rdma_pool_get(&c->pool, path);
@@ -185,7 +126,7 @@ static void on_kick(struct xfer_job *j)
 					xfer_rdma_ep_retire(evicted);
 			}
 			if (!ep) {
-				xfer_rdma_retry(c->t, s, XFER_FAILED);
+				xfer_rdma_retry(c->t, s, XFER_FAILED, true);
 				continue;
 			}
 			if (!*ep->host) {
@@ -268,7 +209,39 @@ static struct ibv_context *open_device(const char *name)
 	return v;
 }
 
-/* Device, PD, port and GID. */
+/* The knob @p want within the device's @p max (0: no limit known),
+ * saying so when it does not fit. */
+static int within(struct rdma_ctx *c, const char *what, long long want,
+		  int max)
+{
+	if (max > 0 && want > max) {
+		xfer_log(XFER_LOG_INFO, "rdma %s: %s %lld is over the device's "
+			 "%d: %d", c->name, what, want, max, max);
+		return max;
+	}
+	return (int)want;
+}
+
+/* What CQs and QPs are made with: the knobs, within the device's limits
+ * (Mooncake's "or the highest value supported by the platform"). Max
+ * inline data has no device attribute: xfer_rdma_qp_caps() probes it. */
+static int limits(struct rdma_ctx *c, const struct ibv_port_attr *pa)
+{
+	const union xfer_knob_val *k = c->t->k;
+	struct ibv_device_attr da;
+
+	if (ibv_query_device(c->verbs, &da))
+		return -EIO;
+	c->ncq = (int)k[K_NUM_CQ].num;
+	c->nchan = (int)k[K_NUM_CHAN].num;
+	c->cqe = within(c, "max_cqe", k[K_MAX_CQE].num, da.max_cqe);
+	c->max_wr = within(c, "max_wr", k[K_MAX_WR].num, da.max_qp_wr);
+	c->max_sge = within(c, "max_sge", k[K_MAX_SGE].num, da.max_sge);
+	c->max_msg = pa->max_msg_sz ? pa->max_msg_sz : UINT32_MAX;
+	return 0;
+}
+
+/* Device, PD, port, GID and limits. */
 static int open_verbs(struct rdma_ctx *c)
 {
 	const union xfer_knob_val *k = c->t->k;
@@ -284,13 +257,16 @@ static int open_verbs(struct rdma_ctx *c)
 	c->port = (uint8_t)k[K_IB_PORT].num;
 	if (ibv_query_port(c->verbs, c->port, &pa))
 		return -EINVAL;
+	ret = limits(c, &pa);
+	if (ret)
+		return ret;
 	c->lid = pa.lid;
 	c->mtu = k[K_MTU].num ? mtu_enum((int)k[K_MTU].num) : pa.active_mtu;
 	atomic_store(&c->port_up, pa.state == IBV_PORT_ACTIVE);
 	ret = pick_gid(c, pa.gid_tbl_len, (int)k[K_GID].num);
 	if (ret)
 		return ret;
-	return set_nonblock(c->verbs->async_fd);
+	return xfer_rdma_nonblock(c->verbs->async_fd);
 }
 
 /* Bind the calling thread and its allocations to the device's node. */
@@ -305,27 +281,23 @@ static void pin_here(struct rdma_ctx *c)
 	numa_set_preferred(c->numa_node);
 }
 
-/* CQ, completion channel and events: made by the worker, on its node. */
+/* CQs, completion channels, QP capabilities and events: made by the
+ * worker, on its node. */
 static int setup_events(struct rdma_ctx *c)
 {
 	static const struct timeval second = { 1, 0 };
 	struct event_base *base = c->r->base;
+	int ret;
 
-	c->chan = ibv_create_comp_channel(c->verbs);
-	if (!c->chan || set_nonblock(c->chan->fd))
-		return -EIO;
-	c->cqe = (int)c->t->k[K_MAX_CQE].num;
-	c->cq = ibv_create_cq(c->verbs, c->cqe, c, c->chan, 0);
-	if (!c->cq)
-		return -ENOMEM;
-	if (ibv_req_notify_cq(c->cq, 0))
-		return -EIO;
-	c->cq_ev = event_new(base, c->chan->fd, EV_READ | EV_PERSIST, on_cq, c);
+	ret = xfer_rdma_cq_open(c);
+	if (!ret)
+		ret = xfer_rdma_qp_caps(c);
+	if (ret)
+		return ret;
 	c->async_ev = event_new(base, c->verbs->async_fd, EV_READ | EV_PERSIST,
 				on_async, c);
 	c->timer_ev = event_new(base, -1, EV_PERSIST, on_timer, c);
-	if (!c->cq_ev || !c->async_ev || !c->timer_ev ||
-	    event_add(c->cq_ev, NULL) || event_add(c->async_ev, NULL) ||
+	if (!c->async_ev || !c->timer_ev || event_add(c->async_ev, NULL) ||
 	    event_add(c->timer_ev, &second))
 		return -ENOMEM;
 	return 0;
@@ -398,8 +370,10 @@ int xfer_rdma_ctx_open(struct rdma_transport *t, struct rdma_ctx *c,
 	if (ret)
 		return xfer_error_set(env->err, ret, "rdma %s: CQ: %s",
 				      c->name, strerror(-ret));
-	xfer_log(XFER_LOG_INFO, "rdma %s: node %d, GID index %d, MTU %d",
-		 c->name, c->numa_node, c->gid_index, 128 << c->mtu);
+	xfer_log(XFER_LOG_INFO, "rdma %s: node %d, GID index %d, MTU %d, "
+		 "%d CQs of %d on %d channels, QP depth %d, %d SGEs, inline %u",
+		 c->name, c->numa_node, c->gid_index, 128 << c->mtu, c->ncq,
+		 c->cqe, c->nchan, c->max_wr, c->max_sge, c->max_inline);
 	return 0;
 }
 
@@ -411,38 +385,6 @@ static void end_list(struct xfer_slice *s, enum xfer_status st)
 	for (; s; s = next) {
 		next = s->next;
 		xfer_slice_done(s, st);
-	}
-}
-
-/* Move every QP to the error state and end the work it flushes back as
- * FAILED (waiting at most a second for the device). */
-static void flush_posted(struct rdma_ctx *c)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
-	struct ibv_wc wc[POLL_BATCH];
-	int n, waited = 0;
-
-	struct rdma_ep_list *lists[] = { &c->pool.eps, &c->retired };
-	struct rdma_ep *ep;
-
-	for (int list = 0; list < 2; list++)
-		TAILQ_FOREACH(ep, lists[list], link)
-			for (int i = 0; i < ep->nqp; i++)
-				ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
-	while (c->outstanding > 0 && waited < 1000) {
-		n = ibv_poll_cq(c->cq, POLL_BATCH, wc);
-		if (n <= 0) {
-			usleep(1000);
-			waited++;
-			continue;
-		}
-		for (int i = 0; i < n; i++) {
-			struct xfer_slice *s = (void *)(uintptr_t)wc[i].wr_id;
-
-			c->outstanding--;
-			xfer_slice_done(s, wc[i].status == IBV_WC_SUCCESS ?
-					   XFER_COMPLETED : XFER_FAILED);
-		}
 	}
 }
 
@@ -464,24 +406,15 @@ void xfer_rdma_ctx_close(struct rdma_ctx *c)
 		xfer_reactor_stop(&c->own);
 		xfer_reactor_destroy(&c->own);
 	}
-	if (c->cq_ev)
-		event_free(c->cq_ev);
 	if (c->async_ev)
 		event_free(c->async_ev);
 	if (c->timer_ev)
 		event_free(c->timer_ev);
 	end_list(c->in_head, XFER_CANCELED);
-	if (c->cq)
-		flush_posted(c);
+	xfer_rdma_cq_flush(c);
 	free_ep_list(&c->pool.eps);
 	free_ep_list(&c->retired);
-	if (c->cq) {
-		if (c->unacked)
-			ibv_ack_cq_events(c->cq, c->unacked);
-		ibv_destroy_cq(c->cq);
-	}
-	if (c->chan)
-		ibv_destroy_comp_channel(c->chan);
+	xfer_rdma_cq_close(c);
 	if (c->pd)
 		ibv_dealloc_pd(c->pd);
 	if (c->verbs)

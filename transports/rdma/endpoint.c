@@ -1,7 +1,9 @@
 /*
  * Endpoints: reliable-connected QPs to one peer NIC, brought up through a
- * Connection exchange on the handshake socket (PROTOCOL.md §4), one RDMA
- * READ or WRITE per slice. Everything here runs on the context's worker.
+ * Connection exchange on the handshake socket (PROTOCOL.md §4); their
+ * waiting slices go out as chains of work requests (post.c) while the
+ * QPs' send queues and their CQs have room. Everything here runs on the
+ * context's worker.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,8 +12,6 @@
 
 #include "core/handshake_internal.h"
 #include "transports/rdma/rdma_internal.h"
-
-#define POST_CHAIN 32 /* WRs per ibv_post_send */
 
 static const char *state_name(enum rdma_ep_state s)
 {
@@ -81,32 +81,65 @@ void xfer_rdma_ep_free(struct rdma_ep *ep)
 {
 	if (ep->hs)
 		xfer_handshake_cancel(ep->hs);
-	for (int i = 0; i < ep->nqp; i++)
-		if (ep->qp[i])
-			ibv_destroy_qp(ep->qp[i]);
+	if (ep->qp)
+		xfer_rdma_post_abandon(ep);
+	for (int i = 0; ep->qp && i < ep->nqp; i++)
+		if (ep->qp[i].qp)
+			ibv_destroy_qp(ep->qp[i].qp);
 	free(ep->qp);
 	free(ep->peer_qpn);
-	free(ep->posted);
 	free(ep->peer_path);
 	free(ep);
 }
 
-struct rdma_ep *xfer_rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
+/* A QP's attributes: the context's depth, SGEs and inline size, on @p cq;
+ * one-sided only, so nothing is ever received. */
+static struct ibv_qp_init_attr qp_attr(const struct rdma_ctx *c,
+				       struct ibv_cq *cq, uint32_t inline_len)
 {
-	const union xfer_knob_val *k = c->t->k;
-	struct ibv_qp_init_attr qa = {
-		.send_cq = c->cq,
-		.recv_cq = c->cq,
+	return (struct ibv_qp_init_attr){
+		.send_cq = cq,
+		.recv_cq = cq,
 		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
 		.cap = {
-			.max_send_wr = (uint32_t)k[K_MAX_WR].num,
-			.max_recv_wr = 1, /* one-sided only: nothing is received */
-			.max_send_sge = 1,
+			.max_send_wr = (uint32_t)c->max_wr,
+			.max_recv_wr = 1,
+			.max_send_sge = (uint32_t)c->max_sge,
 			.max_recv_sge = 1,
+			.max_inline_data = inline_len,
 		},
 	};
+}
+
+int xfer_rdma_qp_caps(struct rdma_ctx *c)
+{
+	uint32_t want = (uint32_t)c->t->k[K_MAX_INLINE].num;
+	struct ibv_qp_init_attr qa;
+	struct ibv_qp *qp;
+
+	/* No device attribute says it: ask for less until a QP is made. */
+	for (uint32_t len = want;; len /= 2) {
+		qa = qp_attr(c, c->cqs[0].cq, len);
+		qp = ibv_create_qp(c->pd, &qa);
+		if (qp) {
+			ibv_destroy_qp(qp);
+			c->max_inline = len;
+			if (len < want)
+				xfer_log(XFER_LOG_INFO, "rdma %s: max_inline %u "
+					 "is over the device's: %u", c->name,
+					 want, len);
+			return 0;
+		}
+		if (!len)
+			return errno ? -errno : -EINVAL;
+	}
+}
+
+struct rdma_ep *xfer_rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
+{
 	struct rdma_ep *ep = calloc(1, sizeof(*ep));
-	int n = (int)k[K_QPS].num;
+	int n = (int)c->t->k[K_QPS].num;
 
 	if (!ep)
 		return NULL;
@@ -116,13 +149,19 @@ struct rdma_ep *xfer_rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
 	ep->peer_path = strdup(peer_path);
 	ep->qp = calloc(n, sizeof(*ep->qp));
 	ep->peer_qpn = calloc(n, sizeof(*ep->peer_qpn));
-	ep->posted = calloc(n, sizeof(*ep->posted));
-	if (!ep->peer_path || !ep->qp || !ep->peer_qpn || !ep->posted)
+	if (!ep->peer_path || !ep->qp || !ep->peer_qpn)
 		goto err_free;
 	for (int i = 0; i < n; i++) {
+		struct rdma_qp *p = &ep->qp[i];
+		struct ibv_qp_init_attr qa;
+
+		/* The QPs of the context take the CQs in turn. */
+		p->cq = &c->cqs[c->next_cq++ % (unsigned)c->ncq];
+		xfer_slice_q_init(&p->sent);
+		qa = qp_attr(c, p->cq->cq, c->max_inline);
 		qa.qp_context = ep;
-		ep->qp[i] = ibv_create_qp(c->pd, &qa);
-		if (!ep->qp[i] || qp_init(c, ep->qp[i])) {
+		p->qp = ibv_create_qp(c->pd, &qa);
+		if (!p->qp || qp_init(c, p->qp)) {
 			xfer_log(XFER_LOG_ERROR, "rdma %s: create QP: %s", c->name,
 				 strerror(errno));
 			goto err_free;
@@ -159,7 +198,7 @@ static int describe_self(struct rdma_ep *ep, struct xfer_hs_conn *m,
 		return -ENOMEM;
 	}
 	for (int i = 0; i < ep->nqp; i++)
-		m->qp_num[i] = ep->qp[i]->qp_num;
+		m->qp_num[i] = ep->qp[i].qp->qp_num;
 	return 0;
 }
 
@@ -179,7 +218,7 @@ static int connect_qps(struct rdma_ep *ep, const struct xfer_hs_conn *m,
 		return -EPROTO;
 	}
 	for (int i = 0; i < ep->nqp; i++) {
-		ret = qp_connect(ep->ctx, ep->qp[i], m->qp_num[i], gid,
+		ret = qp_connect(ep->ctx, ep->qp[i].qp, m->qp_num[i], gid,
 				 (uint16_t)m->local_lid);
 		if (ret) {
 			*why = "modify QP to RTS failed";
@@ -188,7 +227,7 @@ static int connect_qps(struct rdma_ep *ep, const struct xfer_hs_conn *m,
 		ep->peer_qpn[i] = m->qp_num[i];
 	}
 	ep->state = EP_READY;
-	ep->progress_ns = xfer_rdma_now_ns();
+	ep->progress++;
 	return 0;
 }
 
@@ -296,15 +335,23 @@ void xfer_rdma_ep_push(struct rdma_ep *ep, struct xfer_slice *s)
 	ep->wait_tail = &s->next;
 }
 
-/* A QP with room, round robin; -1 if all are full. */
-static int pick_qp(struct rdma_ep *ep)
+/* A QP with room in its send queue and its CQ, round robin, and that
+ * room in *@p room; -1 if none has any. */
+static int pick_qp(struct rdma_ep *ep, int *room)
 {
-	int max = (int)ep->ctx->t->k[K_MAX_WR].num;
+	struct rdma_ctx *c = ep->ctx;
 
 	for (int k = 0; k < ep->nqp; k++) {
 		int q = (int)((ep->next_qp + k) % ep->nqp);
+		struct rdma_qp *p = &ep->qp[q];
+		int cq_room = c->cqe - p->cq->outstanding;
 
-		if (ep->posted[q] < max) {
+		/* Neither the send queue nor the CQ may overflow: every WR
+		 * may come back as a completion (errors always do). */
+		*room = c->max_wr - p->posted;
+		if (*room > cq_room)
+			*room = cq_room;
+		if (*room > 0) {
 			ep->next_qp = q + 1;
 			return q;
 		}
@@ -312,87 +359,39 @@ static int pick_qp(struct rdma_ep *ep)
 	return -1;
 }
 
-static void fill_wr(struct ibv_send_wr *wr, struct ibv_sge *sge,
-		    struct xfer_slice *s, uint32_t lkey)
-{
-	struct rdma_slice *rs = rdma_slice(s);
-
-	*sge = (struct ibv_sge){
-		.addr = (uintptr_t)s->local,
-		.length = s->len,
-		.lkey = lkey,
-	};
-	*wr = (struct ibv_send_wr){
-		.wr_id = (uintptr_t)s,
-		.sg_list = sge,
-		.num_sge = 1,
-		.opcode = s->opcode == XFER_WRITE ? IBV_WR_RDMA_WRITE
-						  : IBV_WR_RDMA_READ,
-		.send_flags = IBV_SEND_SIGNALED,
-		.wr.rdma = { .remote_addr = s->remote, .rkey = rs->rkey },
-	};
-}
-
-/* Post up to POST_CHAIN waiting slices on QP @p q as one linked list. */
-static int post_chain(struct rdma_ep *ep, int q, int room)
-{
-	struct rdma_ctx *c = ep->ctx;
-	struct ibv_send_wr wr[POST_CHAIN], *bad = NULL;
-	struct ibv_sge sge[POST_CHAIN];
-	struct xfer_slice *s = ep->wait_head;
-	int n = 0, ret;
-
-	while (s && n < room && n < POST_CHAIN) {
-		struct rdma_mem *m = s->task->source->tp_mem;
-
-		fill_wr(&wr[n], &sge[n], s, m->keys.lkey[c->index]);
-		if (n)
-			wr[n - 1].next = &wr[n];
-		rdma_slice(s)->qp = (uint8_t)q;
-		s = s->next;
-		n++;
-	}
-	ep->wait_head = s;
-	if (!s)
-		ep->wait_tail = &ep->wait_head;
-	ret = ibv_post_send(ep->qp[q], wr, &bad);
-	for (int i = 0; i < n; i++) {
-		struct xfer_slice *p = (struct xfer_slice *)(uintptr_t)wr[i].wr_id;
-
-		if (ret && bad && &wr[i] >= bad) {
-			xfer_rdma_retry(c->t, p, XFER_FAILED);
-			continue;
-		}
-		ep->posted[q]++;
-		ep->total++;
-		c->outstanding++;
-	}
-	return ret ? -ret : n;
-}
-
 void xfer_rdma_ep_progress(struct rdma_ep *ep)
 {
-	struct rdma_ctx *c = ep->ctx;
-	int q, ret, room;
+	int q, room;
 
 	if (ep->state == EP_NEW && ep->wait_head)
 		start_connect(ep);
 	if (ep->state != EP_READY)
 		return;
-	while (ep->wait_head && c->outstanding < c->cqe) {
-		q = pick_qp(ep);
-		if (q < 0)
-			return;
-		/* Neither the QP's send queue nor the CQ may overflow. */
-		room = (int)c->t->k[K_MAX_WR].num - ep->posted[q];
-		if (room > c->cqe - c->outstanding)
-			room = c->cqe - c->outstanding;
-		ret = post_chain(ep, q, room);
-		if (ret < 0) {
+	while (ep->wait_head && (q = pick_qp(ep, &room)) >= 0) {
+		if (xfer_rdma_post(ep, q, room) < 0) {
 			xfer_rdma_ep_break(ep, "post send failed");
 			return;
 		}
-		ep->progress_ns = xfer_rdma_now_ns();
+		ep->progress++;
+	}
+}
+
+void xfer_rdma_ep_progress_all(struct rdma_ctx *c)
+{
+	struct rdma_ep *ep, *next;
+
+	/* Progress may break an endpoint, which moves or frees it. */
+	for (ep = TAILQ_FIRST(&c->pool.eps); ep; ep = next) {
+		next = TAILQ_NEXT(ep, link);
+		if (ep->wait_head)
+			xfer_rdma_ep_progress(ep);
+	}
+	for (ep = TAILQ_FIRST(&c->retired); ep; ep = next) {
+		next = TAILQ_NEXT(ep, link);
+		if (ep->wait_head)
+			xfer_rdma_ep_progress(ep);
+		else
+			xfer_rdma_ep_reap(ep);
 	}
 }
 
@@ -429,13 +428,14 @@ void xfer_rdma_ep_break(struct rdma_ep *ep, const char *why)
 		 c->name, ep->peer_path, state_name(ep->state), why);
 	ep->state = EP_BROKEN;
 	for (int i = 0; i < ep->nqp; i++)
-		ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
+		ibv_modify_qp(ep->qp[i].qp, &a, IBV_QP_STATE);
 	s = ep->wait_head;
 	ep->wait_head = NULL;
 	ep->wait_tail = &ep->wait_head;
 	for (; s; s = next) {
 		next = s->next;
-		xfer_rdma_retry(c->t, s, ep->timed_out ? XFER_TIMEOUT : XFER_FAILED);
+		xfer_rdma_retry(c->t, s, ep->timed_out ? XFER_TIMEOUT : XFER_FAILED,
+				!ep->blamed);
 	}
 	if (ep->in_pool)
 		xfer_rdma_ep_retire(ep);
@@ -446,25 +446,18 @@ void xfer_rdma_ep_break(struct rdma_ep *ep, const char *why)
 void xfer_rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
 			    enum ibv_wc_status st)
 {
-	struct rdma_ctx *c = ep->ctx;
-	enum xfer_status fail = ep->timed_out ? XFER_TIMEOUT : XFER_FAILED;
 	char why[96];
 
-	ep->posted[rdma_slice(s)->qp]--;
-	ep->total--;
-	c->outstanding--;
-	ep->progress_ns = xfer_rdma_now_ns();
-	if (st == IBV_WC_SUCCESS) {
-		atomic_fetch_add(&c->bytes, s->len);
-		xfer_slice_done(s, XFER_COMPLETED);
-		return;
-	}
-	if (st != IBV_WC_WR_FLUSH_ERR) {
+	/* The failed slices are rerouted first: that pauses this path. */
+	xfer_rdma_post_done(ep, rdma_slice(s)->qp, s, st, true);
+	ep->progress++;
+	if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR) {
+		if (ep->state != EP_BROKEN)
+			ep->blamed = true;
 		snprintf(why, sizeof(why), "completion: %s",
 			 ibv_wc_status_str(st));
 		xfer_rdma_ep_break(ep, why); /* may free ep */
 	}
-	xfer_rdma_retry(c->t, s, fail);
 }
 
 void xfer_rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now)
@@ -478,8 +471,13 @@ void xfer_rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now)
 	for (int list = 0; list < 2; list++)
 		for (ep = TAILQ_FIRST(lists[list]); ep; ep = next) {
 			next = TAILQ_NEXT(ep, link);
-			if (ep->total && ep->state != EP_BROKEN &&
-			    now - ep->progress_ns > limit) {
+			/* Posts and completions only count; the clock is
+			 * read here, once a second. */
+			if (ep->progress != ep->seen || !ep->total) {
+				ep->seen = ep->progress;
+				ep->seen_ns = now;
+			} else if (ep->state != EP_BROKEN &&
+				   now - ep->seen_ns > limit) {
 				ep->timed_out = true;
 				xfer_rdma_ep_break(ep, "no completion within the "
 						   "transfer timeout");

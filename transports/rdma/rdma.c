@@ -255,6 +255,20 @@ static int rdma_device_stats(struct xfer_transport *tp, size_t i,
 	return 0;
 }
 
+/* The device workers; in plugin mode without workers the contexts run on
+ * the engine's control reactor, which the engine counts. Soft-RoCE's and
+ * the NIC driver's kernel work is not counted. */
+static double rdma_cpu_seconds(struct xfer_transport *tp)
+{
+	struct rdma_transport *t = rdma_of(tp);
+	double s = 0;
+
+	for (int i = 0; i < t->nctx; i++)
+		if (t->ctx[i].r == &t->ctx[i].own)
+			s += xfer_reactor_cpu_seconds(&t->ctx[i].own);
+	return s;
+}
+
 /* 0, or a power of two in 256..4096 */
 static bool valid_mtu(long long v)
 {
@@ -280,7 +294,7 @@ static const struct xfer_knob rdma_knobs[] = {
 		    .type = XFER_KNOB_NUM, .min = 0, .max = 4096, .def = "0",
 		    .check = valid_mtu },
 	[K_MAX_WR] = XFER_KNOB_N("max_wr", "XFER_MAX_WR", "MC_MAX_WR", 1,
-				 16384, "256"),
+				 65535, "256"),
 	[K_MAX_CQE] = XFER_KNOB_N("max_cqe", "XFER_MAX_CQE",
 				  "MC_MAX_CQE_PER_CTX", 16, 1 << 20, "4096"),
 	[K_IB_PORT] = XFER_KNOB_N("ib_port", "XFER_IB_PORT", "MC_IB_PORT", 1,
@@ -289,6 +303,16 @@ static const struct xfer_knob rdma_knobs[] = {
 		    .type = XFER_KNOB_BOOL, .min = 0, .max = 1, .def = "1" },
 	[K_PAUSE] = XFER_KNOB_N("path_pause_ms", "XFER_PATH_PAUSE_MS", NULL,
 				0, UINT32_MAX, "1000"),
+	/* Mooncake's ranges and defaults; each within the device's limits */
+	[K_NUM_CQ] = XFER_KNOB_N("num_cq", "XFER_NUM_CQ_PER_CTX",
+				 "MC_NUM_CQ_PER_CTX", 1, 255, "1"),
+	[K_NUM_CHAN] = XFER_KNOB_N("num_comp_channels",
+				   "XFER_NUM_COMP_CHANNELS_PER_CTX",
+				   "MC_NUM_COMP_CHANNELS_PER_CTX", 1, 255, "1"),
+	[K_MAX_SGE] = XFER_KNOB_N("max_sge", "XFER_MAX_SGE", "MC_MAX_SGE", 1,
+				  65535, "4"),
+	[K_MAX_INLINE] = XFER_KNOB_N("max_inline", "XFER_MAX_INLINE",
+				     "MC_MAX_INLINE", 0, 65535, "64"),
 	{ .name = NULL },
 };
 
@@ -307,5 +331,6 @@ const struct xfer_transport_ops xfer_rdma_ops = {
 	.cancel = rdma_cancel,
 	.connection = rdma_connection,
 	.device_stats = rdma_device_stats,
+	.cpu_seconds = rdma_cpu_seconds,
 	.fini = rdma_fini,
 };

@@ -18,9 +18,18 @@ uint64_t xfer_rdma_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static bool paused(const struct rdma_seg *rs, int l, int p, uint64_t now)
+/* The clock is read only when some path was ever paused: a slice's route
+ * costs no system call (a slow one where the clock source is not the
+ * TSC, as in a VM). *@p now: 0 until read. */
+static bool paused(const struct rdma_seg *rs, int l, int p, uint64_t *now)
 {
-	return atomic_load(&rs->paused[(size_t)l * rs->ndevs + p]) > now;
+	uint64_t until = atomic_load(&rs->paused[(size_t)l * rs->ndevs + p]);
+
+	if (!until)
+		return false;
+	if (!*now)
+		*now = xfer_rdma_now_ns();
+	return until > *now;
 }
 
 /* The peer device to pair with local context @p l: the one of the same
@@ -51,7 +60,7 @@ static int route(struct rdma_transport *t, const struct rdma_seg *rs,
 	const struct xfer_rdma_keys *keys = tb ? tb->tp : NULL;
 	const struct rdma_row *lr, *pr;
 	struct rdma_slice *r = rdma_slice(s);
-	uint64_t now = xfer_rdma_now_ns();
+	uint64_t now = 0;
 
 	if (!keys)
 		return -ENOENT;
@@ -70,7 +79,7 @@ static int route(struct rdma_transport *t, const struct rdma_seg *rs,
 				int p = peer_for(t, d->tp, pr, l,
 						 j + (j ? spin : 0));
 
-				if (pass == 0 && paused(rs, l, p, now))
+				if (pass == 0 && paused(rs, l, p, &now))
 					continue;
 				r->ctx = (uint8_t)l;
 				r->peer_dev = (uint16_t)p;
@@ -140,7 +149,7 @@ void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
 }
 
 void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
-		     enum xfer_status why)
+		     enum xfer_status why, bool counts)
 {
 	struct xfer_segment *seg = s->task->segment;
 	struct rdma_slice *r = rdma_slice(s);
@@ -149,7 +158,9 @@ void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
 	struct chains ch = { 0 };
 	int ret;
 
-	if (++r->tries > t->k[K_RETRY].num || atomic_load(&seg->gone)) {
+	if (counts && r->tries < UINT8_MAX)
+		r->tries++;
+	if (r->tries > t->k[K_RETRY].num || atomic_load(&seg->gone)) {
 		xfer_slice_done(s, why);
 		return;
 	}
