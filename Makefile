@@ -8,6 +8,9 @@
 #   make test       the whole suite: unit, integration, examples, python
 #   make test-unit | test-integration | test-examples | test-python
 #   make python     the Python extension module, in place (python/xfer/)
+#   make test-asan  unit and integration tiers under ASan+UBSan (build/asan)
+#   make fuzz       libFuzzer targets, FUZZ_SECONDS each (build/fuzz)
+#   make soak       mixed load under ASan, SOAK_SECONDS (600); not in CI
 #   V=1 shows the commands; WERROR=0 turns warnings back into warnings.
 
 all:
@@ -20,6 +23,8 @@ include mk/metad.mk
 include mk/install.mk
 include mk/python.mk
 include mk/test.mk
+include mk/fuzz.mk
+include mk/asan.mk
 
 setup:
 	@sh mk/setup.sh

@@ -59,9 +59,40 @@ static char *own_value(struct xfer_meta *m, unsigned i, bool buffers,
 	return xfer_rpc_meta_encode(m->host, m->port, &json, len) ? NULL : json;
 }
 
+/* ---- store calls in flight ---- */
+
+/*
+ * A store call of ours whose callback has not come: on the list of the
+ * meta while the backend holds it, so that xfer_meta_close() can free it
+ * (a closed backend never calls back). Control reactor only.
+ */
+struct xfer_meta_op {
+	struct xfer_meta_op *next, **pprev;
+	void (*drop)(struct xfer_meta_op *op); /* frees it, unanswered */
+};
+
+static void op_start(struct xfer_meta *m, struct xfer_meta_op *op,
+		     void (*drop)(struct xfer_meta_op *op))
+{
+	op->drop = drop;
+	op->next = m->ops;
+	op->pprev = &m->ops;
+	if (m->ops)
+		m->ops->pprev = &op->next;
+	m->ops = op;
+}
+
+static void op_end(struct xfer_meta_op *op)
+{
+	*op->pprev = op->next;
+	if (op->next)
+		op->next->pprev = op->pprev;
+}
+
 /* ---- the blocking bridge: a put or delete waited for ---- */
 
 struct call {
+	struct xfer_meta_op op;
 	struct xfer_job job;
 	struct xfer_meta *m;
 	struct xfer_wait *w;
@@ -69,16 +100,28 @@ struct call {
 	size_t len;
 };
 
+static void call_free(struct call *c, int err)
+{
+	xfer_wait_done(c->w, err);
+	free(c->key);
+	free(c->value);
+	free(c);
+}
+
 static void call_done(int err, const char *value, size_t len, void *arg)
 {
 	struct call *c = arg;
 
 	(void)value;
 	(void)len;
-	xfer_wait_done(c->w, err);
-	free(c->key);
-	free(c->value);
-	free(c);
+	op_end(&c->op);
+	call_free(c, err);
+}
+
+/* Its waiter has given up (it waits less than the backend may take). */
+static void call_drop(struct xfer_meta_op *op)
+{
+	call_free(container_of(op, struct call, op), -ECANCELED);
 }
 
 static void call_run(struct xfer_job *j)
@@ -86,6 +129,7 @@ static void call_run(struct xfer_job *j)
 	struct call *c = container_of(j, struct call, job);
 	struct xfer_store *s = c->m->store;
 
+	op_start(c->m, &c->op, call_drop);
 	if (c->value)
 		s->ops->put(s, c->key, c->value, c->len, call_done, c);
 	else
@@ -143,6 +187,7 @@ struct xfer_meta_waiter {
 
 /* One put of own key @p what, and those it answers. */
 struct put {
+	struct xfer_meta_op op;
 	struct xfer_meta *m;
 	struct xfer_meta_waiter *waiters;
 };
@@ -158,6 +203,25 @@ static void run_waiters(struct xfer_meta *m, struct xfer_meta_waiter *w, int err
 	}
 }
 
+static void free_waiters(struct xfer_meta_waiter *w)
+{
+	struct xfer_meta_waiter *next;
+
+	for (; w; w = next) {
+		next = w->next;
+		free(w);
+	}
+}
+
+/* The engine is being freed: its waiters never run. */
+static void put_drop(struct xfer_meta_op *op)
+{
+	struct put *p = container_of(op, struct put, op);
+
+	free_waiters(p->waiters);
+	free(p);
+}
+
 static void publish_done(int err, const char *value, size_t len, void *arg)
 {
 	struct put *p = arg;
@@ -165,6 +229,7 @@ static void publish_done(int err, const char *value, size_t len, void *arg)
 
 	(void)value;
 	(void)len;
+	op_end(&p->op);
 	if (err) /* the reconnect will republish */
 		xfer_error_set(m->env.err, err, "metadata %s: publish: %s",
 			       m->env.conn, strerror(-err));
@@ -184,6 +249,8 @@ static void put_own(struct xfer_meta *m, unsigned what, struct xfer_meta_waiter 
 		p->m = m;
 		p->waiters = w;
 	}
+	if (p)
+		op_start(m, &p->op, put_drop);
 	if (key && json && p)
 		m->store->ops->put(m->store, key, json, len, publish_done, p);
 	else if (p)
@@ -463,16 +530,18 @@ int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)
 	return ret;
 }
 
-/* Pending waiters never run: the engine is being freed. */
+/* Pending waiters never run: the engine is being freed. The backend
+ * drops the calls it holds unanswered; what they carry is freed here. */
 void xfer_meta_close(struct xfer_meta *m)
 {
-	struct xfer_meta_waiter *w, *next;
-
 	m->store->ops->close(m->store);
-	for (w = m->waiters; w; w = next) {
-		next = w->next;
-		free(w);
+	while (m->ops) {
+		struct xfer_meta_op *op = m->ops;
+
+		op_end(op);
+		op->drop(op);
 	}
+	free_waiters(m->waiters);
 	pthread_mutex_destroy(&m->lock);
 	free(m->prefix);
 }

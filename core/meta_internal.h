@@ -47,6 +47,7 @@ struct xfer_meta_env {
 #define XFER_META_MAX_OWN 8
 
 struct xfer_meta_waiter;
+struct xfer_meta_op;
 
 struct xfer_meta {
 	struct xfer_meta_env env;  /* strings stay the caller's */
@@ -60,6 +61,9 @@ struct xfer_meta {
 	atomic_uint publish_flags; /* what publish_job will put */
 	pthread_mutex_t lock;      /* waiters */
 	struct xfer_meta_waiter *waiters;    /* for the next ram put */
+	/* Store calls of ours in flight (control reactor): the backend
+	 * never answers them once closed, so close frees them. */
+	struct xfer_meta_op *ops;
 };
 
 /**

@@ -27,7 +27,8 @@ $(CAPI_SO): $(CAPI_OBJS) $(LIB_SO)
 CAPI_TEST_SRCS := $(wildcard test/capi_*.c)
 CAPI_TEST_BINS := $(CAPI_TEST_SRCS:test/%.c=$(BUILD)/test/%)
 CAPI_CFLAGS    := -O2 -g -std=gnu11 -Wall -Wextra -MMD -MP -pthread \
-                  -Iinclude/xfer $(if $(filter 1,$(WERROR)),-Werror)
+                  -Iinclude/xfer $(if $(filter 1,$(WERROR)),-Werror) \
+                  $(SAN_FLAGS)
 
 $(BUILD)/test/capi_%: test/capi_%.c $(CAPI_SO)
 	@mkdir -p $(dir $@)

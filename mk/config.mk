@@ -16,6 +16,10 @@ ifeq ($(WERROR),1)
 CFLAGS  += -Werror
 endif
 LDLIBS  += $(shell pkg-config --libs $(PKGS)) -pthread
+# Sanitizers, for compiling and linking alike (make test-asan sets them).
+SAN_FLAGS ?=
+CFLAGS  += $(SAN_FLAGS)
+LDFLAGS += $(SAN_FLAGS)
 
 ifeq ($(V),1)
 Q :=

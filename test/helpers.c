@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -164,6 +165,35 @@ void *th_alloc(size_t len)
 	assert_int_equal(posix_memalign(&p, 4096, len), 0);
 	assert_non_null(p);
 	return p;
+}
+
+bool th_under_asan(void)
+{
+	const char *v = getenv("XFER_TEST_ASAN");
+
+	return v && *v && strcmp(v, "0");
+}
+
+const char *th_metad_path(void)
+{
+	static char path[PATH_MAX];
+	char *slash;
+	ssize_t n;
+
+	if (path[0])
+		return path;
+	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
+	if (n <= 0)
+		return strcpy(path, "build/xfer-metad");
+	path[n] = '\0';
+	for (int i = 0; i < 2; i++) {
+		slash = strrchr(path, '/');
+		if (!slash)
+			return strcpy(path, "build/xfer-metad");
+		*slash = '\0';
+	}
+	strcat(path, "/xfer-metad");
+	return path;
 }
 
 int64_t th_now_ms(void)

@@ -57,8 +57,22 @@ int th_connect_try(uint16_t port);
 /** Port part of a `host:port` segment name. */
 uint16_t th_name_port(const char *name);
 
+/** The xfer-metad of the build this program belongs to: NAME/../xfer-metad
+ *  for a program at BUILD/test/NAME (build/asan/test/it_meta runs
+ *  build/asan/xfer-metad); "build/xfer-metad" if /proc/self/exe cannot be
+ *  read. No cmocka asserts. */
+const char *th_metad_path(void);
+
 /** A page-aligned malloc'd block of @p len bytes (fails the test if not). */
 void *th_alloc(size_t len);
+
+/**
+ * Whether the program runs under the sanitizers of make test-asan (it
+ * sets XFER_TEST_ASAN=1). Only for checks of what ASan itself changes:
+ * time (a few times slower, more under load) and memory (shadow,
+ * quarantine, redzones); say at the check why it is relaxed.
+ */
+bool th_under_asan(void);
 
 /** Monotonic clock in milliseconds. */
 int64_t th_now_ms(void);

@@ -51,7 +51,7 @@ struct fixture {
 
 static void metad_argv(char **a, struct fixture *f)
 {
-	a[0] = "build/xfer-metad";
+	a[0] = (char *)th_metad_path();
 	a[1] = "--port";
 	a[2] = f->port_s;
 	a[3] = NULL;

@@ -213,7 +213,13 @@ static void test_flood(void **state)
 		      (th_now_ms() - t0) / 1e3, XFER_NOTIFY_QUEUE_MAX,
 		      refused + NSEQ - XFER_NOTIFY_QUEUE_MAX, rss0, rss1,
 		      rss1 - rss0);
-	assert_true(rss1 - rss0 < RSS_MAX_KIB);
+	/* Under ASan, VmRSS counts the allocator's quarantine of freed
+	 * blocks (256 MiB by default), their shadow and redzones: 100 000
+	 * refused notifications leave ~400 MiB there whatever the engine
+	 * keeps. The bound on what it keeps is checked by the counts above
+	 * and below, and by LeakSanitizer at exit. */
+	if (!th_under_asan())
+		assert_true(rss1 - rss0 < RSS_MAX_KIB);
 
 	/* what was queued is the first ones, in order */
 	for (int i = 0; i < XFER_NOTIFY_QUEUE_MAX; i++) {

@@ -191,7 +191,7 @@ static void metad_start(void)
 	metad_pid = fork();
 	assert_true(metad_pid >= 0);
 	if (metad_pid == 0) {
-		execl("build/xfer-metad", "xfer-metad", "--port", ports,
+		execl(th_metad_path(), "xfer-metad", "--port", ports,
 		      (char *)NULL);
 		_exit(127);
 	}

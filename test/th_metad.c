@@ -44,27 +44,6 @@ char *fmt(const char *f, ...)
 
 /* --- the server program ---------------------------------------------- */
 
-/* build/xfer-metad, found from this program's own build/test/it_metad*. */
-static const char *metad_path(void)
-{
-	static char path[PATH_MAX];
-	char *slash;
-	ssize_t n;
-
-	if (path[0])
-		return path;
-	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
-	assert_true(n > 0);
-	path[n] = '\0';
-	for (int i = 0; i < 2; i++) {
-		slash = strrchr(path, '/');
-		assert_non_null(slash);
-		*slash = '\0';
-	}
-	strcat(path, "/xfer-metad");
-	return path;
-}
-
 pid_t spawn(const char *persist, const char *err_file)
 {
 	return spawn_args(persist, err_file, NULL);
@@ -85,7 +64,7 @@ pid_t spawn_args(const char *persist, const char *err_file,
 	for (char *w = strtok_r(words, " ", &save); w && argc < 12;
 	     w = strtok_r(NULL, " ", &save))
 		argv[argc++] = w;
-	argv[argc++] = metad_path();
+	argv[argc++] = th_metad_path();
 	argv[argc++] = "--port";
 	argv[argc++] = "0";
 	argv[argc++] = "--port-file";
