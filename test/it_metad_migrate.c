@@ -290,6 +290,11 @@ static void test_migrate_corrupt(void **state)
 	bad[12] = 1;                                    /* revision 1 */
 	reseal(bad, good.len);
 	refuses(file, bad, good.len, "more keys than changes");
+	memcpy(bad, good.buf, good.len);
+	memset(bad + 12, 0xff, 7);                      /* revision ≥ 2^63 */
+	bad[19] = 0x7f;
+	reseal(bad, good.len);
+	refuses(file, bad, good.len, "revision out of range");
 	dup = encode(5, twice, 2);
 	refuses(file, dup.buf, dup.len, "duplicate key");
 	assert_false(exists(aside));

@@ -163,6 +163,7 @@ void th_etcd_kill(struct th_etcd *c, int i, int sig)
 	if (c->m[i].pid <= 0)
 		return;
 	kill(c->m[i].pid, sig);
+	kill(c->m[i].pid, SIGCONT); /* a member a failed test left stopped */
 	waitpid(c->m[i].pid, NULL, 0);
 	c->m[i].pid = 0;
 }

@@ -423,7 +423,7 @@ static int change_status(int ret)
 {
 	if (ret == -EFBIG)
 		return HTTP_ENTITYTOOLARGE;
-	if (ret == -EDQUOT || ret == -ENOSPC)
+	if (ret == -EDQUOT || ret == -ENOSPC || ret == -EOVERFLOW)
 		return HTTP_INSUFFICIENT_STORAGE;
 	return HTTP_INTERNAL;
 }

@@ -15,6 +15,7 @@
  * and only then hands the entries out: a corrupt file yields no entry.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -120,6 +121,10 @@ int metad_legacy_parse(const uint8_t *buf, size_t len, metad_entry_cb cb,
 	count = le(buf + METAD_LEGACY_MAGIC_LEN + 12, 8);
 	if (count > rev) {
 		why = "more keys than changes";
+		goto refuse;
+	}
+	if (rev >= INT64_MAX) { /* the database keeps it signed, and adds */
+		why = "revision out of range";
 		goto refuse;
 	}
 	/* the entries, between the header and the checksum, twice */

@@ -146,7 +146,9 @@ int metad_store_put(struct metad_store *s, const char *key, uint8_t *val,
 	char why[160];
 	int ret;
 
-	ret = metad_store_fits(s, key, vlen, why, sizeof(why));
+	ret = s->revision >= INT64_MAX ? -EOVERFLOW /* kept signed */
+				       : metad_store_fits(s, key, vlen, why,
+							  sizeof(why));
 	if (ret)
 		goto err_free;
 	ret = -ENOMEM;
@@ -187,6 +189,8 @@ int metad_store_del(struct metad_store *s, const char *key)
 
 	if (!e)
 		return 0;
+	if (s->revision >= INT64_MAX) /* the database keeps it signed */
+		return -EOVERFLOW;
 	if (s->db && (ret = metad_db_del(s->db, key, klen, s->revision + 1)))
 		return ret;
 	*pe = e->next;

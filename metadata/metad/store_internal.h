@@ -91,8 +91,9 @@ const struct metad_entry *metad_store_get(const struct metad_store *s,
  * Set @p key to the @p vlen bytes at @p val, which the store takes over
  * (and frees on failure). The change is on disk when this returns 0.
  * @return 0; -EFBIG or -EDQUOT (over a limit: metad_store_fits());
- *         -ENOMEM; or the negative errno of a failed save. On failure
- *         the store, in memory and on disk, is as it was.
+ *         -EOVERFLOW (the revision is at INT64_MAX, the database's
+ *         most); -ENOMEM; or the negative errno of a failed save. On
+ *         failure the store, in memory and on disk, is as it was.
  */
 int metad_store_put(struct metad_store *s, const char *key, uint8_t *val,
 		    size_t vlen);
@@ -100,7 +101,8 @@ int metad_store_put(struct metad_store *s, const char *key, uint8_t *val,
 /**
  * Delete @p key; on disk when this returns.
  * @return 1 if it was there, 0 if absent (no change, no revision),
- * -ENOMEM, or the negative errno of a failed save (nothing deleted).
+ * -EOVERFLOW (as metad_store_put()), -ENOMEM, or the negative errno of
+ * a failed save (nothing deleted).
  */
 int metad_store_del(struct metad_store *s, const char *key);
 

@@ -120,13 +120,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s = open_store();
 	if (!s)
 		goto out;
-	/* Known, left to the store's owner: the database keeps the revision
-	 * as a signed 64-bit integer, so a change that takes it past
-	 * INT64_MAX is saved negative and the next start refuses the file
-	 * (more keys than changes); an old file at revision 2^63 or more is
-	 * migrated and then refused the same way. Until a change refuses to
-	 * go past the last revision, such a store is only opened here. */
+	/* A store at the database's last revision takes no more changes. */
 	if (s->revision >= INT64_MAX) {
+		file = malloc(1);
+		if (!file || metad_store_put(s, key, file, 1) != -EOVERFLOW)
+			FUZZ_DIE("a change past the last revision was taken");
 		metad_store_free(s);
 		goto out;
 	}
