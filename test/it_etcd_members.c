@@ -71,6 +71,8 @@ static void all_back(void)
 	for (int i = 0; i < th_cluster.n; i++)
 		if (!th_cluster.m[i].pid)
 			th_etcd_restart(&th_cluster, i);
+		else /* one a failed test left stopped */
+			kill(th_cluster.m[i].pid, SIGCONT);
 	assert_true(th_etcd_wait_leader(&th_cluster, TH_ETCD_START_MS) >= 0);
 }
 
