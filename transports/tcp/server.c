@@ -5,9 +5,11 @@
  * memory is touched; a refused request gets status 1 (v2) and the
  * connection is closed once that status is out.
  *
- * To keep syscalls few, a run of READ headers is taken with one peek, and
- * their replies (status + payload each) go out in one gathered sendmsg; a
- * WRITE payload is read together with the header that follows it.
+ * To keep syscalls few, a connection reads while requests keep coming and
+ * answers when the socket runs dry (or its replies fill up): a run of READ
+ * headers is taken with one peek, a WRITE payload is read together with
+ * the header that follows it, and the replies of the whole run (status
+ * frames, READ payloads) go out in one gathered sendmsg.
  *
  * What a connection may hold: at most REPLIES replies (pointers into
  * registered memory, no copies) and one header, so nothing a peer sends
@@ -32,8 +34,9 @@
 
 #include "transports/tcp/tcp_internal.h"
 
-#define REPLIES 32             /* replies queued before the reads pause */
+#define REPLIES 64             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
+#define RUN_MAX (1u << 20)     /* bytes read before the replies go out */
 
 /* One reply, in request order: a status frame (v2) and/or READ payload. */
 struct reply {
@@ -63,6 +66,7 @@ struct tcp_sconn {
 	unsigned rq_head, rq_n;
 	bool refused;                  /* close once the replies are out */
 	bool eof;                      /* the peer shut its write side */
+	bool dry;                      /* the last read got less than asked */
 	struct xfer_auth_srv *auth;    /* until the peer proved itself */
 };
 
@@ -199,6 +203,8 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 
 /*
  * Read what can be read now; called only with room for one more reply.
+ * Sets c->dry when the socket gave less than asked (it is likely empty:
+ * the caller answers now rather than spend a call on EAGAIN).
  * @return bytes read (or 1 for a header taken from c->hdr), 0 on EAGAIN
  * or at the peer's EOF (c->eof set), -1 to close.
  */
@@ -206,7 +212,7 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 {
 	uint8_t peek[REPLIES * TCP_HDR_LEN];
 	struct iovec iov[2];
-	size_t room = REPLIES - c->rq_n, used = 0;
+	size_t room = REPLIES - c->rq_n, used = 0, want;
 	ssize_t n;
 
 	if (c->hdr_got == TCP_HDR_LEN) {
@@ -218,12 +224,16 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 		/* The payload, and the next header with it if it is there. */
 		iov[0] = (struct iovec){ c->wptr, c->wleft };
 		iov[1] = (struct iovec){ c->hdr, TCP_HDR_LEN };
+		want = c->wleft + TCP_HDR_LEN;
 		n = readv(c->fd, iov, 2);
 	} else if (c->hdr_got) {
-		n = recv(c->fd, c->hdr + c->hdr_got, TCP_HDR_LEN - c->hdr_got, 0);
+		want = TCP_HDR_LEN - c->hdr_got;
+		n = recv(c->fd, c->hdr + c->hdr_got, want, 0);
 	} else {
-		n = recv(c->fd, peek, room * TCP_HDR_LEN, MSG_PEEK);
+		want = room * TCP_HDR_LEN;
+		n = recv(c->fd, peek, want, MSG_PEEK);
 	}
+	c->dry = n < (ssize_t)want;
 	if (n == 0) {
 		c->eof = true; /* the replies owed still go out */
 		return 0;
@@ -260,6 +270,7 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 			memcpy(c->hdr, peek + used, c->hdr_got);
 			used = (size_t)n;
 		}
+		c->dry = c->dry && used == (size_t)n; /* else bytes wait */
 		return recv(c->fd, peek, used, 0) == (ssize_t)used ? n : -1;
 	}
 	if (c->hdr_got == TCP_HDR_LEN && c->rq_n < REPLIES) {
@@ -321,28 +332,38 @@ static bool done(const struct tcp_sconn *c)
 	return (c->refused || c->eof) && c->rq_n == 0;
 }
 
-/* Alternate reading requests and sending replies while either moves.
- * @return 0, or -1 to close. */
+/*
+ * Read the requests that are there, up to a run of RUN_MAX bytes or a full
+ * reply ring, then send the replies of the whole run at once; again while
+ * bytes move, within BUDGET. A socket that ran dry ends the turn: the
+ * level-triggered read event brings the connection back for more.
+ * @return 0, or -1 to close.
+ */
 static int sconn_run(struct tcp_sconn *c)
 {
 	size_t budget = BUDGET;
-	ssize_t in = 0, out;
+	ssize_t in, out, n;
 	bool moved = false;
 
 	do {
+		in = 0;
+		c->dry = false;
+		while (!c->refused && !c->eof && !c->dry &&
+		       c->rq_n < REPLIES && (size_t)in < RUN_MAX) {
+			n = sconn_read(c);
+			if (n < 0)
+				return -1;
+			if (n == 0)
+				break;
+			in += n;
+		}
 		out = sconn_write(c);
 		if (out < 0 || done(c))
 			return -1;
-		in = 0;
-		if (!c->refused && !c->eof && c->rq_n < REPLIES) {
-			in = sconn_read(c);
-			if (in < 0)
-				return -1;
-		}
 		moved |= in || out;
 		budget -= (size_t)(in + out) < budget ? (size_t)(in + out)
 						      : budget;
-	} while ((in || out) && budget);
+	} while ((in || out) && !c->dry && budget);
 	if (done(c) || overdue(c))
 		return -1;
 
