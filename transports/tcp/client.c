@@ -19,6 +19,7 @@
 #include "transports/tcp/tcp_internal.h"
 
 #define SEND_MAX (4u << 20) /* bytes per sendmsg */
+#define CONN_IOV 256         /* iovecs per sendmsg and recvmsg: 127 slices */
 #define DISCARD_LEN 65536   /* READ payload of a canceled task goes here */
 
 static _Thread_local uint8_t discard[DISCARD_LEN];
@@ -112,21 +113,27 @@ static void touch(struct tcp_conn *c)
 		event_add(c->timer, &tv);
 }
 
+/*
+ * Write the send queue's headers and WRITE payloads, gathered: up to
+ * CONN_IOV iovecs or SEND_MAX bytes a call, while the socket takes them
+ * all (a short write means it is full: EV_WRITE brings us back).
+ * @return 0, or -1 when the socket failed.
+ */
 static int conn_send(struct tcp_conn *c)
 {
-	struct iovec iov[TCP_IOV_MAX];
+	struct iovec iov[CONN_IOV];
 	struct msghdr msg = { .msg_iov = iov };
 	struct xfer_slice *s;
-	size_t off = c->sent, bytes = 0;
+	size_t off, want;
 	ssize_t n;
-	int k = 0;
+	int k;
 
 	while (c->sendq.head) {
 		k = 0;
-		bytes = 0;
+		want = 0;
 		off = c->sent;
-		for (s = c->sendq.head; s && k < TCP_IOV_MAX - 1 &&
-		     bytes < SEND_MAX; s = s->next, off = 0) {
+		for (s = c->sendq.head; s && k < CONN_IOV - 1 && want < SEND_MAX;
+		     s = s->next, off = 0) {
 			if (off < TCP_HDR_LEN) {
 				iov[k].iov_base = ts(s)->hdr + off;
 				iov[k++].iov_len = TCP_HDR_LEN - off;
@@ -137,7 +144,7 @@ static int conn_send(struct tcp_conn *c)
 						  (off - TCP_HDR_LEN);
 				iov[k++].iov_len = s->len - (off - TCP_HDR_LEN);
 			}
-			bytes += wire_len(s);
+			want += wire_len(s) - (s == c->sendq.head ? c->sent : 0);
 		}
 		msg.msg_iovlen = k;
 		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
@@ -147,6 +154,7 @@ static int conn_send(struct tcp_conn *c)
 			return -1;
 		}
 		/* Slices fully on the wire move to the reply queue. */
+		want -= (size_t)n;
 		while (c->sendq.head &&
 		       (size_t)n >= wire_len(c->sendq.head) - c->sent) {
 			n -= wire_len(c->sendq.head) - c->sent;
@@ -158,6 +166,8 @@ static int conn_send(struct tcp_conn *c)
 				xfer_slice_q_push(&c->waitq, s);
 		}
 		c->sent += n;
+		if (want)
+			break; /* the socket is full */
 	}
 	set_writing(c, c->sendq.head != NULL);
 	touch(c);
@@ -174,18 +184,27 @@ static bool reply_done(struct tcp_conn *c, struct xfer_slice *s)
 	return s->opcode == XFER_WRITE || ts(s)->data_got == s->len;
 }
 
+/*
+ * Read replies in order, scattered: status frames and READ payloads of as
+ * many slices as CONN_IOV iovecs hold, in one recvmsg, until the socket
+ * gives less than asked. @return 0; 1 when the peer refused a request
+ * (it closes after that status: conn_retry()); -1 when the connection
+ * failed (EOF, error, or bytes no request asked for).
+ */
 static int conn_recv(struct tcp_conn *c)
 {
-	struct iovec iov[TCP_IOV_MAX];
+	struct iovec iov[CONN_IOV];
 	struct msghdr msg = { .msg_iov = iov };
 	bool v2 = c->peer->version == 2;
 	struct xfer_slice *s;
+	size_t want;
 	ssize_t n;
 	int k;
 
 	for (;;) {
 		k = 0;
-		for (s = c->waitq.head; s && k < TCP_IOV_MAX - 1; s = s->next) {
+		want = 0;
+		for (s = c->waitq.head; s && k < CONN_IOV - 1; s = s->next) {
 			struct tcp_slice *x = ts(s);
 
 			if (v2 && x->status_got < 8) {
@@ -213,12 +232,15 @@ static int conn_recv(struct tcp_conn *c)
 				return 0;
 			return -1;
 		}
+		for (int i = 0; i < k; i++)
+			want += iov[i].iov_len;
 		msg.msg_iovlen = k;
 		n = recvmsg(c->fd, &msg, 0);
 		if (n == 0)
 			return -1;
 		if (n < 0)
 			return errno == EAGAIN ? 0 : -1;
+		want -= (size_t)n;
 		/* Hand the bytes out in the order the iovecs were built. */
 		for (s = c->waitq.head; n > 0; s = s->next) {
 			struct tcp_slice *x = ts(s);
@@ -242,15 +264,20 @@ static int conn_recv(struct tcp_conn *c)
 			s = xfer_slice_q_pop(&c->waitq);
 			if (v2 && ts(s)->status != TCP_STATUS_OK) {
 				xfer_slice_done(s, XFER_FAILED);
-				return -1; /* the peer closes after a refusal */
+				return 1;
 			}
 			xfer_slice_done(s, XFER_COMPLETED);
 		}
 		touch(c);
+		/* Drained, or all answered: the read event says when more
+		 * comes (an EOF or junk then, as above). */
+		if (want || !c->waitq.head)
+			return 0;
 	}
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg);
+static void conn_retry(struct tcp_conn *c);
 
 /* Connected: with a secret, the hello goes first and the slices wait
  * for the server's challenge. @return 0, -1 (close). */
@@ -295,6 +322,7 @@ static int auth_step(struct tcp_conn *c)
 static void on_io(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
+	int ret;
 
 	(void)fd;
 	if (c->connecting) {
@@ -307,8 +335,10 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 			conn_fail(c, XFER_FAILED);
 		return;
 	}
-	if (((what & EV_READ) && conn_recv(c)) ||
-	    ((what & EV_WRITE) && conn_send(c)))
+	ret = (what & EV_READ) ? conn_recv(c) : 0;
+	if (ret > 0)
+		conn_retry(c);
+	else if (ret < 0 || ((what & EV_WRITE) && conn_send(c)))
 		conn_fail(c, XFER_FAILED);
 }
 
@@ -343,6 +373,48 @@ static int conn_connect(struct tcp_conn *c)
 	return 0;
 }
 
+/* Slices were queued on a closed connection: connect and send.
+ * On failure every slice fails. */
+static void conn_start_send(struct tcp_conn *c)
+{
+	if (c->fd < 0 && conn_connect(c)) {
+		xfer_log(XFER_LOG_WARN, "tcp: connect: %s", strerror(errno));
+		conn_fail(c, XFER_FAILED);
+		return;
+	}
+	touch(c);
+	if (!c->connecting && !c->authing && conn_send(c))
+		conn_fail(c, XFER_FAILED);
+}
+
+/*
+ * The peer refused a request and closes the connection (PROTOCOL.md §3).
+ * It serves a connection's requests one after another and read none past
+ * the refused one, so the requests behind it, sent or not, go again, in
+ * order, on a new connection: only the refused request fails. Each round
+ * ends one refused slice, so this ends.
+ */
+static void conn_retry(struct tcp_conn *c)
+{
+	struct xfer_slice *s;
+
+	close_socket(c); /* a head partly sent goes again whole */
+	*c->waitq.tail = c->sendq.head;
+	if (c->sendq.head)
+		c->waitq.tail = c->sendq.tail;
+	c->sendq = c->waitq;
+	if (!c->sendq.head)
+		c->sendq.tail = &c->sendq.head;
+	xfer_slice_q_init(&c->waitq);
+	for (s = c->sendq.head; s; s = s->next)
+		ts(s)->status = ts(s)->status_got = ts(s)->data_got = 0;
+	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, 0);
+	if (c->sendq.head)
+		conn_start_send(c);
+	else
+		touch(c);
+}
+
 static void conn_kick(struct xfer_job *j)
 {
 	struct tcp_conn *c = container_of(j, struct tcp_conn, kick_job);
@@ -357,14 +429,7 @@ static void conn_kick(struct xfer_job *j)
 		return;
 	*c->sendq.tail = in.head;
 	c->sendq.tail = in.tail;
-	if (c->fd < 0 && conn_connect(c)) {
-		xfer_log(XFER_LOG_WARN, "tcp: connect: %s", strerror(errno));
-		conn_fail(c, XFER_FAILED);
-		return;
-	}
-	touch(c);
-	if (!c->connecting && !c->authing && conn_send(c))
-		conn_fail(c, XFER_FAILED);
+	conn_start_send(c);
 }
 
 void xfer_tcp_conn_cancel(struct tcp_conn *c)
