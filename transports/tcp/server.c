@@ -37,6 +37,9 @@
 #define REPLIES 64             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
 #define RUN_MAX (1u << 20)     /* bytes read before the replies go out */
+/* Bytes read ahead of the request being served: headers, and the head
+ * of a WRITE payload (copied to its place once its header is checked). */
+#define STAGE (REPLIES * TCP_HDR_LEN)
 
 /* One reply, in request order: a status frame (v2) and/or READ payload. */
 struct reply {
@@ -56,8 +59,8 @@ struct tcp_sconn {
 	struct event *rev, *wev;
 	struct event *timer;           /* idle or transfer timeout */
 	bool reading, writing;         /* which events are added */
-	uint8_t hdr[TCP_HDR_LEN];      /* a header being read */
-	size_t hdr_got;
+	uint8_t in[STAGE];             /* read, not yet acted on */
+	size_t in_len;
 	uint8_t *wptr;                 /* WRITE payload being read */
 	size_t wleft;
 	bool wv2;
@@ -201,38 +204,75 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 	return true;
 }
 
+/* @p n more bytes of the WRITE payload are in: the last ones end it. */
+static void payload_in(struct tcp_sconn *c, size_t n)
+{
+	c->wptr += n;
+	c->wleft -= n;
+	if (n && !c->wleft) {
+		put_buffer(c, c->wbuf);
+		c->wbuf = NULL;
+		if (c->wv2) /* v1 has no status frames */
+			push_reply(c, true, TCP_STATUS_OK, NULL, 0, NULL);
+	}
+}
+
+/* Whole headers wait in c->in (for room in the reply ring). */
+static bool staged(const struct tcp_sconn *c)
+{
+	return !c->wleft && c->in_len >= TCP_HDR_LEN;
+}
+
 /*
- * Read what can be read now; called only with room for one more reply.
- * Sets c->dry when the socket gave less than asked (it is likely empty:
- * the caller answers now rather than spend a call on EAGAIN).
- * @return bytes read (or 1 for a header taken from c->hdr), 0 on EAGAIN
+ * Act on the headers in c->in while replies have room: queue READ
+ * replies, start WRITEs and copy what of their payload came along. Stops
+ * at a WRITE whose payload is still to come (then c->in is empty), at a
+ * refusal, or at a part of a header. @return 0, -1 to close (a v1
+ * request refused).
+ */
+static int take_staged(struct tcp_sconn *c)
+{
+	size_t used = 0, m;
+
+	while (!c->wleft && !c->refused && c->rq_n < REPLIES &&
+	       c->in_len - used >= TCP_HDR_LEN) {
+		if (!take_header(c, c->in + used))
+			return -1;
+		used += TCP_HDR_LEN;
+		m = c->in_len - used < c->wleft ? c->in_len - used : c->wleft;
+		memcpy(c->wptr, c->in + used, m);
+		used += m;
+		payload_in(c, m);
+	}
+	memmove(c->in, c->in + used, c->in_len - used);
+	c->in_len -= used;
+	return 0;
+}
+
+/*
+ * Read what can be read now, with room for one more reply: the rest of
+ * a WRITE payload straight into place and whatever follows into c->in,
+ * in one readv; then act on the headers that came. Sets c->dry when the
+ * socket gave less than asked (it is likely empty: the caller answers now
+ * rather than spend a call on EAGAIN).
+ * @return bytes read (1 for headers that waited in c->in), 0 on EAGAIN
  * or at the peer's EOF (c->eof set), -1 to close.
  */
 static ssize_t sconn_read(struct tcp_sconn *c)
 {
-	uint8_t peek[REPLIES * TCP_HDR_LEN];
 	struct iovec iov[2];
-	size_t room = REPLIES - c->rq_n, used = 0, want;
+	size_t want = 0, m;
 	ssize_t n;
+	int k = 0;
 
-	if (c->hdr_got == TCP_HDR_LEN) {
-		/* A header read along with a payload waited for room. */
-		c->hdr_got = 0;
-		return take_header(c, c->hdr) ? 1 : -1;
-	}
-	if (c->wleft) {
-		/* The payload, and the next header with it if it is there. */
-		iov[0] = (struct iovec){ c->wptr, c->wleft };
-		iov[1] = (struct iovec){ c->hdr, TCP_HDR_LEN };
-		want = c->wleft + TCP_HDR_LEN;
-		n = readv(c->fd, iov, 2);
-	} else if (c->hdr_got) {
-		want = TCP_HDR_LEN - c->hdr_got;
-		n = recv(c->fd, c->hdr + c->hdr_got, want, 0);
-	} else {
-		want = room * TCP_HDR_LEN;
-		n = recv(c->fd, peek, want, MSG_PEEK);
-	}
+	if (staged(c))
+		return take_staged(c) ? -1 : 1;
+	if (c->wleft)
+		iov[k++] = (struct iovec){ c->wptr, c->wleft };
+	iov[k++] = (struct iovec){ c->in + c->in_len, STAGE - c->in_len };
+	for (int i = 0; i < k; i++)
+		want += iov[i].iov_len;
+	n = readv(c->fd, iov, k);
 	c->dry = n < (ssize_t)want;
 	if (n == 0) {
 		c->eof = true; /* the replies owed still go out */
@@ -240,45 +280,10 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 	}
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
-
-	if (c->wleft) {
-		size_t m = (size_t)n < c->wleft ? (size_t)n : c->wleft;
-
-		c->wptr += m;
-		c->wleft -= m;
-		c->hdr_got = (size_t)n - m;
-		if (c->wleft)
-			return n;
-		put_buffer(c, c->wbuf);
-		c->wbuf = NULL;
-		if (c->wv2) /* v1 has no status frames */
-			push_reply(c, true, TCP_STATUS_OK, NULL, 0, NULL);
-	} else if (c->hdr_got) {
-		c->hdr_got += (size_t)n;
-	} else {
-		/* Take whole headers up to the first WRITE (its payload
-		 * follows) and a trailing part of one; leave the rest. */
-		while (used + TCP_HDR_LEN <= (size_t)n && !c->wleft &&
-		       !c->refused && c->rq_n < REPLIES) {
-			if (!take_header(c, peek + used))
-				return -1;
-			used += TCP_HDR_LEN;
-		}
-		if (!c->wleft && !c->refused && used < (size_t)n &&
-		    (size_t)n - used < TCP_HDR_LEN) {
-			c->hdr_got = (size_t)n - used;
-			memcpy(c->hdr, peek + used, c->hdr_got);
-			used = (size_t)n;
-		}
-		c->dry = c->dry && used == (size_t)n; /* else bytes wait */
-		return recv(c->fd, peek, used, 0) == (ssize_t)used ? n : -1;
-	}
-	if (c->hdr_got == TCP_HDR_LEN && c->rq_n < REPLIES) {
-		c->hdr_got = 0;
-		if (!take_header(c, c->hdr))
-			return -1;
-	}
-	return n;
+	m = (size_t)n < c->wleft ? (size_t)n : c->wleft;
+	payload_in(c, m);
+	c->in_len += (size_t)n - m;
+	return take_staged(c) ? -1 : n;
 }
 
 /* Send queued replies. @return bytes sent, 0 on EAGAIN, -1 to close. */
@@ -329,7 +334,13 @@ static ssize_t sconn_write(struct tcp_sconn *c)
 /* Nothing more to do: refused or shut by the peer, and nothing owed. */
 static bool done(const struct tcp_sconn *c)
 {
-	return (c->refused || c->eof) && c->rq_n == 0;
+	return (c->refused || (c->eof && !staged(c))) && c->rq_n == 0;
+}
+
+/* Is there more to read: from the socket, or headers that waited? */
+static bool can_read(const struct tcp_sconn *c)
+{
+	return !c->refused && (!c->eof || staged(c)) && c->rq_n < REPLIES;
 }
 
 /*
@@ -348,8 +359,7 @@ static int sconn_run(struct tcp_sconn *c)
 	do {
 		in = 0;
 		c->dry = false;
-		while (!c->refused && !c->eof && !c->dry &&
-		       c->rq_n < REPLIES && (size_t)in < RUN_MAX) {
+		while (can_read(c) && !c->dry && (size_t)in < RUN_MAX) {
 			n = sconn_read(c);
 			if (n < 0)
 				return -1;
