@@ -405,6 +405,22 @@ static void on_connected(struct tcp_conn *c)
 		conn_fail(c, XFER_FAILED);
 }
 
+/*
+ * Send what waits. A send that fails (the peer reset the connection) may
+ * follow a refusal whose status is already here, before the peer's
+ * close: the replies that came are read first, and a refusal among them
+ * sends the rest again (conn_retry()); else everything on it fails.
+ */
+static void conn_push(struct tcp_conn *c)
+{
+	if (!conn_send(c))
+		return;
+	if (conn_recv(c) > 0)
+		conn_retry(c);
+	else
+		conn_fail(c, XFER_FAILED);
+}
+
 /* Readable while authenticating: once the server proved itself and has
  * our proof, the slices go. @return 0, -1 (refused: close). */
 static int auth_step(struct tcp_conn *c)
@@ -415,7 +431,8 @@ static int auth_step(struct tcp_conn *c)
 	if (ret)
 		return ret > 0 ? 0 : -1;
 	c->authing = false;
-	return conn_send(c);
+	conn_push(c);
+	return 0;
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
@@ -438,8 +455,10 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 	ret = (what & EV_READ) ? conn_recv(c) : 0;
 	if (ret > 0)
 		conn_retry(c);
-	else if (ret < 0 || ((what & EV_WRITE) && conn_send(c)))
+	else if (ret < 0)
 		conn_fail(c, XFER_FAILED);
+	else if (what & EV_WRITE)
+		conn_push(c);
 out:
 	settle(c);
 }
@@ -501,8 +520,8 @@ static void conn_start_send(struct tcp_conn *c)
 		return;
 	}
 	touch(c);
-	if (!c->connecting && !c->authing && conn_send(c))
-		conn_fail(c, XFER_FAILED);
+	if (!c->connecting && !c->authing)
+		conn_push(c);
 }
 
 /*

@@ -40,6 +40,7 @@
 /* Bytes read ahead of the request being served: headers, and the head
  * of a WRITE payload (copied to its place once its header is checked). */
 #define STAGE (REPLIES * TCP_HDR_LEN)
+#define LINGER_MS 5000         /* a refused peer's time to close */
 
 /* One reply, in request order: a status frame (v2) and/or READ payload. */
 struct reply {
@@ -68,6 +69,7 @@ struct tcp_sconn {
 	struct reply rq[REPLIES];      /* ring of replies to send */
 	unsigned rq_head, rq_n;
 	bool refused;                  /* close once the replies are out */
+	bool lingering;                /* refused, replies out: linger() */
 	bool eof;                      /* the peer shut its write side */
 	bool dry;                      /* the last read got less than asked */
 	struct xfer_auth_srv *auth;    /* until the peer proved itself */
@@ -344,6 +346,40 @@ static bool can_read(const struct tcp_sconn *c)
 }
 
 /*
+ * A refused connection whose replies are out: the write side is shut, so
+ * the peer reads the refusal's status, then EOF; what it still sends is
+ * read and dropped until it closes, or LINGER_MS pass. (Closing with its
+ * bytes unread would reset the connection, and a reset can cost the peer
+ * the replies still on their way to it.) @return 0, -1 to close.
+ */
+static int linger(struct tcp_sconn *c)
+{
+	static _Thread_local uint8_t sink[16384];
+	struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
+	size_t budget = BUDGET;
+	ssize_t n;
+
+	if (!c->lingering) {
+		c->lingering = true;
+		if (shutdown(c->fd, SHUT_WR))
+			return -1;
+		set_interest(c->wev, &c->writing, false);
+		set_interest(c->rev, &c->reading, true);
+		event_add(c->timer, &tv);
+	}
+	while (budget) {
+		n = recv(c->fd, sink, sizeof(sink), 0);
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0)
+			return -1;
+		budget -= (size_t)n < budget ? (size_t)n : budget;
+	}
+	event_active(c->rev, EV_READ, 0);
+	return 0;
+}
+
+/*
  * Read the requests that are there, up to a run of RUN_MAX bytes or a full
  * reply ring, then send the replies of the whole run at once; again while
  * bytes move, within BUDGET. A socket that ran dry ends the turn: the
@@ -356,6 +392,8 @@ static int sconn_run(struct tcp_sconn *c)
 	ssize_t in, out, n;
 	bool moved = false;
 
+	if (c->lingering)
+		return linger(c);
 	do {
 		in = 0;
 		c->dry = false;
@@ -368,13 +406,15 @@ static int sconn_run(struct tcp_sconn *c)
 			in += n;
 		}
 		out = sconn_write(c);
-		if (out < 0 || done(c))
+		if (out < 0)
 			return -1;
+		if (done(c))
+			return c->refused && !c->eof ? linger(c) : -1;
 		moved |= in || out;
 		budget -= (size_t)(in + out) < budget ? (size_t)(in + out)
 						      : budget;
 	} while ((in || out) && !c->dry && budget);
-	if (done(c) || overdue(c))
+	if (overdue(c))
 		return -1;
 
 	set_interest(c->wev, &c->writing, c->rq_n > 0);
