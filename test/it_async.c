@@ -4,9 +4,9 @@
  * the largest gap between its ticks while the engines open a segment whose
  * peer answers its handshake 2 s late, register and unregister buffers
  * against a metadata server that stalls every answer for 2 s, move data
- * and send a notification: the gap stays under 20 ms. The blocking forms
- * refuse at once on the base's thread, also as the very first engine call
- * there, and work from another thread.
+ * and send a notification: the gap stays far under the stall (250 ms).
+ * The blocking forms refuse at once on the base's thread, also as the
+ * very first engine call there, and work from another thread.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,7 +30,9 @@
 
 #define LEN (1u << 20)
 #define STALL_MS 2000
-#define GAP_MAX_MS 20
+/* Any wait on the network would cost a stall (2 s); the margin is for a
+ * loaded machine's scheduling (gaps here are 3-8 ms when quiet). */
+#define GAP_MAX_MS 250
 
 static int64_t now_us(void)
 {
