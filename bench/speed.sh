@@ -5,7 +5,10 @@
 #   64 KiB requests, batch 128, one thread  vs iperf3 -P N, N = xfer's
 #                                              connections per peer
 #   one 4 KiB request a batch, p50 and p99  vs sockperf ping-pong, TCP,
-#   round trip                                 4 KiB each way (--full-rtt)
+#   round trip: waited for by the thread       4 KiB each way (--full-rtt)
+#   that submits it (xfer_batch_wait), and
+#   with --plugin (the engine on the bench's
+#   event loop, the callback on that thread)
 # read and write each; then the CPU an idle target burns. With --rounds N
 # every figure is the median of N rounds, a ratio the median of the
 # rounds' ratios. Fails only when a tool fails, not on a low ratio.
@@ -64,20 +67,23 @@ listening() {
 	die "nothing listens on port $1"
 }
 
-# iperf_gbps ARGS...: GB/s received by one iperf3 client run.
-iperf_gbps() {
+# Each run sets globals rather than print, so that it runs in this shell:
+# a failure stops the script, and the trap stops what it started.
+
+# iperf_run ARGS...: REF, the GB/s received by one iperf3 client run.
+iperf_run() {
 	local out
 	out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
 		-t "$DURATION" -J "$@") || die "iperf3 $* failed"
-	json end.sum_received.bits_per_second <<<"$out" |
-		awk '{ printf "%.3f", $1 / 8e9 }'
+	REF=$(json end.sum_received.bits_per_second <<<"$out" |
+		awk '{ printf "%.3f", $1 / 8e9 }')
 }
 
-# sockperf_rtt: "p50 p99" of a ping-pong run, round trip in us.
-sockperf_rtt() {
-	local out
+# sockperf_run: RTT50, RTT99, a ping-pong run's round trip in us.
+sockperf_run() {
+	local out spid
 	sockperf sr --tcp -i 127.0.0.1 -p "$SOCKPERF_PORT" >/dev/null 2>&1 &
-	local spid=$!
+	spid=$!
 	pids+=("$spid")
 	listening "$SOCKPERF_PORT"
 	out=$(timeout $((DURATION + 30)) sockperf pp --tcp -i 127.0.0.1 \
@@ -85,21 +91,25 @@ sockperf_rtt() {
 		die "sockperf ping-pong failed"
 	kill "$spid" 2>/dev/null || true
 	wait "$spid" 2>/dev/null || true
-	awk '/percentile 50.000 =/ { p50 = $NF } /percentile 99.000 =/ { p99 = $NF }
-	     END { if (p50 == "") exit 1; print p50, p99 }' <<<"$out" ||
-		die "sockperf printed no percentiles"
+	read -r RTT50 RTT99 <<<"$(awk '
+		/percentile 50.000 =/ { p50 = $NF }
+		/percentile 99.000 =/ { p99 = $NF }
+		END { print p50, p99 }' <<<"$out")"
+	[ -n "$RTT99" ] || die "sockperf printed no percentiles"
 }
 
-# xfer_run OP BLOCK BATCH: one target process serving 8 MiB, one
-# initiator moving batches against it; prints "GB/s p50 p99 init_s/GB
-# target_s/GB".
+# xfer_run OP BLOCK BATCH [FLAG...]: one target process serving 8 MiB,
+# one initiator moving batches against it. Sets GBPS, P50, P99 (us),
+# CPU_I and CPU_T (s/GB).
 xfer_run() {
-	local op=$1 bs=$2 batch=$3 out name gb
+	local op=$1 bs=$2 batch=$3 out name gb tpid
 	local size=$((8 << 20))
+	shift 3
 
+	: >"$tmp/target" # not the line of the one before
 	"$BENCH" --mode target --protocol tcp --bind_addr 127.0.0.1 \
 		--duration 0 --buffer_size "$size" --json >"$tmp/target" &
-	local tpid=$!
+	tpid=$!
 	pids+=("$tpid")
 	until grep -q 'segment' "$tmp/target"; do
 		kill -0 "$tpid" 2>/dev/null || die "target died"
@@ -109,16 +119,14 @@ xfer_run() {
 	out=$(timeout $((DURATION + 60)) "$BENCH" --mode initiator \
 		--protocol tcp --segment_id "$name" --buffer_size "$size" \
 		--block_size "$bs" --batch_size "$batch" --threads 1 \
-		--duration "$DURATION" --operation "$op" --json) ||
-		die "xfer-bench $op $bs x $batch failed"
+		--duration "$DURATION" --operation "$op" --json "$@") ||
+		die "xfer-bench $op $bs x $batch $* failed"
 	kill -TERM "$tpid"
 	wait "$tpid" || die "target failed"
-	gb=$(json bytes <<<"$out" | awk '{ print $1 / 1e9 }')
-	{
-		json throughput_gbps lat_p50_us lat_p99_us cpu_s_per_gb_initiator <<<"$out"
-		grep '^{' "$tmp/target" | json cpu_s_target |
-			awk -v gb="$gb" '{ print (gb > 0 ? $1 / gb : "nan") }'
-	} | tr '\n' ' '
+	read -r GBPS P50 P99 CPU_I gb <<<"$(json throughput_gbps lat_p50_us \
+		lat_p99_us cpu_s_per_gb_initiator bytes <<<"$out" | tr '\n' ' ')"
+	CPU_T=$(grep '^{' "$tmp/target" | json cpu_s_target |
+		awk -v b="$gb" '{ print (b > 0 ? $1 / (b / 1e9) : "nan") }')
 }
 
 # Per round: val[name] gets one value more, space-separated.
@@ -136,37 +144,45 @@ for round in $(seq "$ROUNDS"); do
 	iperf_pid=$!
 	pids+=("$iperf_pid")
 	listening "$IPERF_PORT"
-	ref4k=$(iperf_gbps -l 4096)
-	ref64k=$(iperf_gbps -P "$CONNS")
+	iperf_run -l 4096
+	ref4k=$REF
+	iperf_run -P "$CONNS"
+	ref64k=$REF
 	kill "$iperf_pid" 2>/dev/null || true
 	wait "$iperf_pid" 2>/dev/null || true
-	read -r rtt50 rtt99 <<<"$(sockperf_rtt)"
+	sockperf_run
 	add ref4k "$ref4k"
 	add ref64k "$ref64k"
-	add rtt50 "$rtt50"
-	add rtt99 "$rtt99"
+	add rtt50 "$RTT50"
+	add rtt99 "$RTT99"
 
 	for op in write read; do
 		for size in 4k 64k; do
 			bs=$([ $size = 4k ] && echo 4096 || echo 65536)
 			ref=$([ $size = 4k ] && echo "$ref4k" || echo "$ref64k")
-			read -r g _ _ ci ct <<<"$(xfer_run $op $bs 128)"
-			add "$op$size" "$g"
-			add "$op$size.ratio" "$(ratio "$g" "$ref")"
-			add "$op$size.ci" "$ci"
-			add "$op$size.ct" "$ct"
+			xfer_run $op $bs 128
+			add "$op$size" "$GBPS"
+			add "$op$size.ratio" "$(ratio "$GBPS" "$ref")"
+			add "$op$size.ci" "$CPU_I"
+			add "$op$size.ct" "$CPU_T"
 		done
-		read -r _ p50 p99 _ _ <<<"$(xfer_run $op 4096 1)"
-		add "$op.p50" "$p50"
-		add "$op.p99" "$p99"
-		add "$op.p50.ratio" "$(ratio "$p50" "$rtt50")"
-		add "$op.p99.ratio" "$(ratio "$p99" "$rtt99")"
+		for mode in wait plugin; do
+			if [ $mode = plugin ]; then
+				xfer_run $op 4096 1 --plugin
+			else
+				xfer_run $op 4096 1
+			fi
+			add "$op.$mode.p50" "$P50"
+			add "$op.$mode.p99" "$P99"
+			add "$op.$mode.p50.ratio" "$(ratio "$P50" "$RTT50")"
+			add "$op.$mode.p99.ratio" "$(ratio "$P99" "$RTT99")"
+		done
 	done
 	echo "round $round of $ROUNDS done" >&2
 done
 
 echo "TCP over loopback, two processes, median of $ROUNDS round(s) of ${DURATION} s runs"
-printf '%-22s %9s %9s %-22s %6s %10s %10s\n' figure xfer reference 'reference is' ratio 'init s/GB' 'tgt s/GB'
+printf '%-28s %9s %9s %-22s %6s %10s %10s\n' figure xfer reference 'reference is' ratio 'init s/GB' 'tgt s/GB'
 for op in write read; do
 	for size in 4k 64k; do
 		if [ $size = 4k ]; then
@@ -174,15 +190,18 @@ for op in write read; do
 		else
 			what="iperf3 -P $CONNS"; ref=ref64k; label="64KiB x128"
 		fi
-		printf '%-22s %9.2f %9.2f %-22s %6.2f %10.3f %10.3f\n' \
+		printf '%-28s %9.2f %9.2f %-22s %6.2f %10.3f %10.3f\n' \
 			"$op $label GB/s" "$(median "$op$size")" "$(median $ref)" \
 			"$what" "$(median "$op$size.ratio")" \
 			"$(median "$op$size.ci")" "$(median "$op$size.ct")"
 	done
-	for q in p50 p99; do
-		printf '%-22s %9.1f %9.1f %-22s %6.2f\n' "$op 4KiB x1 $q us" \
-			"$(median "$op.$q")" "$(median "rtt${q#p}")" \
-			"sockperf pp 4KiB" "$(median "$op.$q.ratio")"
+	for mode in wait plugin; do
+		for q in p50 p99; do
+			printf '%-28s %9.1f %9.1f %-22s %6.2f\n' \
+				"$op 4KiB x1 $mode $q us" \
+				"$(median "$op.$mode.$q")" "$(median "rtt${q#p}")" \
+				"sockperf pp 4KiB" "$(median "$op.$mode.$q.ratio")"
+		done
 	done
 done
 
