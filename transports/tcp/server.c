@@ -209,9 +209,11 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 /* @p n more bytes of the WRITE payload are in: the last ones end it. */
 static void payload_in(struct tcp_sconn *c, size_t n)
 {
+	if (!n)
+		return; /* wptr may be NULL: no WRITE under way */
 	c->wptr += n;
 	c->wleft -= n;
-	if (n && !c->wleft) {
+	if (!c->wleft) {
 		put_buffer(c, c->wbuf);
 		c->wbuf = NULL;
 		if (c->wv2) /* v1 has no status frames */
@@ -242,7 +244,8 @@ static int take_staged(struct tcp_sconn *c)
 			return -1;
 		used += TCP_HDR_LEN;
 		m = c->in_len - used < c->wleft ? c->in_len - used : c->wleft;
-		memcpy(c->wptr, c->in + used, m);
+		if (m)
+			memcpy(c->wptr, c->in + used, m);
 		used += m;
 		payload_in(c, m);
 	}
