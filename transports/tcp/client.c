@@ -610,7 +610,8 @@ void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
 		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (c->quiet && n == 1 && wire_len(s) <= DIRECT_MAX) {
+	if (c->quiet && !c->inbox.head && n == 1 &&
+	    wire_len(s) <= DIRECT_MAX) {
 		c->quiet = false; /* the reactor's again after the reply */
 		lent = send_lent(c, s);
 	}

@@ -2,23 +2,27 @@
  * TCP transport, target side: serve READ/WRITE requests on accepted
  * connections, straight between the socket and registered memory. Every
  * (addr, size) is checked against the remotely accessible buffers before
- * memory is touched; a refused request gets status 1 (v2) and the
- * connection is closed once that status is out.
+ * memory is touched; a refused request gets status 1 (v2), then the
+ * write side is shut and the connection closed once the peer closes
+ * (linger()).
  *
  * To keep syscalls few, a connection reads while requests keep coming and
- * answers when the socket runs dry (or its replies fill up): a run of READ
- * headers is taken with one peek, a WRITE payload is read together with
- * the header that follows it, and the replies of the whole run (status
- * frames, READ payloads) go out in one gathered sendmsg.
+ * answers when the socket runs dry (or its replies fill up, or RUN_MAX
+ * bytes came): headers are read into a small read-ahead (STAGE bytes), a
+ * WRITE payload straight into place together with what follows it, and
+ * the replies of the whole run (status frames, READ payloads) go out in
+ * one gathered sendmsg. A lone READ costs one read and one send.
  *
  * What a connection may hold: at most REPLIES replies (pointers into
- * registered memory, no copies) and one header, so nothing a peer sends
- * is buffered beyond a few hundred bytes; at most max_data_conns
+ * registered memory, no copies) and STAGE bytes read ahead, so nothing a
+ * peer sends is buffered beyond 1.5 KiB; at most max_data_conns
  * connections at once (more are closed at accept); a connection that
  * moves no byte for the idle timeout (between requests) or the transfer
  * timeout (in a request) is closed, and so is one whose peer still holds
  * a leaving buffer past its deadline (xfer_unregister()). A peer that
  * shuts its write side gets every reply it is owed, then the close.
+ * Each connection lives on one worker reactor; nothing here is called
+ * from another thread but xfer_tcp_server_accept().
  */
 #include <errno.h>
 #include <netinet/in.h>
