@@ -9,9 +9,11 @@
  * To keep syscalls few, a connection reads while requests keep coming and
  * answers when the socket runs dry (or its replies fill up, or RUN_MAX
  * bytes came): headers are read into a small read-ahead (STAGE bytes), a
- * WRITE payload straight into place together with what follows it, and
- * the replies of the whole run (status frames, READ payloads) go out in
- * one gathered sendmsg. A lone READ costs one read and one send.
+ * WRITE payload straight into place together with the header behind it,
+ * and the replies of the whole run (status frames, READ payloads) go out
+ * in one gathered sendmsg. A lone READ costs one read and one send. (A
+ * run of large WRITEs is answered every RUN_MAX bytes: held back longer,
+ * their statuses cost the initiator more than the sends they save.)
  *
  * What a connection may hold: at most REPLIES replies (pointers into
  * registered memory, no copies) and STAGE bytes read ahead, so nothing a
@@ -40,7 +42,7 @@
 
 #define REPLIES 64             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
-#define RUN_MAX (1u << 20)     /* bytes read before the replies go out */
+#define RUN_MAX (64u << 10)    /* bytes read before the replies go out */
 /* Bytes read ahead of the request being served: headers, and the head
  * of a WRITE payload (copied to its place once its header is checked). */
 #define STAGE (REPLIES * TCP_HDR_LEN)
@@ -260,10 +262,11 @@ static int take_staged(struct tcp_sconn *c)
 
 /*
  * Read what can be read now, with room for one more reply: the rest of
- * a WRITE payload straight into place and whatever follows into c->in,
- * in one readv; then act on the headers that came. Sets c->dry when the
- * socket gave less than asked (it is likely empty: the caller answers now
- * rather than spend a call on EAGAIN).
+ * a WRITE payload straight into place and the header behind it into
+ * c->in, in one readv (else up to STAGE bytes of headers, and what of a
+ * WRITE payload comes with them); then act on the headers that came.
+ * Sets c->dry when the socket gave less than asked (it is likely empty:
+ * the caller answers now rather than spend a call on EAGAIN).
  * @return bytes read (1 for headers that waited in c->in), 0 on EAGAIN
  * or at the peer's EOF (c->eof set), -1 to close.
  */
@@ -276,9 +279,12 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 
 	if (staged(c))
 		return take_staged(c) ? -1 : 1;
+	/* Behind a WRITE payload, only the next header: its payload, if
+	 * it is a WRITE, goes straight into place by the next read. */
 	if (c->wleft)
 		iov[k++] = (struct iovec){ c->wptr, c->wleft };
-	iov[k++] = (struct iovec){ c->in + c->in_len, STAGE - c->in_len };
+	iov[k++] = (struct iovec){ c->in + c->in_len,
+				   c->wleft ? TCP_HDR_LEN : STAGE - c->in_len };
 	for (int i = 0; i < k; i++)
 		want += iov[i].iov_len;
 	n = readv(c->fd, iov, k);
