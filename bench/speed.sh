@@ -1,21 +1,50 @@
 #!/usr/bin/env bash
-# xfer over loopback TCP against iperf3 on the same path, then the CPU an
-# idle target burns. Fails only when a tool fails, not on a low ratio.
-#   DURATION=10 bench/speed.sh      (seconds per run; IPERF_PORT=5201)
+# xfer over loopback TCP, target and initiator in two processes, against a
+# reference on the same path, each as a ratio within one round:
+#   4 KiB requests, batch 128, one thread   vs iperf3 -l 4096 (one stream)
+#   64 KiB requests, batch 128, one thread  vs iperf3 -P N, N = xfer's
+#                                              connections per peer
+#   one 4 KiB request a batch, p50 and p99  vs sockperf ping-pong, TCP,
+#   round trip: waited for by the thread       4 KiB each way (--full-rtt)
+#   that submits it (xfer_batch_wait), and
+#   with --plugin (the engine on the bench's
+#   event loop, the callback on that thread)
+# read and write each; then the CPU an idle target burns. With --rounds N
+# every figure is the median of N rounds, a ratio the median of the
+# rounds' ratios. Fails only when a tool fails, not on a low ratio.
+#   DURATION=10 bench/speed.sh [--rounds N]
+#   (seconds per run; IPERF_PORT=5201, SOCKPERF_PORT=11111,
+#   XFER_TCP_CONNS=2, BENCH=build/xfer-bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-10}
 IPERF_PORT=${IPERF_PORT:-5201}
-BENCH=build/xfer-bench
+SOCKPERF_PORT=${SOCKPERF_PORT:-11111}
+CONNS=${XFER_TCP_CONNS:-2}
+BENCH=${BENCH:-build/xfer-bench}
+ROUNDS=1
+
+die() { echo "speed.sh: $1" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rounds) ROUNDS=${2:?--rounds N}; shift 2 ;;
+	--rounds=*) ROUNDS=${1#*=}; shift ;;
+	*) die "usage: bench/speed.sh [--rounds N]" ;;
+	esac
+done
+[ "$ROUNDS" -ge 1 ] 2>/dev/null || die "--rounds wants a positive number"
 
 [ -x "$BENCH" ] || make -s
-command -v iperf3 >/dev/null || { echo "speed.sh: iperf3 not found" >&2; exit 1; }
+for t in iperf3 sockperf; do
+	command -v $t >/dev/null || die "$t not found (make setup)"
+done
 
 # Background processes still running when the script stops early.
 pids=()
-log=$(mktemp)
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "$log"' EXIT
+tmp=$(mktemp -d)
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 # json FIELD...: print the fields of the JSON object on stdin, one a line.
 json() {
@@ -29,47 +58,160 @@ for k in sys.argv[1:]:
     print("nan" if v is None else v)' "$@"
 }
 
-# One single-stream client against a server started here and stopped
-# after; the client starts once the server listens.
-iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &
-iperf_pid=$!
-pids+=("$iperf_pid")
-for _ in $(seq 100); do
-	ss -Hltn "sport = :$IPERF_PORT" | grep -q . && break
-	sleep 0.05
-done
-out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
-	-t "$DURATION" -J) || { echo "speed.sh: iperf3 client failed" >&2; exit 1; }
-kill "$iperf_pid" 2>/dev/null || true
-wait "$iperf_pid" 2>/dev/null || true
-iperf_gbps=$(json end.sum_received.bits_per_second <<<"$out" |
-	awk '{ printf "%.2f", $1 / 8e9 }')
+# listening PORT: wait until something listens on PORT.
+listening() {
+	for _ in $(seq 200); do
+		ss -Hltn "sport = :$1" | grep -q . && return
+		sleep 0.05
+	done
+	die "nothing listens on port $1"
+}
 
-declare -A gbps cpu_i cpu_t
-for op in read write; do
-	out=$("$BENCH" --mode loopback --protocol tcp --block_size 65536 \
-		--batch_size 128 --threads 1 --duration "$DURATION" \
-		--operation "$op" --json)
-	vals=$(json throughput_gbps cpu_s_per_gb_initiator cpu_s_per_gb_target <<<"$out")
-	{ read -r g; read -r ci; read -r ct; } <<<"$vals"
-	gbps[$op]=$g cpu_i[$op]=$ci cpu_t[$op]=$ct
+# Each run sets globals rather than print, so that it runs in this shell:
+# a failure stops the script, and the trap stops what it started.
+
+# iperf_run ARGS...: REF, the GB/s received by one iperf3 client run.
+iperf_run() {
+	local out
+	out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
+		-t "$DURATION" -J "$@") || die "iperf3 $* failed"
+	REF=$(json end.sum_received.bits_per_second <<<"$out" |
+		awk '{ printf "%.3f", $1 / 8e9 }')
+}
+
+# sockperf_run: RTT50, RTT99, a ping-pong run's round trip in us.
+sockperf_run() {
+	local out spid
+	sockperf sr --tcp -i 127.0.0.1 -p "$SOCKPERF_PORT" >/dev/null 2>&1 &
+	spid=$!
+	pids+=("$spid")
+	listening "$SOCKPERF_PORT"
+	out=$(timeout $((DURATION + 30)) sockperf pp --tcp -i 127.0.0.1 \
+		-p "$SOCKPERF_PORT" -m 4096 -t "$DURATION" --full-rtt 2>&1) ||
+		die "sockperf ping-pong failed"
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	read -r RTT50 RTT99 <<<"$(awk '
+		/percentile 50.000 =/ { p50 = $NF }
+		/percentile 99.000 =/ { p99 = $NF }
+		END { print p50, p99 }' <<<"$out")"
+	[ -n "$RTT99" ] || die "sockperf printed no percentiles"
+}
+
+# xfer_run OP BLOCK BATCH [FLAG...]: one target process serving 8 MiB,
+# one initiator moving batches against it. Sets GBPS, P50, P99 (us),
+# CPU_I and CPU_T (s/GB).
+xfer_run() {
+	local op=$1 bs=$2 batch=$3 out name gb tpid
+	local size=$((8 << 20))
+	shift 3
+
+	: >"$tmp/target" # not the line of the one before
+	"$BENCH" --mode target --protocol tcp --bind_addr 127.0.0.1 \
+		--duration 0 --buffer_size "$size" --json >"$tmp/target" &
+	tpid=$!
+	pids+=("$tpid")
+	until grep -q 'segment' "$tmp/target"; do
+		kill -0 "$tpid" 2>/dev/null || die "target died"
+		sleep 0.05
+	done
+	name=$(awk '/segment/ { print $NF; exit }' "$tmp/target")
+	out=$(timeout $((DURATION + 60)) "$BENCH" --mode initiator \
+		--protocol tcp --segment_id "$name" --buffer_size "$size" \
+		--block_size "$bs" --batch_size "$batch" --threads 1 \
+		--duration "$DURATION" --operation "$op" --json "$@") ||
+		die "xfer-bench $op $bs x $batch $* failed"
+	kill -TERM "$tpid"
+	wait "$tpid" || die "target failed"
+	read -r GBPS P50 P99 CPU_I gb <<<"$(json throughput_gbps lat_p50_us \
+		lat_p99_us cpu_s_per_gb_initiator bytes <<<"$out" | tr '\n' ' ')"
+	CPU_T=$(grep '^{' "$tmp/target" | json cpu_s_target |
+		awk -v b="$gb" '{ print (b > 0 ? $1 / (b / 1e9) : "nan") }')
+}
+
+# Per round: val[name] gets one value more, space-separated.
+declare -A val
+add() { val[$1]="${val[$1]:-} $2"; }
+median() {
+	python3 -c 'import statistics, sys
+v = [float(x) for x in sys.argv[1:]]
+print("%.6g" % statistics.median(v) if v else "nan")' ${val[$1]:-}
+}
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.4f", (y > 0 ? x / y : 0) }'; }
+
+for round in $(seq "$ROUNDS"); do
+	iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &
+	iperf_pid=$!
+	pids+=("$iperf_pid")
+	listening "$IPERF_PORT"
+	iperf_run -l 4096
+	ref4k=$REF
+	iperf_run -P "$CONNS"
+	ref64k=$REF
+	kill "$iperf_pid" 2>/dev/null || true
+	wait "$iperf_pid" 2>/dev/null || true
+	sockperf_run
+	add ref4k "$ref4k"
+	add ref64k "$ref64k"
+	add rtt50 "$RTT50"
+	add rtt99 "$RTT99"
+
+	for op in write read; do
+		for size in 4k 64k; do
+			bs=$([ $size = 4k ] && echo 4096 || echo 65536)
+			ref=$([ $size = 4k ] && echo "$ref4k" || echo "$ref64k")
+			xfer_run $op $bs 128
+			add "$op$size" "$GBPS"
+			add "$op$size.ratio" "$(ratio "$GBPS" "$ref")"
+			add "$op$size.ci" "$CPU_I"
+			add "$op$size.ct" "$CPU_T"
+		done
+		for mode in wait plugin; do
+			if [ $mode = plugin ]; then
+				xfer_run $op 4096 1 --plugin
+			else
+				xfer_run $op 4096 1
+			fi
+			add "$op.$mode.p50" "$P50"
+			add "$op.$mode.p99" "$P99"
+			add "$op.$mode.p50.ratio" "$(ratio "$P50" "$RTT50")"
+			add "$op.$mode.p99.ratio" "$(ratio "$P99" "$RTT99")"
+		done
+	done
+	echo "round $round of $ROUNDS done" >&2
 done
 
-ratio() { awk -v x="$1" -v y="$iperf_gbps" 'BEGIN { printf "%.2f", (y > 0 ? x / y : 0) }'; }
-printf '%-14s %8s %7s %18s %15s\n' run GB/s ratio 'initiator s/GB' 'target s/GB'
-printf '%-14s %8s\n' iperf3 "$iperf_gbps"
-for op in read write; do
-	printf '%-14s %8.2f %7s %18.3f %15.3f\n' "xfer $op" "${gbps[$op]}" \
-		"$(ratio "${gbps[$op]}")" "${cpu_i[$op]}" "${cpu_t[$op]}"
+echo "TCP over loopback, two processes, median of $ROUNDS round(s) of ${DURATION} s runs"
+printf '%-28s %9s %9s %-22s %6s %10s %10s\n' figure xfer reference 'reference is' ratio 'init s/GB' 'tgt s/GB'
+for op in write read; do
+	for size in 4k 64k; do
+		if [ $size = 4k ]; then
+			what="iperf3 -l 4096"; ref=ref4k; label="4KiB x128"
+		else
+			what="iperf3 -P $CONNS"; ref=ref64k; label="64KiB x128"
+		fi
+		printf '%-28s %9.2f %9.2f %-22s %6.2f %10.3f %10.3f\n' \
+			"$op $label GB/s" "$(median "$op$size")" "$(median $ref)" \
+			"$what" "$(median "$op$size.ratio")" \
+			"$(median "$op$size.ci")" "$(median "$op$size.ct")"
+	done
+	for mode in wait plugin; do
+		for q in p50 p99; do
+			printf '%-28s %9.1f %9.1f %-22s %6.2f\n' \
+				"$op 4KiB x1 $mode $q us" \
+				"$(median "$op.$mode.$q")" "$(median "rtt${q#p}")" \
+				"sockperf pp 4KiB" "$(median "$op.$mode.$q.ratio")"
+		done
+	done
 done
 
 # Idle target: CPU ticks (utime+stime) from the moment it serves until just
 # before its --duration ends, so setup and teardown stay out of the figure.
-"$BENCH" --mode target --protocol tcp --duration "$DURATION" --bind_addr 127.0.0.1 >"$log" &
+"$BENCH" --mode target --protocol tcp --duration "$DURATION" --bind_addr 127.0.0.1 >"$tmp/idle" &
 target_pid=$!
 pids+=("$target_pid")
-until grep -q 'segment' "$log"; do
-	kill -0 "$target_pid" 2>/dev/null || { echo "speed.sh: target died" >&2; exit 1; }
+until grep -q 'segment' "$tmp/idle"; do
+	kill -0 "$target_pid" 2>/dev/null || die "target died"
 	sleep 0.05
 done
 ticks() { sed 's/.*) //' "/proc/$target_pid/stat" | awk '{ print $12 + $13 }'; }

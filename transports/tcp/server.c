@@ -2,21 +2,29 @@
  * TCP transport, target side: serve READ/WRITE requests on accepted
  * connections, straight between the socket and registered memory. Every
  * (addr, size) is checked against the remotely accessible buffers before
- * memory is touched; a refused request gets status 1 (v2) and the
- * connection is closed once that status is out.
+ * memory is touched; a refused request gets status 1 (v2), then the
+ * write side is shut and the connection closed once the peer closes
+ * (linger()).
  *
- * To keep syscalls few, a run of READ headers is taken with one peek, and
- * their replies (status + payload each) go out in one gathered sendmsg; a
- * WRITE payload is read together with the header that follows it.
+ * To keep syscalls few, a connection reads while requests keep coming and
+ * answers when the socket runs dry (or its replies fill up, or RUN_MAX
+ * bytes came): headers are read into a small read-ahead (STAGE bytes), a
+ * WRITE payload straight into place together with the header behind it,
+ * and the replies of the whole run (status frames, READ payloads) go out
+ * in one gathered sendmsg. A lone READ costs one read and one send. (A
+ * run of large WRITEs is answered every RUN_MAX bytes: held back longer,
+ * their statuses cost the initiator more than the sends they save.)
  *
  * What a connection may hold: at most REPLIES replies (pointers into
- * registered memory, no copies) and one header, so nothing a peer sends
- * is buffered beyond a few hundred bytes; at most max_data_conns
+ * registered memory, no copies) and STAGE bytes read ahead, so nothing a
+ * peer sends is buffered beyond 1.5 KiB; at most max_data_conns
  * connections at once (more are closed at accept); a connection that
  * moves no byte for the idle timeout (between requests) or the transfer
  * timeout (in a request) is closed, and so is one whose peer still holds
  * a leaving buffer past its deadline (xfer_unregister()). A peer that
  * shuts its write side gets every reply it is owed, then the close.
+ * Each connection lives on one worker reactor; nothing here is called
+ * from another thread but xfer_tcp_server_accept().
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -32,8 +40,13 @@
 
 #include "transports/tcp/tcp_internal.h"
 
-#define REPLIES 32             /* replies queued before the reads pause */
+#define REPLIES 64             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
+#define RUN_MAX (64u << 10)    /* bytes read before the replies go out */
+/* Bytes read ahead of the request being served: headers, and the head
+ * of a WRITE payload (copied to its place once its header is checked). */
+#define STAGE (REPLIES * TCP_HDR_LEN)
+#define LINGER_MS 5000         /* a refused peer's time to close */
 
 /* One reply, in request order: a status frame (v2) and/or READ payload. */
 struct reply {
@@ -53,8 +66,8 @@ struct tcp_sconn {
 	struct event *rev, *wev;
 	struct event *timer;           /* idle or transfer timeout */
 	bool reading, writing;         /* which events are added */
-	uint8_t hdr[TCP_HDR_LEN];      /* a header being read */
-	size_t hdr_got;
+	uint8_t in[STAGE];             /* read, not yet acted on */
+	size_t in_len;
 	uint8_t *wptr;                 /* WRITE payload being read */
 	size_t wleft;
 	bool wv2;
@@ -62,7 +75,9 @@ struct tcp_sconn {
 	struct reply rq[REPLIES];      /* ring of replies to send */
 	unsigned rq_head, rq_n;
 	bool refused;                  /* close once the replies are out */
+	bool lingering;                /* refused, replies out: linger() */
 	bool eof;                      /* the peer shut its write side */
+	bool dry;                      /* the last read got less than asked */
 	struct xfer_auth_srv *auth;    /* until the peer proved itself */
 };
 
@@ -197,77 +212,93 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 	return true;
 }
 
+/* @p n more bytes of the WRITE payload are in: the last ones end it. */
+static void payload_in(struct tcp_sconn *c, size_t n)
+{
+	if (!n)
+		return; /* wptr may be NULL: no WRITE under way */
+	c->wptr += n;
+	c->wleft -= n;
+	if (!c->wleft) {
+		put_buffer(c, c->wbuf);
+		c->wbuf = NULL;
+		if (c->wv2) /* v1 has no status frames */
+			push_reply(c, true, TCP_STATUS_OK, NULL, 0, NULL);
+	}
+}
+
+/* Whole headers wait in c->in (for room in the reply ring). */
+static bool staged(const struct tcp_sconn *c)
+{
+	return !c->wleft && c->in_len >= TCP_HDR_LEN;
+}
+
 /*
- * Read what can be read now; called only with room for one more reply.
- * @return bytes read (or 1 for a header taken from c->hdr), 0 on EAGAIN
+ * Act on the headers in c->in while replies have room: queue READ
+ * replies, start WRITEs and copy what of their payload came along. Stops
+ * at a WRITE whose payload is still to come (then c->in is empty), at a
+ * refusal, or at a part of a header. @return 0, -1 to close (a v1
+ * request refused).
+ */
+static int take_staged(struct tcp_sconn *c)
+{
+	size_t used = 0, m;
+
+	while (!c->wleft && !c->refused && c->rq_n < REPLIES &&
+	       c->in_len - used >= TCP_HDR_LEN) {
+		if (!take_header(c, c->in + used))
+			return -1;
+		used += TCP_HDR_LEN;
+		m = c->in_len - used < c->wleft ? c->in_len - used : c->wleft;
+		if (m)
+			memcpy(c->wptr, c->in + used, m);
+		used += m;
+		payload_in(c, m);
+	}
+	memmove(c->in, c->in + used, c->in_len - used);
+	c->in_len -= used;
+	return 0;
+}
+
+/*
+ * Read what can be read now, with room for one more reply: the rest of
+ * a WRITE payload straight into place and the header behind it into
+ * c->in, in one readv (else up to STAGE bytes of headers, and what of a
+ * WRITE payload comes with them); then act on the headers that came.
+ * Sets c->dry when the socket gave less than asked (it is likely empty:
+ * the caller answers now rather than spend a call on EAGAIN).
+ * @return bytes read (1 for headers that waited in c->in), 0 on EAGAIN
  * or at the peer's EOF (c->eof set), -1 to close.
  */
 static ssize_t sconn_read(struct tcp_sconn *c)
 {
-	uint8_t peek[REPLIES * TCP_HDR_LEN];
 	struct iovec iov[2];
-	size_t room = REPLIES - c->rq_n, used = 0;
+	size_t want = 0, m;
 	ssize_t n;
+	int k = 0;
 
-	if (c->hdr_got == TCP_HDR_LEN) {
-		/* A header read along with a payload waited for room. */
-		c->hdr_got = 0;
-		return take_header(c, c->hdr) ? 1 : -1;
-	}
-	if (c->wleft) {
-		/* The payload, and the next header with it if it is there. */
-		iov[0] = (struct iovec){ c->wptr, c->wleft };
-		iov[1] = (struct iovec){ c->hdr, TCP_HDR_LEN };
-		n = readv(c->fd, iov, 2);
-	} else if (c->hdr_got) {
-		n = recv(c->fd, c->hdr + c->hdr_got, TCP_HDR_LEN - c->hdr_got, 0);
-	} else {
-		n = recv(c->fd, peek, room * TCP_HDR_LEN, MSG_PEEK);
-	}
+	if (staged(c))
+		return take_staged(c) ? -1 : 1;
+	/* Behind a WRITE payload, only the next header: its payload, if
+	 * it is a WRITE, goes straight into place by the next read. */
+	if (c->wleft)
+		iov[k++] = (struct iovec){ c->wptr, c->wleft };
+	iov[k++] = (struct iovec){ c->in + c->in_len,
+				   c->wleft ? TCP_HDR_LEN : STAGE - c->in_len };
+	for (int i = 0; i < k; i++)
+		want += iov[i].iov_len;
+	n = readv(c->fd, iov, k);
+	c->dry = n < (ssize_t)want;
 	if (n == 0) {
 		c->eof = true; /* the replies owed still go out */
 		return 0;
 	}
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
-
-	if (c->wleft) {
-		size_t m = (size_t)n < c->wleft ? (size_t)n : c->wleft;
-
-		c->wptr += m;
-		c->wleft -= m;
-		c->hdr_got = (size_t)n - m;
-		if (c->wleft)
-			return n;
-		put_buffer(c, c->wbuf);
-		c->wbuf = NULL;
-		if (c->wv2) /* v1 has no status frames */
-			push_reply(c, true, TCP_STATUS_OK, NULL, 0, NULL);
-	} else if (c->hdr_got) {
-		c->hdr_got += (size_t)n;
-	} else {
-		/* Take whole headers up to the first WRITE (its payload
-		 * follows) and a trailing part of one; leave the rest. */
-		while (used + TCP_HDR_LEN <= (size_t)n && !c->wleft &&
-		       !c->refused && c->rq_n < REPLIES) {
-			if (!take_header(c, peek + used))
-				return -1;
-			used += TCP_HDR_LEN;
-		}
-		if (!c->wleft && !c->refused && used < (size_t)n &&
-		    (size_t)n - used < TCP_HDR_LEN) {
-			c->hdr_got = (size_t)n - used;
-			memcpy(c->hdr, peek + used, c->hdr_got);
-			used = (size_t)n;
-		}
-		return recv(c->fd, peek, used, 0) == (ssize_t)used ? n : -1;
-	}
-	if (c->hdr_got == TCP_HDR_LEN && c->rq_n < REPLIES) {
-		c->hdr_got = 0;
-		if (!take_header(c, c->hdr))
-			return -1;
-	}
-	return n;
+	m = (size_t)n < c->wleft ? (size_t)n : c->wleft;
+	payload_in(c, m);
+	c->in_len += (size_t)n - m;
+	return take_staged(c) ? -1 : n;
 }
 
 /* Send queued replies. @return bytes sent, 0 on EAGAIN, -1 to close. */
@@ -318,32 +349,85 @@ static ssize_t sconn_write(struct tcp_sconn *c)
 /* Nothing more to do: refused or shut by the peer, and nothing owed. */
 static bool done(const struct tcp_sconn *c)
 {
-	return (c->refused || c->eof) && c->rq_n == 0;
+	return (c->refused || (c->eof && !staged(c))) && c->rq_n == 0;
 }
 
-/* Alternate reading requests and sending replies while either moves.
- * @return 0, or -1 to close. */
+/* Is there more to read: from the socket, or headers that waited? */
+static bool can_read(const struct tcp_sconn *c)
+{
+	return !c->refused && (!c->eof || staged(c)) && c->rq_n < REPLIES;
+}
+
+/*
+ * A refused connection whose replies are out: the write side is shut, so
+ * the peer reads the refusal's status, then EOF; what it still sends is
+ * read and dropped until it closes, or LINGER_MS pass. (Closing with its
+ * bytes unread would reset the connection, and a reset can cost the peer
+ * the replies still on their way to it.) @return 0, -1 to close.
+ */
+static int linger(struct tcp_sconn *c)
+{
+	static _Thread_local uint8_t sink[16384];
+	struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
+	size_t budget = BUDGET;
+	ssize_t n;
+
+	if (!c->lingering) {
+		c->lingering = true;
+		if (shutdown(c->fd, SHUT_WR))
+			return -1;
+		set_interest(c->wev, &c->writing, false);
+		set_interest(c->rev, &c->reading, true);
+		event_add(c->timer, &tv);
+	}
+	while (budget) {
+		n = recv(c->fd, sink, sizeof(sink), 0);
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0)
+			return -1;
+		budget -= (size_t)n < budget ? (size_t)n : budget;
+	}
+	event_active(c->rev, EV_READ, 0);
+	return 0;
+}
+
+/*
+ * Read the requests that are there, up to a run of RUN_MAX bytes or a full
+ * reply ring, then send the replies of the whole run at once; again while
+ * bytes move, within BUDGET. A socket that ran dry ends the turn: the
+ * level-triggered read event brings the connection back for more.
+ * @return 0, or -1 to close.
+ */
 static int sconn_run(struct tcp_sconn *c)
 {
 	size_t budget = BUDGET;
-	ssize_t in = 0, out;
+	ssize_t in, out, n;
 	bool moved = false;
 
+	if (c->lingering)
+		return linger(c);
 	do {
-		out = sconn_write(c);
-		if (out < 0 || done(c))
-			return -1;
 		in = 0;
-		if (!c->refused && !c->eof && c->rq_n < REPLIES) {
-			in = sconn_read(c);
-			if (in < 0)
+		c->dry = false;
+		while (can_read(c) && !c->dry && (size_t)in < RUN_MAX) {
+			n = sconn_read(c);
+			if (n < 0)
 				return -1;
+			if (n == 0)
+				break;
+			in += n;
 		}
+		out = sconn_write(c);
+		if (out < 0)
+			return -1;
+		if (done(c))
+			return c->refused && !c->eof ? linger(c) : -1;
 		moved |= in || out;
 		budget -= (size_t)(in + out) < budget ? (size_t)(in + out)
 						      : budget;
-	} while ((in || out) && budget);
-	if (done(c) || overdue(c))
+	} while ((in || out) && !c->dry && budget);
+	if (overdue(c))
 		return -1;
 
 	set_interest(c->wev, &c->writing, c->rq_n > 0);

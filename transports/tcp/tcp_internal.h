@@ -21,7 +21,6 @@
 #define TCP_STATUS_MAGIC 0x4D435456ull
 #define TCP_STATUS_OK (TCP_STATUS_MAGIC << 32)
 #define TCP_STATUS_REFUSED (TCP_STATUS_MAGIC << 32 | 1)
-#define TCP_IOV_MAX 64
 
 struct tcp_conn;
 struct tcp_sconn;

@@ -1,0 +1,260 @@
+/*
+ * Runs of requests on the TCP data port (PROTOCOL.md §3), which the
+ * target reads as a run and answers in one write, and the initiator
+ * coalesces: from a raw socket, a long pipelined run of small READs and
+ * WRITEs gets every reply in order, and a refused request in the middle
+ * of a run gets status 1, then the close, with nothing after it served;
+ * from an engine, one batch of small and large READs and WRITEs with a
+ * request the target refuses in the middle: only that one fails (the
+ * requests behind it on its connection go again on a new one), every
+ * other byte arrives.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/desc_internal.h"
+#include "test/helpers.h"
+
+#define OP_V2 0x80
+#define OP_WRITE 1
+#define OP_READ 0
+#define CLOSE_MS 6000
+#define TLEN (16u << 20)       /* the target's buffer */
+#define GONE_LEN (64u << 10)   /* registered at open, gone at submit */
+
+static const uint8_t status_ok[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
+static const uint8_t status_refused[8] = { 1, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
+
+static struct xfer_engine *T;
+static uint8_t *tb, *gone;
+static uint16_t data_port;
+
+static int setup(void **state)
+{
+	struct xfer_desc *d;
+
+	(void)state;
+	T = th_engine(1);
+	tb = th_alloc(TLEN);
+	gone = th_alloc(GONE_LEN);
+	assert_int_equal(xfer_register(T, tb, TLEN, "cpu:0", true), 0);
+	d = th_fetch_desc(xfer_engine_rpc_port(T));
+	data_port = th_tcp(d)->data_port;
+	xfer_desc_free(d);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	assert_int_equal(th_unregister(T, tb), 0);
+	xfer_engine_free(T);
+	free(tb);
+	free(gone);
+	return 0;
+}
+
+/* Append a request header to @p p. @return the byte after it. */
+static uint8_t *header(uint8_t *p, uint64_t size, uint64_t addr, uint8_t op)
+{
+	th_put_le64(p, size);
+	th_put_le64(p + 8, addr);
+	p[16] = op;
+	memset(p + 17, 0, 7);
+	return p + 24;
+}
+
+/* A run of 300 requests in one send, READs and WRITEs of 1 to 700 bytes
+ * in turn (headers fall across the target's reads): every reply comes,
+ * in order, and every WRITE is in place. */
+static void test_raw_run(void **state)
+{
+	enum { N = 300, SLOT = 1024 };
+	uint8_t *msg = malloc(N * (24 + 700)), *p = msg, *got;
+	size_t want = 0, len;
+	int fd = th_connect(data_port);
+
+	(void)state;
+	assert_non_null(msg);
+	th_fill(tb, N * SLOT, 11);
+	memset(tb + N * SLOT, 0, N * SLOT);
+	for (int i = 0; i < N; i++) {
+		len = 1 + (size_t)i * 7 % 700;
+		if (i % 2) { /* WRITE slot i of the second half */
+			p = header(p, len, (uintptr_t)tb + (N + i) * SLOT,
+				   OP_V2 | OP_WRITE);
+			th_fill(p, len, 100 + i);
+			p += len;
+			want += 8;
+		} else {     /* READ slot i */
+			p = header(p, len, (uintptr_t)tb + i * SLOT,
+				   OP_V2 | OP_READ);
+			want += 8 + len;
+		}
+	}
+	assert_int_equal(th_send_all(fd, msg, (size_t)(p - msg)), 0);
+	got = malloc(want);
+	assert_non_null(got);
+	assert_int_equal(th_recv_all(fd, got, want, CLOSE_MS), (long)want);
+	p = got;
+	for (int i = 0; i < N; i++) {
+		len = 1 + (size_t)i * 7 % 700;
+		assert_memory_equal(p, status_ok, 8);
+		p += 8;
+		if (i % 2) {
+			assert_int_equal(th_check(tb + (N + i) * SLOT, len,
+						  100 + i), -1);
+		} else {
+			assert_memory_equal(p, tb + i * SLOT, len);
+			p += len;
+		}
+	}
+	close(fd);
+	free(got);
+	free(msg);
+}
+
+/* A refused WRITE in the middle of a run: the requests before it are
+ * answered, it gets status 1, then the close; the WRITE after it is not
+ * served (the target reads no header past a refusal). */
+static void test_raw_refused_mid_run(void **state)
+{
+	enum { W = 4096 };
+	uint8_t msg[5 * 24 + 3 * W], got[256], *p = msg;
+	int fd = th_connect(data_port);
+	long r;
+
+	(void)state;
+	memset(tb, 0, 3 * W);
+	th_fill(tb + 3 * W, 100, 21);
+	p = header(p, W, (uintptr_t)tb, OP_V2 | OP_WRITE);
+	th_fill(p, W, 22);
+	p += W;
+	p = header(p, 100, (uintptr_t)tb + 3 * W, OP_V2 | OP_READ);
+	p = header(p, W, (uintptr_t)tb + TLEN - W / 2, OP_V2 | OP_WRITE);
+	th_fill(p, W, 23);
+	p += W;
+	p = header(p, W, (uintptr_t)tb + W, OP_V2 | OP_WRITE);
+	th_fill(p, W, 24);
+	p += W;
+	p = header(p, 100, (uintptr_t)tb + 3 * W, OP_V2 | OP_READ);
+	assert_int_equal(th_send_all(fd, msg, (size_t)(p - msg)), 0);
+	r = th_recv_until_close(fd, got, sizeof(got), CLOSE_MS);
+	assert_int_equal(r, 8 + 8 + 100 + 8);
+	assert_memory_equal(got, status_ok, 8);
+	assert_memory_equal(got + 8, status_ok, 8);
+	assert_int_equal(th_check(got + 16, 100, 21), -1);
+	assert_memory_equal(got + 116, status_refused, 8);
+	assert_int_equal(th_check(tb, W, 22), -1);
+	assert_int_equal(th_check_byte(tb + W, W, 0), -1);
+	close(fd);
+}
+
+/*
+ * One batch from an engine with @p conns connections: small and large
+ * WRITEs and READs in turn, and in the middle a 4 KiB WRITE to a buffer
+ * the target unregistered after the initiator's open (its descriptor
+ * still lists it, so the request goes out and the target refuses it).
+ */
+static void mixed_batch(int conns)
+{
+	enum { N = 41, MID = 20, SMALL = 4096, LARGE = 300000, SLOT = 320 << 10 };
+	struct xfer_config *cfg = th_config();
+	struct xfer_request reqs[N];
+	struct xfer_engine *e;
+	struct xfer_batch *b;
+	uint8_t *ib = th_alloc(N * SLOT);
+	int64_t seg;
+
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "workers", "1");
+	th_set_num(cfg, "tcp_conns", conns);
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	assert_non_null(e);
+	assert_int_equal(xfer_register(e, ib, N * SLOT, "cpu:0", true), 0);
+	assert_int_equal(xfer_register(T, gone, GONE_LEN, "cpu:0", true), 0);
+	seg = xfer_segment_open(e, xfer_engine_name(T));
+	assert_true(seg >= 0);
+	assert_int_equal(xfer_unregister(T, gone), 0);
+
+	/* slot i: i even WRITEs local -> target, i odd READs target -> local */
+	memset(tb, 0, TLEN);
+	memset(ib, 0, N * SLOT);
+	for (int i = 0; i < N; i++) {
+		size_t len = i % 4 < 2 ? SMALL : LARGE;
+		size_t off = (size_t)i * (TLEN / N);
+
+		reqs[i] = (struct xfer_request){
+			.opcode = i % 2 ? XFER_READ : XFER_WRITE,
+			.source = ib + (size_t)i * SLOT,
+			.target_id = seg,
+			.target_offset = (uintptr_t)tb + off,
+			.length = len,
+		};
+		if (i % 2)
+			th_fill(tb + off, len, 300 + i);
+		else
+			th_fill(ib + (size_t)i * SLOT, len, 300 + i);
+	}
+	reqs[MID].opcode = XFER_WRITE;
+	reqs[MID].target_offset = (uintptr_t)gone;
+	reqs[MID].length = SMALL;
+
+	b = xfer_batch_new(e, N);
+	assert_non_null(b);
+	assert_int_equal(xfer_batch_submit(b, reqs, N), 0);
+	assert_int_equal(xfer_batch_wait(b, 30000), 0);
+	for (int i = 0; i < N; i++) {
+		struct xfer_task_status st;
+		size_t off = (size_t)i * (TLEN / N);
+
+		assert_int_equal(xfer_batch_status(b, i, &st), 0);
+		if (i == MID) {
+			th_assert_status(st.status, XFER_FAILED);
+			continue;
+		}
+		if (st.status != XFER_COMPLETED)
+			fail_msg("%d connection(s): task %d (%s of %zu) ended %s",
+				 conns, i, i % 2 ? "READ" : "WRITE",
+				 reqs[i].length, xfer_status_str(st.status));
+		assert_int_equal(st.transferred, reqs[i].length);
+		if (i % 2)
+			assert_int_equal(th_check(ib + (size_t)i * SLOT,
+						  reqs[i].length, 300 + i), -1);
+		else
+			assert_int_equal(th_check(tb + off, reqs[i].length,
+						  300 + i), -1);
+	}
+	assert_int_equal(xfer_batch_free(b), 0);
+	assert_int_equal(xfer_segment_close(e, seg), 0);
+	xfer_engine_free(e);
+	free(ib);
+}
+
+static void test_engine_refused_mid_batch(void **state)
+{
+	(void)state;
+	mixed_batch(1);
+	mixed_batch(2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_raw_run),
+		cmocka_unit_test(test_raw_refused_mid_run),
+		cmocka_unit_test(test_engine_refused_mid_batch),
+	};
+
+	return cmocka_run_group_tests_name("tcp: runs of requests", tests,
+					   setup, teardown);
+}
