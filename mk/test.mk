@@ -12,6 +12,10 @@ RT_SRCS   := $(wildcard test/rdma/rt_*.c)
 RT_BINS   := $(RT_SRCS:test/rdma/%.c=$(BUILD)/test/rdma/%)
 TEST_LIBS := $(LDLIBS) $(shell pkg-config --libs cmocka)
 
+# The tests set the engine's environment themselves: a cluster secret,
+# knobs or a metadata server exported in the caller's shell stay out.
+unexport $(filter XFER_% MC_% MOONCAKE_%,$(.VARIABLES))
+
 # The library last: a test/th_*.o added below may call it too.
 $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/helpers.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
