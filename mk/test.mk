@@ -13,8 +13,10 @@ RT_BINS   := $(RT_SRCS:test/rdma/%.c=$(BUILD)/test/rdma/%)
 TEST_LIBS := $(LDLIBS) $(shell pkg-config --libs cmocka)
 
 # The tests set the engine's environment themselves: a cluster secret,
-# knobs or a metadata server exported in the caller's shell stay out.
-unexport $(filter XFER_% MC_% MOONCAKE_%,$(.VARIABLES))
+# knobs or a metadata server exported in the caller's shell stay out
+# (XFER_TEST_* are the suite's own, as test-asan's XFER_TEST_ASAN).
+unexport $(filter-out XFER_TEST_%,$(filter XFER_% MC_% MOONCAKE_%,\
+	$(.VARIABLES)))
 
 # The library last: a test/th_*.o added below may call it too.
 $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/helpers.o $(LIB_A)
