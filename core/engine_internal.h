@@ -1,6 +1,7 @@
 /*
  * The engine: what one process's xfer_engine holds. Only the files that
- * implement the public API (engine.c, segment.c, batch.c) look inside.
+ * implement the public API (engine.c, register.c, segment.c, batch.c)
+ * look inside.
  */
 #ifndef XFER_ENGINE_INTERNAL_H
 #define XFER_ENGINE_INTERNAL_H
@@ -59,5 +60,27 @@ struct xfer_engine {
 
 	struct xfer_error err;
 };
+
+/* Implemented in core/register.c, called by core/engine.c. */
+
+/* Re-encode the own descriptor after the buffers changed (on the thread
+ * that changed them). @return 0, -ENOMEM. */
+int xfer_engine_update_descriptor(struct xfer_engine *e);
+
+/* A malloc'd copy (the caller frees it; *@p len its length) of the own
+ * document of metadata kind @p kind, or with @p kind NULL of the RAM
+ * descriptor: the current one, or with @p with_buffers false one with
+ * no buffers (published on shutdown). Any thread. @return NULL when out
+ * of memory or no transport serves @p kind. */
+char *xfer_engine_own_descriptor(const char *kind, bool with_buffers,
+				 size_t *len, void *arg);
+
+/* Start the engine's empty buffer registry, which tells register.c when
+ * a leaving buffer's last peer request is done. */
+void xfer_engine_buffers_init(struct xfer_engine *e);
+
+/* Take every registered buffer out of every started transport (at
+ * shutdown; the registry keeps them). */
+void xfer_engine_unreg_buffers(struct xfer_engine *e);
 
 #endif
