@@ -229,3 +229,14 @@ double xfer_reactor_cpu_seconds(const struct xfer_reactor *r)
 		return 0;
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+void xfer_event_want(struct event *ev, bool *added, bool want)
+{
+	if (*added == want)
+		return;
+	*added = want;
+	if (want)
+		event_add(ev, NULL);
+	else
+		event_del(ev);
+}

@@ -84,4 +84,9 @@ bool xfer_reactor_on_thread(struct xfer_reactor *r);
 /** CPU seconds used by the reactor's thread so far (0 without one). */
 double xfer_reactor_cpu_seconds(const struct xfer_reactor *r);
 
+/** Add @p ev (no timeout) or delete it, as @p want says, when *@p added
+ *  says it is not so already; *@p added follows. On the thread that
+ *  dispatches the event's base. */
+void xfer_event_want(struct event *ev, bool *added, bool want);
+
 #endif

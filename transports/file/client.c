@@ -144,17 +144,6 @@ static void conn_fail(struct rconn *c, enum xfer_status st)
 	xfer_slice_q_fail(&c->sendq, st);
 }
 
-static void set_writing(struct rconn *c, bool w)
-{
-	if (c->writing != w) {
-		c->writing = w;
-		if (w)
-			event_add(c->wev, NULL);
-		else
-			event_del(c->wev);
-	}
-}
-
 /* Progress was made: restart the transfer timeout, or stop it if idle. */
 static void touch(struct rconn *c)
 {
@@ -219,7 +208,7 @@ static int conn_send(struct rconn *c)
 		}
 		c->sent += n;
 	}
-	set_writing(c, can_send(c));
+	xfer_event_want(c->wev, &c->writing, can_send(c));
 	touch(c);
 	return 0;
 }
@@ -393,7 +382,7 @@ static int start(struct rconn *c)
 	if (!c->p->t->base.env->auth)
 		return 0;
 	c->authing = true;
-	set_writing(c, false);
+	xfer_event_want(c->wev, &c->writing, false);
 	return xfer_auth_cli_start(&c->auth, c->fd);
 }
 
@@ -482,7 +471,7 @@ static int conn_connect(struct rconn *c)
 	if (errno != EINPROGRESS)
 		return -1;
 	c->connecting = true;
-	set_writing(c, true);
+	xfer_event_want(c->wev, &c->writing, true);
 	return 0;
 }
 
@@ -522,7 +511,7 @@ static void conn_cancel(void *arg)
 	pthread_mutex_unlock(&c->lock);
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
 	if (c->fd >= 0 && !c->connecting && !c->authing)
-		set_writing(c, can_send(c));
+		xfer_event_want(c->wev, &c->writing, can_send(c));
 	touch(c);
 }
 

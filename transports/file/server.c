@@ -91,17 +91,6 @@ static void sconn_free(struct file_sconn *c)
 	free(c);
 }
 
-static void set_interest(struct event *ev, bool *cur, bool want)
-{
-	if (*cur != want) {
-		*cur = want;
-		if (want)
-			event_add(ev, NULL);
-		else
-			event_del(ev);
-	}
-}
-
 static void put_status(struct file_sconn *c, uint32_t code)
 {
 	uint64_t v = htole64(FILE_STATUS_MAGIC << 32 | code);
@@ -290,9 +279,9 @@ static int sconn_run(struct file_sconn *c)
 		budget -= (size_t)n < budget ? (size_t)n : budget;
 	} while (n && budget);
 
-	set_interest(c->rev, &c->reading,
-		     c->state == S_HEADER || c->state == S_PAYLOAD);
-	set_interest(c->wev, &c->writing, c->state == S_REPLY);
+	xfer_event_want(c->rev, &c->reading,
+			c->state == S_HEADER || c->state == S_PAYLOAD);
+	xfer_event_want(c->wev, &c->writing, c->state == S_REPLY);
 	if (!budget && c->state != S_IO)
 		event_active(c->reading ? c->rev : c->wev,
 			     c->reading ? EV_READ : EV_WRITE, 0);
@@ -394,7 +383,7 @@ static void sconn_start(struct xfer_job *j)
 		sconn_free(c);
 		return;
 	}
-	set_interest(c->rev, &c->reading, true);
+	xfer_event_want(c->rev, &c->reading, true);
 	rearm(c);
 }
 

@@ -114,17 +114,6 @@ static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 	xfer_slice_q_fail(&c->sendq, st);
 }
 
-static void set_writing(struct tcp_conn *c, bool w)
-{
-	if (c->writing != w) {
-		c->writing = w;
-		if (w)
-			event_add(c->wev, NULL);
-		else
-			event_del(c->wev);
-	}
-}
-
 static bool open_for_requests(const struct tcp_conn *c)
 {
 	return c->fd >= 0 && !c->connecting && !c->authing;
@@ -236,7 +225,7 @@ static void settle(struct tcp_conn *c)
 		     !c->waitq.head && c->peer->version == 2;
 
 	if (open_for_requests(c))
-		set_writing(c, c->sendq.head != NULL);
+		xfer_event_want(c->wev, &c->writing, c->sendq.head != NULL);
 	pthread_mutex_lock(&c->lock);
 	c->quiet = quiet;
 	pthread_mutex_unlock(&c->lock);
@@ -268,7 +257,7 @@ static int conn_send(struct tcp_conn *c)
 		if ((size_t)n < want)
 			break; /* the socket is full */
 	}
-	set_writing(c, c->sendq.head != NULL);
+	xfer_event_want(c->wev, &c->writing, c->sendq.head != NULL);
 	touch(c);
 	return 0;
 }
@@ -387,7 +376,7 @@ static int start(struct tcp_conn *c)
 	if (!c->t->base.env->auth)
 		return 0;
 	c->authing = true;
-	set_writing(c, false);
+	xfer_event_want(c->wev, &c->writing, false);
 	return xfer_auth_cli_start(&c->auth, c->fd);
 }
 
@@ -506,7 +495,7 @@ static int conn_connect(struct tcp_conn *c)
 	if (errno != EINPROGRESS)
 		return -1;
 	c->connecting = true;
-	set_writing(c, true);
+	xfer_event_want(c->wev, &c->writing, true);
 	return 0;
 }
 

@@ -112,17 +112,6 @@ static void sconn_free(struct tcp_sconn *c)
 	free(c);
 }
 
-static void set_interest(struct event *ev, bool *cur, bool want)
-{
-	if (*cur != want) {
-		*cur = want;
-		if (want)
-			event_add(ev, NULL);
-		else
-			event_del(ev);
-	}
-}
-
 /* In a request: a payload on its way in, or replies owed (a header
  * partly read holds nothing: idle). */
 static bool busy(const struct tcp_sconn *c)
@@ -376,8 +365,8 @@ static int linger(struct tcp_sconn *c)
 		c->lingering = true;
 		if (shutdown(c->fd, SHUT_WR))
 			return -1;
-		set_interest(c->wev, &c->writing, false);
-		set_interest(c->rev, &c->reading, true);
+		xfer_event_want(c->wev, &c->writing, false);
+		xfer_event_want(c->rev, &c->reading, true);
 		event_add(c->timer, &tv);
 	}
 	while (budget) {
@@ -430,9 +419,9 @@ static int sconn_run(struct tcp_sconn *c)
 	if (overdue(c))
 		return -1;
 
-	set_interest(c->wev, &c->writing, c->rq_n > 0);
-	set_interest(c->rev, &c->reading,
-		     !c->refused && !c->eof && c->rq_n < REPLIES);
+	xfer_event_want(c->wev, &c->writing, c->rq_n > 0);
+	xfer_event_want(c->rev, &c->reading,
+			!c->refused && !c->eof && c->rq_n < REPLIES);
 	if (moved)
 		rearm(c);
 	if (!budget)
@@ -485,7 +474,7 @@ static void sconn_start(struct xfer_job *j)
 		sconn_free(c);
 		return;
 	}
-	set_interest(c->rev, &c->reading, true);
+	xfer_event_want(c->rev, &c->reading, true);
 	rearm(c);
 }
 
