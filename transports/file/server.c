@@ -398,21 +398,14 @@ static void sconn_start(struct xfer_job *j)
 	rearm(c);
 }
 
-/* On the control reactor: hand the connection to t->r. */
-static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
-		      struct sockaddr *sa, int salen, void *arg)
+void xfer_file_server_accept(struct file_transport *t, int fd)
 {
 	static struct xfer_log_limit cap_log;
-	struct file_transport *t = arg;
 	const struct xfer_transport_env *env = t->base.env;
 	struct file_sconn *c = calloc(1, sizeof(*c));
 	bool full;
 	int one = 1;
 
-	(void)lev;
-	(void)sa;
-	(void)salen;
-	xfer_listen_guard_accepted(t->guard);
 	if (!c || (env->auth &&
 		   !(c->auth = xfer_auth_srv_new(env->auth, "file"))))
 		goto err;
@@ -441,6 +434,19 @@ err:
 	xfer_auth_srv_free(c ? c->auth : NULL);
 	free(c);
 	close(fd);
+}
+
+/* On the control reactor. */
+static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
+		      struct sockaddr *sa, int salen, void *arg)
+{
+	struct file_transport *t = arg;
+
+	(void)lev;
+	(void)sa;
+	(void)salen;
+	xfer_listen_guard_accepted(t->guard);
+	xfer_file_server_accept(t, fd);
 }
 
 int xfer_file_server_start(struct file_transport *t)
