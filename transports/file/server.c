@@ -236,17 +236,20 @@ static ssize_t sconn_read(struct file_sconn *c)
 static ssize_t sconn_write(struct file_sconn *c)
 {
 	struct iovec iov[2];
-	int k = 0;
+	struct msghdr msg = { .msg_iov = iov };
 	ssize_t n;
 
 	if (c->got < 8)
-		iov[k++] = (struct iovec){ c->status + c->got, 8 - c->got };
+		iov[msg.msg_iovlen++] = (struct iovec){ c->status + c->got,
+							8 - c->got };
 	if (c->out_len > 8) {
 		size_t off = c->got > 8 ? c->got - 8 : 0;
 
-		iov[k++] = (struct iovec){ c->buf + off, c->out_len - 8 - off };
+		iov[msg.msg_iovlen++] = (struct iovec){ c->buf + off,
+							c->out_len - 8 - off };
 	}
-	n = writev(c->fd, iov, k);
+	/* a peer gone mid-reply is EPIPE here, not SIGPIPE for the process */
+	n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
 	c->got += (size_t)n;
