@@ -5,7 +5,8 @@
  * server, and the initiator's side.
  *   - the initiator against the owner: writes and reads over two files,
  *     past the wire bound, errno statuses, refusals;
- *   - the owner against raw sockets: hostile headers, v1, pipelining;
+ *   - the owner against raw sockets: hostile headers, v1, pipelining,
+ *     a peer gone before its replies;
  *   - the initiator against a scripted owner (a thread of the test):
  *     errno and malformed statuses, connection loss, the transfer
  *     timeout, cancel with requests on the wire, close.
@@ -370,6 +371,35 @@ static void test_hostile(void **state)
 	free(buf);
 }
 
+/* A peer gone before its replies are out costs the owner that
+ * connection only: its reply is EPIPE, not a SIGPIPE that ends the
+ * process (found by test/fuzz/fuzz_file_server.c). A socketpair, so the
+ * peer is gone for certain before the first reply. */
+static void test_peer_gone(void **state)
+{
+	uint8_t h[2 * FILE_HDR_LEN];
+	int64_t end = th_now_ms() + 5000;
+	unsigned n;
+	int sv[2];
+
+	(void)state;
+	add_file("f", MiB, 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+				    SOCK_CLOEXEC, 0, sv), 0);
+	put_hdr(h, 64 * KiB, 0, 0x80);
+	put_hdr(h + FILE_HDR_LEN, 64 * KiB, 0, 0x80);
+	assert_int_equal(th_send_all(sv[0], h, sizeof(h)), 0);
+	close(sv[0]);
+	xfer_file_server_accept(F.t, sv[1]);
+	do {
+		usleep(1000);
+		pthread_mutex_lock(&F.t->lock);
+		n = F.t->nsconns;
+		pthread_mutex_unlock(&F.t->lock);
+	} while (n && th_now_ms() < end);
+	assert_int_equal(n, 0);
+}
+
 /* Stopping with requests in the owner's I/O engine, replies half out
  * and payloads half in frees everything (the sanitizers watch). */
 static void test_stop_busy(void **state)
@@ -669,6 +699,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_owner_errors, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_gone, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_stop_busy, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_status_errno,

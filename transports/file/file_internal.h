@@ -187,6 +187,10 @@ void xfer_file_io_close(struct file_transport *t);
  *  reactor; connections move to t->r and use t->fio, so both are set
  *  first. @return 0, -errno (with the engine's error set). */
 int xfer_file_server_start(struct file_transport *t);
+/** Serve the connected, non-blocking socket @p fd (the listener's, or a
+ *  test's or fuzzer's own): it moves to t->r; closed at once when
+ *  max_data_conns are open or memory is short. Any thread. */
+void xfer_file_server_accept(struct file_transport *t, int fd);
 /** After xfer_file_io_close() (no request of the data port left in the
  *  I/O engine): close the listener and the connections. Without a start,
  *  nothing to do. */

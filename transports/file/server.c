@@ -225,17 +225,20 @@ static ssize_t sconn_read(struct file_sconn *c)
 static ssize_t sconn_write(struct file_sconn *c)
 {
 	struct iovec iov[2];
-	int k = 0;
+	struct msghdr msg = { .msg_iov = iov };
 	ssize_t n;
 
 	if (c->got < 8)
-		iov[k++] = (struct iovec){ c->status + c->got, 8 - c->got };
+		iov[msg.msg_iovlen++] = (struct iovec){ c->status + c->got,
+							8 - c->got };
 	if (c->out_len > 8) {
 		size_t off = c->got > 8 ? c->got - 8 : 0;
 
-		iov[k++] = (struct iovec){ c->buf + off, c->out_len - 8 - off };
+		iov[msg.msg_iovlen++] = (struct iovec){ c->buf + off,
+							c->out_len - 8 - off };
 	}
-	n = writev(c->fd, iov, k);
+	/* a peer gone mid-reply is EPIPE here, not SIGPIPE for the process */
+	n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
 	c->got += (size_t)n;
@@ -387,21 +390,14 @@ static void sconn_start(struct xfer_job *j)
 	rearm(c);
 }
 
-/* On the control reactor: hand the connection to t->r. */
-static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
-		      struct sockaddr *sa, int salen, void *arg)
+void xfer_file_server_accept(struct file_transport *t, int fd)
 {
 	static struct xfer_log_limit cap_log;
-	struct file_transport *t = arg;
 	const struct xfer_transport_env *env = t->base.env;
 	struct file_sconn *c = calloc(1, sizeof(*c));
 	bool full;
 	int one = 1;
 
-	(void)lev;
-	(void)sa;
-	(void)salen;
-	xfer_listen_guard_accepted(t->guard);
 	if (!c || (env->auth &&
 		   !(c->auth = xfer_auth_srv_new(env->auth, "file"))))
 		goto err;
@@ -430,6 +426,19 @@ err:
 	xfer_auth_srv_free(c ? c->auth : NULL);
 	free(c);
 	close(fd);
+}
+
+/* On the control reactor. */
+static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
+		      struct sockaddr *sa, int salen, void *arg)
+{
+	struct file_transport *t = arg;
+
+	(void)lev;
+	(void)sa;
+	(void)salen;
+	xfer_listen_guard_accepted(t->guard);
+	xfer_file_server_accept(t, fd);
 }
 
 int xfer_file_server_start(struct file_transport *t)
