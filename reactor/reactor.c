@@ -1,6 +1,7 @@
 /* Reactor: event_base + thread + cross-thread job queue (eventfd wakeup). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -102,10 +103,23 @@ err_lock:
 	return ret;
 }
 
+/*
+ * A write to a connection whose peer is gone raises SIGPIPE (whose default
+ * is to end the process) unless the caller passed MSG_NOSIGNAL, which
+ * xfer's own sends do but libevent's bufferevents, evhttp and hiredis do
+ * not: the kernel answers the first such write ECONNRESET, a later one
+ * EPIPE with the signal. Blocked on the engine's threads, the signal stays
+ * pending there and the write fails with EPIPE alone. (In plugin mode the
+ * application's thread is its own, as with any libevent application.)
+ */
 static void *reactor_main(void *arg)
 {
 	struct xfer_reactor *r = arg;
+	sigset_t pipe;
 
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
 	pthread_setname_np(pthread_self(), r->name);
 	event_base_loop(r->base, EVLOOP_NO_EXIT_ON_EMPTY);
 	return NULL;

@@ -3,7 +3,9 @@
  * flood of slow 1 MiB frames keeps the target's resident memory bounded
  * (at most handshake_buffer_max bytes of frames buffered at once), at
  * most max_handshake_conns connections are open, and the port serves
- * again once the flood is gone.
+ * again once the flood is gone. A peer that resets the connection before
+ * its reply is written costs that connection only (a write on it must
+ * not raise SIGPIPE in the engine's process).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -174,12 +177,46 @@ static void test_handshake_conn_cap(void **state)
 	xfer_engine_free(t);
 }
 
+/* Requests whose peer resets the connection at once (close with
+ * SO_LINGER 0): the reply is written to a connection that is gone. */
+static void test_reset_before_reply(void **state)
+{
+	static const struct linger rst = { .l_onoff = 1, .l_linger = 0 };
+	struct xfer_engine *t = hd_engine(1, NULL);
+	uint16_t port = xfer_engine_rpc_port(t);
+	uint8_t *buf = th_alloc(64 << 10);
+
+	(void)state;
+	/* the default action, as in a program that never set one */
+	signal(SIGPIPE, SIG_DFL);
+	/* a descriptor of 512 buffers: its reply takes a while to write */
+	for (int i = 0; i < 512; i++)
+		assert_int_equal(xfer_register(t, buf + i * 128, 64, "cpu:0",
+					       true), 0);
+	for (int i = 0; i < 300; i++) {
+		int fd = th_connect(port);
+
+		assert_int_equal(th_hs_send(fd, i % 2 ? 1 : 3, "{}\n", 3), 0);
+		if (i % 3 == 0)
+			usleep(200); /* and some reset while it writes */
+		assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst,
+					    sizeof(rst)), 0);
+		close(fd);
+	}
+	assert_true(probe_ok(port, 2000));
+	for (int i = 0; i < 512; i++)
+		assert_int_equal(xfer_unregister(t, buf + i * 128), 0);
+	xfer_engine_free(t);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_frames_bounded),
 		cmocka_unit_test(test_handshake_budget),
 		cmocka_unit_test(test_handshake_conn_cap),
+		cmocka_unit_test(test_reset_before_reply),
 	};
 
 	return cmocka_run_group_tests_name("harden: handshake memory", tests,

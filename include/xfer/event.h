@@ -22,6 +22,10 @@ struct event_base;
  * @p base needs no libevent locking.
  * The engine never dispatches or frees @p base; free the engine before the
  * base. Nothing happens until the application dispatches @p base.
+ * Its threads block SIGPIPE; the thread that dispatches @p base is the
+ * application's, and a handshake or metadata connection whose peer is
+ * gone can raise SIGPIPE there (libevent writes without MSG_NOSIGNAL), so
+ * ignore or block it as any libevent program does.
  * @return the engine, or NULL with errno as xfer_engine_new(), or EINVAL
  *         for a NULL base. Call on the thread that owns @p base, while it
  *         is not being dispatched by another thread.
