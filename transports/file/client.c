@@ -10,18 +10,15 @@
  */
 #include <endian.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
 #include "transports/file/file_internal.h"
+#include "transports/stream_internal.h"
 
 #define WIRE_SLICES 64           /* slices one connection has out ... */
 #define WIRE_BYTES (64u << 20)   /* ... and their bytes, but one at least */
@@ -52,11 +49,8 @@ struct rconn {
 	struct xfer_job kick_job;
 
 	/* Owned by the reactor. */
-	int fd;                        /* -1: not connected */
-	bool connecting, writing;
-	bool authing;                  /* until the owner took our proof */
-	struct xfer_auth_cli auth;
-	struct event *rev, *wev, *timer;
+	struct xfer_stream s;          /* socket, events, exchange */
+	struct event *timer;
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
@@ -120,16 +114,8 @@ static struct xfer_slice *wait_pop(struct rconn *c)
 
 static void close_socket(struct rconn *c)
 {
-	if (c->rev)
-		event_free(c->rev);
-	if (c->wev)
-		event_free(c->wev);
-	c->rev = c->wev = NULL;
+	xfer_stream_close(&c->s);
 	event_del(c->timer);
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	c->connecting = c->writing = c->authing = false;
 	c->sent = 0;
 }
 
@@ -193,7 +179,7 @@ static int conn_send(struct rconn *c)
 		if (k == 0)
 			break;
 		msg.msg_iovlen = k;
-		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EAGAIN)
 				break;
@@ -208,7 +194,7 @@ static int conn_send(struct rconn *c)
 		}
 		c->sent += n;
 	}
-	xfer_event_want(c->wev, &c->writing, can_send(c));
+	xfer_event_want(c->s.wev, &c->s.writing, can_send(c));
 	touch(c);
 	return 0;
 }
@@ -352,12 +338,12 @@ static int conn_recv(struct rconn *c)
 			/* Nothing expected: EOF or junk both end the socket. */
 			char junk;
 
-			n = recv(c->fd, &junk, 1, 0);
+			n = recv(c->s.fd, &junk, 1, 0);
 			if (n < 0 && errno == EAGAIN)
 				return ended;
 			return -1;
 		}
-		n = recvmsg(c->fd, &msg, 0);
+		n = recvmsg(c->s.fd, &msg, 0);
 		if (n == 0)
 			return -1;
 		if (n < 0)
@@ -373,70 +359,32 @@ static int conn_recv(struct rconn *c)
 	}
 }
 
-/* Connected: with a secret, the hello goes first and the slices wait
- * for the owner's challenge. @return 0, -1 (close). */
-static int start(struct rconn *c)
-{
-	c->connecting = false;
-	event_add(c->rev, NULL);
-	if (!c->p->t->base.env->auth)
-		return 0;
-	c->authing = true;
-	xfer_event_want(c->wev, &c->writing, false);
-	return xfer_auth_cli_start(&c->auth, c->fd);
-}
-
-static void on_connected(struct rconn *c)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
-		xfer_log(XFER_LOG_WARN, "file: connect to an owner: %s",
-			 strerror(err));
-		conn_fail(c, XFER_FAILED);
-		return;
-	}
-	if (start(c))
-		conn_fail(c, XFER_FAILED);
-}
-
-/* Readable while authenticating: once the owner proved itself and has
- * our proof, the slices go. @return 0, -1 (refused: close). */
-static int auth_step(struct rconn *c)
-{
-	int ret = xfer_auth_cli_step(c->p->t->base.env->auth, &c->auth, c->fd,
-				     "file");
-
-	if (ret)
-		return ret > 0 ? 0 : -1;
-	c->authing = false;
-	return conn_send(c);
-}
-
 static void on_io(evutil_socket_t fd, short what, void *arg)
 {
 	struct rconn *c = arg;
-	int ret = 0;
+	int ret;
 
 	(void)fd;
-	if (c->connecting) {
-		on_connected(c);
-		if (c->fd < 0)
-			return;
-	}
-	if (c->authing) {
-		if ((what & EV_READ) && auth_step(c))
-			goto fail;
+	/* Connecting or authenticating: once the owner proved itself and
+	 * has our proof, the slices go. */
+	ret = xfer_stream_io(&c->s, what);
+	if (ret == XFER_STREAM_FAILED) {
+		conn_fail(c, XFER_FAILED);
 		return;
 	}
+	if (ret == XFER_STREAM_REFUSED ||
+	    (ret == XFER_STREAM_PROVED && conn_send(c)))
+		goto fail;
+	if (ret != XFER_STREAM_OPEN)
+		return;
+	ret = 0;
 	if (what & EV_READ)
 		ret = conn_recv(c);
 	if (ret < 0)
 		goto fail;
 	/* Replies in make room on the wire; EV_WRITE comes by itself when
 	 * the socket was what held the send queue. */
-	if (((what & EV_WRITE) || (ret > 0 && !c->writing)) && conn_send(c))
+	if (((what & EV_WRITE) || (ret > 0 && !c->s.writing)) && conn_send(c))
 		goto fail;
 	return;
 fail:
@@ -453,28 +401,6 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	conn_fail(arg, XFER_TIMEOUT);
 }
 
-static int conn_connect(struct rconn *c)
-{
-	int one = 1;
-
-	c->fd = socket(c->p->addr.ss_family,
-		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0)
-		return -1;
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->rev = event_new(c->r->base, c->fd, EV_READ | EV_PERSIST, on_io, c);
-	c->wev = event_new(c->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
-	if (!c->rev || !c->wev)
-		return -1;
-	if (!connect(c->fd, (struct sockaddr *)&c->p->addr, c->p->addrlen))
-		return start(c);
-	if (errno != EINPROGRESS)
-		return -1;
-	c->connecting = true;
-	xfer_event_want(c->wev, &c->writing, true);
-	return 0;
-}
-
 static void conn_kick(struct xfer_job *j)
 {
 	struct rconn *c = container_of(j, struct rconn, kick_job);
@@ -489,14 +415,13 @@ static void conn_kick(struct xfer_job *j)
 		return;
 	*c->sendq.tail = in.head;
 	c->sendq.tail = in.tail;
-	if (c->fd < 0 && conn_connect(c)) {
-		xfer_log(XFER_LOG_WARN, "file: connect to an owner: %s",
-			 strerror(errno));
+	if (c->s.fd < 0 && xfer_stream_connect(&c->s, c->r->base, &c->p->addr,
+					       c->p->addrlen, on_io, c)) {
 		conn_fail(c, XFER_FAILED);
 		return;
 	}
 	touch(c);
-	if (!c->connecting && !c->authing && conn_send(c))
+	if (!c->s.connecting && !c->s.authing && conn_send(c))
 		conn_fail(c, XFER_FAILED);
 }
 
@@ -510,8 +435,8 @@ static void conn_cancel(void *arg)
 	xfer_slices_cancel(&c->inbox.head, &c->inbox.tail, 0);
 	pthread_mutex_unlock(&c->lock);
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
-	if (c->fd >= 0 && !c->connecting && !c->authing)
-		xfer_event_want(c->wev, &c->writing, can_send(c));
+	if (xfer_stream_open(&c->s))
+		xfer_event_want(c->s.wev, &c->s.writing, can_send(c));
 	touch(c);
 }
 
@@ -545,7 +470,7 @@ static int conn_init(struct rconn *c, struct file_rpeer *p)
 	const struct xfer_transport_env *env = p->t->base.env;
 
 	c->p = p;
-	c->fd = -1;
+	xfer_stream_init(&c->s, "file", "an owner", env->auth);
 	c->r = env->worker(env->arg);
 	c->timer = evtimer_new(c->r->base, on_timeout, c);
 	if (!c->timer)

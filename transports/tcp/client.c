@@ -14,16 +14,14 @@
  * lends it again (settle()) at their end.
  */
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
+#include "transports/stream_internal.h"
 #include "transports/tcp/tcp_internal.h"
 
 #define SEND_MAX (4u << 20) /* bytes per sendmsg */
@@ -58,12 +56,10 @@ struct tcp_conn {
 	bool kicked;                   /* kick_job is queued */
 	struct xfer_job kick_job;
 
-	/* Owned by the reactor. */
-	int fd;                        /* -1: not connected */
-	bool connecting, writing;
-	bool authing;                  /* until the server took our proof */
-	struct xfer_auth_cli auth;
-	struct event *rev, *wev, *timer;
+	/* Owned by the reactor (s.fd also read by a submitter that holds
+	 * the lock while quiet). */
+	struct xfer_stream s;          /* socket, events, exchange */
+	struct event *timer;
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
@@ -91,17 +87,9 @@ static void q_append(struct xfer_slice_queue *to, struct xfer_slice_queue *q)
 
 static void close_socket(struct tcp_conn *c)
 {
-	if (c->rev)
-		event_free(c->rev);
-	if (c->wev)
-		event_free(c->wev);
-	c->rev = c->wev = NULL;
+	xfer_stream_close(&c->s);
 	if (c->timer)
 		event_del(c->timer);
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	c->connecting = c->writing = c->authing = false;
 	c->sent = 0;
 }
 
@@ -112,11 +100,6 @@ static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 	close_socket(c);
 	xfer_slice_q_fail(&c->waitq, st);
 	xfer_slice_q_fail(&c->sendq, st);
-}
-
-static bool open_for_requests(const struct tcp_conn *c)
-{
-	return c->fd >= 0 && !c->connecting && !c->authing;
 }
 
 /* Restart the transfer timeout in @p ms (0: stop it). */
@@ -135,7 +118,7 @@ static void arm(struct tcp_conn *c, uint32_t ms)
  * quiet one without the reactor (on_timeout() tells them apart). */
 static void touch(struct tcp_conn *c)
 {
-	arm(c, c->fd >= 0 || c->sendq.head ?
+	arm(c, c->s.fd >= 0 || c->sendq.head ?
 	       c->t->base.env->transfer_timeout_ms : 0);
 }
 
@@ -221,11 +204,11 @@ static int64_t claim(struct tcp_conn *c, bool inbox)
  * lend the connection out if it is quiet. */
 static void settle(struct tcp_conn *c)
 {
-	bool quiet = open_for_requests(c) && !c->sendq.head &&
+	bool quiet = xfer_stream_open(&c->s) && !c->sendq.head &&
 		     !c->waitq.head && c->peer->version == 2;
 
-	if (open_for_requests(c))
-		xfer_event_want(c->wev, &c->writing, c->sendq.head != NULL);
+	if (xfer_stream_open(&c->s))
+		xfer_event_want(c->s.wev, &c->s.writing, c->sendq.head != NULL);
 	pthread_mutex_lock(&c->lock);
 	c->quiet = quiet;
 	pthread_mutex_unlock(&c->lock);
@@ -247,7 +230,7 @@ static int conn_send(struct tcp_conn *c)
 	while (c->sendq.head) {
 		msg.msg_iovlen = gather(c->sendq.head, c->sent, iov, CONN_IOV,
 					&want);
-		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EAGAIN)
 				break;
@@ -257,7 +240,7 @@ static int conn_send(struct tcp_conn *c)
 		if ((size_t)n < want)
 			break; /* the socket is full */
 	}
-	xfer_event_want(c->wev, &c->writing, c->sendq.head != NULL);
+	xfer_event_want(c->s.wev, &c->s.writing, c->sendq.head != NULL);
 	touch(c);
 	return 0;
 }
@@ -315,7 +298,7 @@ static int conn_recv(struct tcp_conn *c)
 			/* Nothing expected: EOF or junk both end the socket. */
 			char junk;
 
-			n = recv(c->fd, &junk, 1, 0);
+			n = recv(c->s.fd, &junk, 1, 0);
 			if (n < 0 && errno == EAGAIN)
 				return 0;
 			return -1;
@@ -323,7 +306,7 @@ static int conn_recv(struct tcp_conn *c)
 		for (int i = 0; i < k; i++)
 			want += iov[i].iov_len;
 		msg.msg_iovlen = k;
-		n = recvmsg(c->fd, &msg, 0);
+		n = recvmsg(c->s.fd, &msg, 0);
 		if (n == 0)
 			return -1;
 		if (n < 0)
@@ -364,35 +347,7 @@ static int conn_recv(struct tcp_conn *c)
 	}
 }
 
-static void on_io(evutil_socket_t fd, short what, void *arg);
 static void conn_retry(struct tcp_conn *c);
-
-/* Connected: with a secret, the hello goes first and the slices wait
- * for the server's challenge. @return 0, -1 (close). */
-static int start(struct tcp_conn *c)
-{
-	c->connecting = false;
-	event_add(c->rev, NULL);
-	if (!c->t->base.env->auth)
-		return 0;
-	c->authing = true;
-	xfer_event_want(c->wev, &c->writing, false);
-	return xfer_auth_cli_start(&c->auth, c->fd);
-}
-
-static void on_connected(struct tcp_conn *c)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
-		xfer_log(XFER_LOG_WARN, "tcp: connect: %s", strerror(err));
-		conn_fail(c, XFER_FAILED);
-		return;
-	}
-	if (start(c))
-		conn_fail(c, XFER_FAILED);
-}
 
 /*
  * Send what waits. A send that fails (the peer reset the connection) may
@@ -410,20 +365,6 @@ static void conn_push(struct tcp_conn *c)
 		conn_fail(c, XFER_FAILED);
 }
 
-/* Readable while authenticating: once the server proved itself and has
- * our proof, the slices go. @return 0, -1 (refused: close). */
-static int auth_step(struct tcp_conn *c)
-{
-	int ret = xfer_auth_cli_step(c->t->base.env->auth, &c->auth, c->fd,
-				     "tcp");
-
-	if (ret)
-		return ret > 0 ? 0 : -1;
-	c->authing = false;
-	conn_push(c);
-	return 0;
-}
-
 static void on_io(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
@@ -431,16 +372,15 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	claim(c, false);
-	if (c->connecting) {
-		on_connected(c);
-		if (c->fd < 0)
-			goto out;
-	}
-	if (c->authing) {
-		if ((what & EV_READ) && auth_step(c))
-			conn_fail(c, XFER_FAILED);
+	/* Connecting or authenticating: once the server proved itself and
+	 * has our proof, the slices go. */
+	ret = xfer_stream_io(&c->s, what);
+	if (ret < 0)
+		conn_fail(c, XFER_FAILED);
+	else if (ret == XFER_STREAM_PROVED)
+		conn_push(c);
+	if (ret != XFER_STREAM_OPEN)
 		goto out;
-	}
 	ret = (what & EV_READ) ? conn_recv(c) : 0;
 	if (ret > 0)
 		conn_retry(c);
@@ -476,40 +416,18 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	settle(c);
 }
 
-static int conn_connect(struct tcp_conn *c)
-{
-	int one = 1;
-
-	c->fd = socket(c->peer->addr.ss_family,
-		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0)
-		return -1;
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->rev = event_new(c->r->base, c->fd, EV_READ | EV_PERSIST, on_io, c);
-	c->wev = event_new(c->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
-	if (!c->rev || !c->wev)
-		return -1;
-	if (connect(c->fd, (struct sockaddr *)&c->peer->addr,
-		    c->peer->addrlen) == 0)
-		return start(c);
-	if (errno != EINPROGRESS)
-		return -1;
-	c->connecting = true;
-	xfer_event_want(c->wev, &c->writing, true);
-	return 0;
-}
-
 /* Slices were queued on a closed connection: connect and send.
  * On failure every slice fails. */
 static void conn_start_send(struct tcp_conn *c)
 {
-	if (c->fd < 0 && conn_connect(c)) {
-		xfer_log(XFER_LOG_WARN, "tcp: connect: %s", strerror(errno));
+	if (c->s.fd < 0 && xfer_stream_connect(&c->s, c->r->base,
+					       &c->peer->addr,
+					       c->peer->addrlen, on_io, c)) {
 		conn_fail(c, XFER_FAILED);
 		return;
 	}
 	touch(c);
-	if (!c->connecting && !c->authing)
+	if (!c->s.connecting && !c->s.authing)
 		conn_push(c);
 }
 
@@ -572,7 +490,7 @@ static int send_lent(struct tcp_conn *c, struct xfer_slice *s)
 	ssize_t n;
 
 	msg.msg_iovlen = gather(s, 0, iov, 3, &want);
-	n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n <= 0)
 		return -1; /* the reactor finds out why */
 	xfer_slice_q_push(&c->lent, s);
@@ -624,7 +542,7 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 		return NULL;
 	c->t = t;
 	c->peer = p;
-	c->fd = -1;
+	xfer_stream_init(&c->s, "tcp", NULL, t->base.env->auth);
 	c->r = t->base.env->worker(t->base.env->arg);
 	c->timer = evtimer_new(c->r->base, on_timeout, c);
 	if (!c->timer) {
