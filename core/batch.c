@@ -21,7 +21,8 @@ struct slice_chunk {
 };
 
 struct xfer_batch {
-	struct xfer_engine *e;
+	struct xfer_engine *e;       /* NULL once the engine is freed */
+	LIST_ENTRY(xfer_batch) link; /* e->batches, under e->batches_lock */
 	size_t cap;
 	_Atomic size_t n;            /* tasks submitted */
 	struct xfer_task *tasks;
@@ -73,6 +74,9 @@ struct xfer_batch *xfer_batch_new(struct xfer_engine *e, size_t capacity)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&b->idle, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&e->batches_lock);
+	LIST_INSERT_HEAD(&e->batches, b, link);
+	pthread_mutex_unlock(&e->batches_lock);
 	return b;
 }
 
@@ -97,6 +101,11 @@ int xfer_batch_free(struct xfer_batch *b)
 		return -EBUSY;
 	}
 	pthread_mutex_unlock(&b->lock);
+	if (b->e) {
+		pthread_mutex_lock(&b->e->batches_lock);
+		LIST_REMOVE(b, link);
+		pthread_mutex_unlock(&b->e->batches_lock);
+	}
 	drop_notify(b);
 	for (c = b->chunks; c; c = next) {
 		next = c->next;
@@ -107,6 +116,44 @@ int xfer_batch_free(struct xfer_batch *b)
 	free(b->tasks);
 	free(b);
 	return 0;
+}
+
+/* The engine of @p b is being freed and none of its threads runs: what
+ * is not terminal ends CANCELED, the callback and the notification are
+ * off (its segment's use goes with the engine's segments), and nothing
+ * refers to the engine any more. */
+static void orphan(struct xfer_batch *b)
+{
+	size_t n = atomic_load(&b->n);
+
+	pthread_mutex_lock(&b->lock);
+	for (size_t i = 0; i < n; i++) {
+		int waiting = XFER_WAITING;
+
+		if (atomic_compare_exchange_strong(&b->tasks[i].status,
+						   &waiting, XFER_CANCELED))
+			atomic_fetch_or(&b->seen, 1u << XFER_CANCELED);
+	}
+	b->inflight = 0;
+	b->deliver_pending = false;
+	b->notifying = false;
+	b->notify_seg = NULL;
+	drop_notify(b);
+	b->e = NULL;
+	pthread_cond_broadcast(&b->idle);
+	pthread_mutex_unlock(&b->lock);
+}
+
+void xfer_batches_orphan(struct xfer_engine *e)
+{
+	struct xfer_batch *b;
+
+	pthread_mutex_lock(&e->batches_lock);
+	while ((b = LIST_FIRST(&e->batches))) {
+		LIST_REMOVE(b, link);
+		orphan(b);
+	}
+	pthread_mutex_unlock(&e->batches_lock);
 }
 
 int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg)
@@ -291,10 +338,13 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 {
 	struct xfer_engine *e = b->e;
 	size_t first = atomic_load(&b->n), nslices = 0, valid = 0;
-	size_t slice_size = e->slice_size;
+	size_t slice_size;
 	struct slice_chunk *chunk;
 	struct xfer_slice *s;
 
+	if (!e)
+		return -ESHUTDOWN;
+	slice_size = e->slice_size;
 	if (!reqs || n == 0)
 		return -EINVAL;
 	if (n > b->cap - first)
@@ -368,6 +418,8 @@ int xfer_batch_submit_notify(struct xfer_batch *b,
 	struct xfer_engine *e = b->e;
 	int ret;
 
+	if (!e)
+		return -ESHUTDOWN;
 	if (!reqs || n == 0 || !name || !msg)
 		return -EINVAL;
 	ret = xfer_notify_check(e, name, msg);
@@ -395,6 +447,8 @@ int xfer_batch_cancel(struct xfer_batch *b)
 	struct xfer_engine *e = b->e;
 	size_t n = atomic_load(&b->n);
 
+	if (!e)
+		return 0; /* nothing is in flight any more */
 	for (size_t i = 0; i < n; i++)
 		if (atomic_load(&b->tasks[i].status) == XFER_WAITING)
 			atomic_store(&b->tasks[i].canceled, true);

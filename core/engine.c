@@ -278,6 +278,7 @@ static void engine_release(struct xfer_engine *e)
 	xfer_config_free(e->cfg);
 	xfer_auth_free(e->auth);
 	pthread_mutex_destroy(&e->desc_lock);
+	pthread_mutex_destroy(&e->batches_lock);
 	xfer_error_fini(&e->err);
 	free(e);
 }
@@ -323,6 +324,8 @@ static struct xfer_engine *engine_new(struct event_base *base,
 	xfer_segments_init(&e->segs);
 	xfer_notifier_init(&e->notes);
 	pthread_mutex_init(&e->desc_lock, NULL);
+	pthread_mutex_init(&e->batches_lock, NULL);
+	LIST_INIT(&e->batches);
 	xfer_error_init(&e->err);
 	ret = engine_config(e, cfg);
 	if (ret)
@@ -440,6 +443,7 @@ void xfer_engine_free(struct xfer_engine *e)
 		xfer_reactor_stop(&e->workers[i]);
 	xfer_handshake_close(e->hs);
 	stop_transports(e);
+	xfer_batches_orphan(e);
 	xfer_meta_close(&e->meta);
 	control_fini(e);
 	for (i = 0; i < e->nworkers; i++)

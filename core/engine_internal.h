@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "core/buffers_internal.h"
 #include "core/config_internal.h"
@@ -54,12 +55,21 @@ struct xfer_engine {
 	/* The metadata kinds of the started transports, NULL-ended. */
 	const char *kinds[XFER_MAX_TRANSPORTS + 1];
 
+	pthread_mutex_t batches_lock; /* the batches not yet freed */
+	LIST_HEAD(, xfer_batch) batches;
+
 	pthread_mutex_t desc_lock;  /* own descriptor, encoded */
 	char *desc_json;
 	size_t desc_len;
 
 	struct xfer_error err;
 };
+
+/* Implemented in core/batch.c, called by core/engine.c: once every
+ * thread of @p e is stopped and its transports closed, the batches not
+ * yet freed let go of it (tasks not terminal end CANCELED, callbacks and
+ * notifications never come); xfer_batch_free() frees them later. */
+void xfer_batches_orphan(struct xfer_engine *e);
 
 /* Implemented in core/register.c, called by core/engine.c. */
 

@@ -4,7 +4,9 @@
  * way when it is cancelled. Every task ends COMPLETED or CANCELED, the
  * callback runs exactly once, and no byte of a CANCELED task lands in
  * local memory after xfer_batch_cancel() returned. Cancelled from the
- * test's thread, and from inside another batch's callback.
+ * test's thread, and from inside another batch's callback. And the
+ * initiator freed with two batches on their way (one to notify at its
+ * end): both outlive it, ended, their callbacks never called, and free.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -235,12 +237,63 @@ static void test_cancel_writes(void **state)
 	th_fill(f->tbuf, LEN, 11);
 }
 
+/* Every task of @p b terminal, and not COMPLETED all: the batch was cut
+ * off. */
+static void assert_cut_off(struct xfer_batch *b)
+{
+	struct xfer_task_status st;
+	size_t done = 0;
+
+	assert_int_equal(xfer_batch_size(b), NREQ);
+	for (size_t i = 0; i < NREQ; i++) {
+		assert_int_equal(xfer_batch_status(b, i, &st), 0);
+		if (st.status == XFER_COMPLETED)
+			done++;
+		else if (st.status != XFER_CANCELED)
+			th_assert_status(st.status, XFER_FAILED);
+	}
+	assert_true(done < NREQ);
+}
+
+static void test_engine_freed_midway(void **state)
+{
+	struct fixture *f = *state;
+	struct th_cbrec rec = { 0 }, nrec = { 0 };
+	struct xfer_batch *b, *nb = xfer_batch_new(f->e, NREQ);
+
+	b = submit_all(f, XFER_READ, &rec);
+	assert_non_null(nb);
+	assert_int_equal(xfer_batch_set_callback(nb, th_count_cb, &nrec), 0);
+	assert_int_equal(xfer_batch_submit_notify(nb, f->reqs, NREQ, "n",
+						  "cut off"), 0);
+	usleep(300 * 1000);
+	xfer_engine_free(f->e);
+	f->e = NULL;
+	/* ended at once, never called back */
+	assert_int_equal(xfer_batch_wait(b, 0), 0);
+	assert_int_equal(xfer_batch_wait(nb, 0), 0);
+	assert_cut_off(b);
+	assert_cut_off(nb);
+	usleep(200 * 1000);
+	assert_int_equal(atomic_load(&rec.calls), 0);
+	assert_int_equal(atomic_load(&nrec.calls), 0);
+	assert_int_equal(xfer_batch_submit(b, f->reqs, 1), -ESHUTDOWN);
+	assert_int_equal(xfer_batch_submit_notify(nb, f->reqs, 1, "n", "m"),
+			 -ESHUTDOWN);
+	assert_int_equal(xfer_batch_cancel(b), 0);
+	/* and go (LeakSanitizer in make test-asan sees the rest) */
+	assert_int_equal(xfer_batch_free(b), 0);
+	assert_int_equal(xfer_batch_free(nb), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_cancel_midway, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_in_callback, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_engine_freed_midway, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_writes, setup,
 						teardown),

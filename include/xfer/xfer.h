@@ -249,8 +249,11 @@ struct xfer_engine *xfer_engine_new(const struct xfer_config *cfg);
 /**
  * Stop and free the engine: listeners and connections are closed, worker
  * threads joined, local memory forgotten (not freed: it is the caller's).
- * Free every batch first; tasks still in flight end CANCELED or FAILED and
- * their callbacks do not run. Not from a callback of this engine.
+ * Batches not yet freed outlive it: their tasks still in flight end
+ * CANCELED or FAILED, their callbacks and notifications never come, and
+ * they answer xfer_batch_status(), _size(), _wait() (at once) and
+ * _free(); a submit answers -ESHUTDOWN. Not from a callback of this
+ * engine, nor while another thread uses it or its batches.
  */
 XFER_EXPORT
 void xfer_engine_free(struct xfer_engine *e);
@@ -571,8 +574,9 @@ int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg);
  * the others go ahead. Copies @p reqs.
  * @return 0 (even when some tasks are INVALID); -EINVAL for NULL reqs or
  *         n 0; -ENOSPC if the batch has fewer than @p n free slots
- *         (nothing appended); -ENOMEM. Any thread; not concurrently with
- *         another submit on the same batch.
+ *         (nothing appended); -ENOMEM; -ESHUTDOWN once the batch's engine
+ *         was freed. Any thread; not concurrently with another submit on
+ *         the same batch.
  */
 XFER_EXPORT
 int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
@@ -599,7 +603,7 @@ XFER_EXPORT
 int xfer_batch_wait(struct xfer_batch *b, int timeout_ms);
 
 /**
- * Free a batch (Mooncake's freeBatchID).
+ * Free a batch (Mooncake's freeBatchID), also after its engine was freed.
  * @return 0; -EBUSY while a task is in flight or its callback has not yet
  *         been called (the batch stays valid). Any thread, also from the
  *         batch's own callback.
@@ -617,7 +621,8 @@ int xfer_batch_free(struct xfer_batch *b);
  * nothing of it can still arrive; the callback runs once, as usual.
  * Waits for the reactors that move the batch's slices to pass between
  * events (in plugin mode, the application's thread to dispatch its base).
- * @return 0. Any thread, also from a callback; not concurrently with a
+ * @return 0 (also once the engine was freed: nothing is in flight then).
+ *         Any thread, also from a callback; not concurrently with a
  *         submit on the same batch.
  */
 XFER_EXPORT
@@ -635,7 +640,8 @@ int xfer_batch_cancel(struct xfer_batch *b);
  * @return as xfer_batch_submit(), and -EINVAL (NULL @p name or @p msg, or
  *         an unknown segment in @p reqs[0]), -EMSGSIZE (the notification
  *         exceeds handshake_max_len), -EBUSY (a notification is pending,
- *         or tasks are in flight). Any thread.
+ *         or tasks are in flight), -ESHUTDOWN (the engine was freed). Any
+ *         thread.
  */
 XFER_EXPORT
 int xfer_batch_submit_notify(struct xfer_batch *b,

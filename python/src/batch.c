@@ -230,8 +230,7 @@ PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw)
  * Free the xfer batch and let go of the buffers. With the engine alive
  * what is in flight is cancelled and waited for first (a batch with a
  * callback has had it, or has none set). Once the engine is freed its
- * tasks are over, but a batch whose callback never ran cannot be freed:
- * that one is left allocated.
+ * tasks are over and the batch frees as it is (xfer_engine_free()).
  */
 static void batch_release(BatchObject *bo, bool engine_alive)
 {
