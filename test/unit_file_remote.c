@@ -393,9 +393,9 @@ static void test_peer_gone(void **state)
 	xfer_file_server_accept(F.t, sv[1]);
 	do {
 		usleep(1000);
-		pthread_mutex_lock(&F.t->lock);
-		n = F.t->nsconns;
-		pthread_mutex_unlock(&F.t->lock);
+		pthread_mutex_lock(&F.t->sconns.lock);
+		n = F.t->sconns.n;
+		pthread_mutex_unlock(&F.t->sconns.lock);
 	} while (n && th_now_ms() < end);
 	assert_int_equal(n, 0);
 }

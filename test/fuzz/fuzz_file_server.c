@@ -117,7 +117,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	pthread_mutex_init(&t.lock, NULL);
 	pthread_cond_init(&t.reads_done, NULL);
 	TAILQ_INIT(&t.files);
-	LIST_INIT(&t.sconns);
+	xfer_sstream_table_init(&t.sconns, "file");
 	SLIST_INIT(&t.rpeers);
 	t.in_tail = &t.in_head;
 	if (xfer_fio_new(&reactor, 64, false, &t.fio))
@@ -146,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_DIE("socketpair: %s", strerror(errno));
 	xfer_file_server_accept(&t, sv[1]);
 	/* sv[0] is -1 once the peer closed or saw the server close */
-	while (sv[0] >= 0 || !LIST_EMPTY(&t.sconns)) {
+	while (sv[0] >= 0 || !LIST_EMPTY(&t.sconns.list)) {
 		if (sv[0] >= 0 && !fuzz_write_some(sv[0], data, size, &off))
 			off = size; /* the server is gone */
 		if (sv[0] >= 0 && off == size && !shut) {
@@ -164,8 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			sv[0] = -1;
 		}
 	}
-	if (t.nsconns)
-		FUZZ_DIE("%u connections counted, none listed", t.nsconns);
+	if (t.sconns.n)
+		FUZZ_DIE("%u connections counted, none listed", t.sconns.n);
 	TAILQ_FOREACH(f, &t.files, link)
 		if (atomic_load(&f->fo->refs) != 1)
 			FUZZ_DIE("a closed connection holds %s: %ld references",

@@ -85,7 +85,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			FUZZ_DIE("xfer_auth_new");
 		tp[i].base.env = &env[i];
 		pthread_mutex_init(&tp[i].lock, NULL);
-		LIST_INIT(&tp[i].sconns);
+		xfer_sstream_table_init(&tp[i].sconns, "tcp");
 	}
 	return 0;
 }
@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		FUZZ_DIE("socketpair: %s", strerror(errno));
 	xfer_tcp_server_accept(t, sv[1]);
-	while (open || !LIST_EMPTY(&t->sconns)) {
+	while (open || !LIST_EMPTY(&t->sconns.list)) {
 		if (!fuzz_write_some(sv[0], data, size, &off))
 			off = size; /* the server is gone */
 		if (off == size && !shut) {

@@ -28,7 +28,7 @@ static int file_init(const struct xfer_transport_env *env,
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->reads_done, NULL);
 	TAILQ_INIT(&t->files);
-	LIST_INIT(&t->sconns);
+	xfer_sstream_table_init(&t->sconns, "file");
 	SLIST_INIT(&t->rpeers);
 	t->in_tail = &t->in_head;
 	t->r = env->worker(env->arg);
@@ -39,6 +39,7 @@ static int file_init(const struct xfer_transport_env *env,
 	if (ret) {
 		pthread_cond_destroy(&t->reads_done);
 		pthread_mutex_destroy(&t->lock);
+		xfer_sstream_table_fini(&t->sconns);
 		free(t);
 		return xfer_error_set(env->err, ret, "file transport: %s",
 				      strerror(-ret));
@@ -59,6 +60,7 @@ static void file_fini(struct xfer_transport *tp)
 	xfer_file_own_free(t);
 	pthread_cond_destroy(&t->reads_done);
 	pthread_mutex_destroy(&t->lock);
+	xfer_sstream_table_fini(&t->sconns);
 	free(t);
 }
 

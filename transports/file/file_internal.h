@@ -32,6 +32,7 @@
 
 #include "transports/file/doc_internal.h"
 #include "transports/file/fio_internal.h"
+#include "transports/sstream_internal.h"
 #include "transports/transport.h"
 
 /* The knobs of ops->knobs, in order. */
@@ -115,8 +116,7 @@ struct file_transport {
 	struct evconnlistener *lev;
 	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
 	uint16_t data_port;
-	LIST_HEAD(, file_sconn) sconns;
-	unsigned nsconns;         /* under lock */
+	struct xfer_sstream_table sconns;
 	/* client.c: every owner reached, as long as the transport lives. */
 	SLIST_HEAD(, file_rpeer) rpeers;
 };

@@ -11,12 +11,11 @@
  * has gone out. With a cluster secret the peer proves it first
  * (core/auth_internal.h); a connection with nothing in it for
  * conn_idle_timeout_ms, or stuck mid-request for the transfer timeout,
- * is closed, and at most max_data_conns are open.
+ * is closed, and at most max_data_conns are open. The socket, its
+ * events and the table of connections are transports/sstream.c's.
  */
 #include <endian.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -34,7 +33,6 @@
 #define BUDGET (8u << 20)     /* bytes per callback, for fairness */
 #define KEEP_BUF (1u << 20)   /* larger bounce buffers go after use */
 #define DRAIN_LEN 65536
-#define AUTH_TIMEOUT_MS 5000
 
 /* A WRITE payload with no memory to hold it is read into this and
  * answered ENOMEM; only t->r's thread uses it. */
@@ -49,12 +47,7 @@ enum sstate {
 
 struct file_sconn {
 	struct file_transport *t;
-	LIST_ENTRY(file_sconn) link;   /* t->sconns, under t->lock */
-	struct xfer_job start_job;
-	int fd;
-	struct event *rev, *wev, *timer;
-	bool reading, writing;         /* which events are added */
-	struct xfer_auth_srv *auth;    /* until the peer proved itself */
+	struct xfer_sstream s;         /* in t->sconns, on t->r */
 	enum sstate state;
 	uint8_t hdr[FILE_HDR_LEN];
 	size_t got;                    /* bytes of hdr, payload or reply */
@@ -71,22 +64,9 @@ struct file_sconn {
 
 static void sconn_free(struct file_sconn *c)
 {
-	struct file_transport *t = c->t;
-
-	pthread_mutex_lock(&t->lock);
-	LIST_REMOVE(c, link);
-	t->nsconns--;
-	pthread_mutex_unlock(&t->lock);
 	if (c->fo)
 		xfer_file_open_put(c->fo);
-	if (c->rev)
-		event_free(c->rev);
-	if (c->wev)
-		event_free(c->wev);
-	if (c->timer)
-		event_free(c->timer);
-	xfer_auth_srv_free(c->auth);
-	close(c->fd);
+	xfer_sstream_close(&c->t->sconns, &c->s);
 	free(c->buf);
 	free(c);
 }
@@ -202,7 +182,7 @@ static ssize_t sconn_read(struct file_sconn *c)
 	} else {
 		p = c->buf + c->got;
 	}
-	n = recv(c->fd, p, want, 0);
+	n = recv(c->s.fd, p, want, 0);
 	if (n == 0)
 		return -1;
 	if (n < 0)
@@ -238,7 +218,7 @@ static ssize_t sconn_write(struct file_sconn *c)
 							c->out_len - 8 - off };
 	}
 	/* a peer gone mid-reply is EPIPE here, not SIGPIPE for the process */
-	n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+	n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
 	c->got += (size_t)n;
@@ -282,12 +262,12 @@ static int sconn_run(struct file_sconn *c)
 		budget -= (size_t)n < budget ? (size_t)n : budget;
 	} while (n && budget);
 
-	xfer_event_want(c->rev, &c->reading,
+	xfer_event_want(c->s.rev, &c->s.reading,
 			c->state == S_HEADER || c->state == S_PAYLOAD);
-	xfer_event_want(c->wev, &c->writing, c->state == S_REPLY);
+	xfer_event_want(c->s.wev, &c->s.writing, c->state == S_REPLY);
 	if (!budget && c->state != S_IO)
-		event_active(c->reading ? c->rev : c->wev,
-			     c->reading ? EV_READ : EV_WRITE, 0);
+		event_active(c->s.reading ? c->s.rev : c->s.wev,
+			     c->s.reading ? EV_READ : EV_WRITE, 0);
 	return 0;
 }
 
@@ -297,14 +277,14 @@ static void rearm(struct file_sconn *c)
 {
 	const struct xfer_transport_env *env = c->t->base.env;
 	bool idle = c->state == S_HEADER && !c->got;
-	uint32_t ms = c->auth ? AUTH_TIMEOUT_MS : idle ? env->idle_timeout_ms
-						       : env->transfer_timeout_ms;
+	uint32_t ms = c->s.auth ? XFER_SSTREAM_AUTH_TIMEOUT_MS :
+		      idle ? env->idle_timeout_ms : env->transfer_timeout_ms;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (ms && c->state != S_IO)
-		event_add(c->timer, &tv);
+		event_add(c->s.timer, &tv);
 	else
-		event_del(c->timer);
+		event_del(c->s.timer);
 }
 
 /* Serve what can be served now. @return 0, or -1 to close. */
@@ -312,12 +292,13 @@ static int sconn_step(struct file_sconn *c)
 {
 	int ret;
 
-	if (c->auth) {
-		ret = xfer_auth_srv_step(c->auth, c->fd);
+	if (c->s.auth) {
+		ret = xfer_auth_srv_step(c->s.auth, c->s.fd);
 		if (ret)
 			return ret < 0 ? -1 : 0;
-		xfer_auth_srv_free(c->auth); /* proved: requests from now on */
-		c->auth = NULL;
+		/* proved: requests from now on */
+		xfer_auth_srv_free(c->s.auth);
+		c->s.auth = NULL;
 	}
 	return sconn_run(c);
 }
@@ -375,57 +356,29 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 
 static void sconn_start(struct xfer_job *j)
 {
-	struct file_sconn *c = container_of(j, struct file_sconn, start_job);
+	struct file_sconn *c = container_of(j, struct file_sconn, s.start_job);
 
-	c->rev = event_new(c->t->r->base, c->fd, EV_READ | EV_PERSIST, on_io,
-			   c);
-	c->wev = event_new(c->t->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io,
-			   c);
-	c->timer = evtimer_new(c->t->r->base, on_timeout, c);
-	if (!c->rev || !c->wev || !c->timer) {
+	if (xfer_sstream_start(&c->s, on_io, on_timeout, c)) {
 		sconn_free(c);
 		return;
 	}
-	xfer_event_want(c->rev, &c->reading, true);
 	rearm(c);
 }
 
 void xfer_file_server_accept(struct file_transport *t, int fd)
 {
 	static struct xfer_log_limit cap_log;
-	const struct xfer_transport_env *env = t->base.env;
 	struct file_sconn *c = calloc(1, sizeof(*c));
-	bool full;
-	int one = 1;
 
-	if (!c || (env->auth &&
-		   !(c->auth = xfer_auth_srv_new(env->auth, "file"))))
-		goto err;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (!c) {
+		close(fd);
+		return;
+	}
 	c->t = t;
-	c->fd = fd;
 	c->req.done = on_fio_done;
-	c->start_job.fn = sconn_start;
-	pthread_mutex_lock(&t->lock);
-	full = env->max_conns && t->nsconns >= env->max_conns;
-	if (!full) {
-		LIST_INSERT_HEAD(&t->sconns, c, link);
-		t->nsconns++;
-	}
-	pthread_mutex_unlock(&t->lock);
-	if (full) {
-		xfer_log_limited(&cap_log, XFER_LOG_WARN, "file: %u data "
-				 "connections open (max_data_conns): a new one "
-				 "closed", env->max_conns);
-		goto err;
-	}
-	xfer_reactor_post(t->r, &c->start_job);
-	return;
-
-err:
-	xfer_auth_srv_free(c ? c->auth : NULL);
-	free(c);
-	close(fd);
+	if (xfer_sstream_accept(&t->sconns, &c->s, fd, t->r, t->base.env,
+				&cap_log, sconn_start))
+		free(c);
 }
 
 /* On the control reactor. */
@@ -448,7 +401,6 @@ int xfer_file_server_start(struct file_transport *t)
 	socklen_t len;
 	int ret;
 
-	LIST_INIT(&t->sconns);
 	ret = xfer_net_parse(env->bind_addr, 0, &ss, &len);
 	if (ret)
 		return ret;
@@ -479,6 +431,7 @@ void xfer_file_server_stop(struct file_transport *t)
 	if (t->lev)
 		evconnlistener_free(t->lev);
 	t->lev = NULL;
-	while (!LIST_EMPTY(&t->sconns))
-		sconn_free(LIST_FIRST(&t->sconns));
+	while (!LIST_EMPTY(&t->sconns.list))
+		sconn_free(container_of(LIST_FIRST(&t->sconns.list),
+					struct file_sconn, s));
 }

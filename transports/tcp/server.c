@@ -24,11 +24,10 @@
  * a leaving buffer past its deadline (xfer_unregister()). A peer that
  * shuts its write side gets every reply it is owed, then the close.
  * Each connection lives on one worker reactor; nothing here is called
- * from another thread but xfer_tcp_server_accept().
+ * from another thread but xfer_tcp_server_accept(). The socket, its
+ * events and the table of connections are transports/sstream.c's.
  */
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -59,13 +58,8 @@ struct reply {
 
 struct tcp_sconn {
 	struct tcp_transport *t;
-	struct xfer_reactor *r;
-	LIST_ENTRY(tcp_sconn) link;    /* t->sconns, under t->lock */
-	struct xfer_job start_job;
-	int fd;
-	struct event *rev, *wev;
-	struct event *timer;           /* idle or transfer timeout */
-	bool reading, writing;         /* which events are added */
+	struct xfer_sstream s;         /* in t->sconns; its timer: the
+					* idle or transfer timeout */
 	uint8_t in[STAGE];             /* read, not yet acted on */
 	size_t in_len;
 	uint8_t *wptr;                 /* WRITE payload being read */
@@ -78,7 +72,6 @@ struct tcp_sconn {
 	bool lingering;                /* refused, replies out: linger() */
 	bool eof;                      /* the peer shut its write side */
 	bool dry;                      /* the last read got less than asked */
-	struct xfer_auth_srv *auth;    /* until the peer proved itself */
 };
 
 static struct xfer_log_limit cap_log;
@@ -97,18 +90,7 @@ static void sconn_free(struct tcp_sconn *c)
 	for (unsigned i = 0; i < c->rq_n; i++)
 		put_buffer(c, c->rq[(c->rq_head + i) % REPLIES].buf);
 
-	pthread_mutex_lock(&t->lock);
-	LIST_REMOVE(c, link);
-	t->nsconns--;
-	pthread_mutex_unlock(&t->lock);
-	if (c->rev)
-		event_free(c->rev);
-	if (c->wev)
-		event_free(c->wev);
-	if (c->timer)
-		event_free(c->timer);
-	xfer_auth_srv_free(c->auth);
-	close(c->fd);
+	xfer_sstream_close(&t->sconns, &c->s);
 	free(c);
 }
 
@@ -124,14 +106,14 @@ static bool busy(const struct tcp_sconn *c)
 static void rearm(struct tcp_sconn *c)
 {
 	const struct xfer_transport_env *env = c->t->base.env;
-	uint32_t ms = c->auth ? XFER_TCP_AUTH_TIMEOUT_MS :
+	uint32_t ms = c->s.auth ? XFER_SSTREAM_AUTH_TIMEOUT_MS :
 		      busy(c) ? env->transfer_timeout_ms : env->idle_timeout_ms;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (ms)
-		event_add(c->timer, &tv);
+		event_add(c->s.timer, &tv);
 	else
-		event_del(c->timer);
+		event_del(c->s.timer);
 }
 
 /* Does the peer hold a buffer past its leaving deadline? */
@@ -276,7 +258,7 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 				   c->wleft ? TCP_HDR_LEN : STAGE - c->in_len };
 	for (int i = 0; i < k; i++)
 		want += iov[i].iov_len;
-	n = readv(c->fd, iov, k);
+	n = readv(c->s.fd, iov, k);
 	c->dry = n < (ssize_t)want;
 	if (n == 0) {
 		c->eof = true; /* the replies owed still go out */
@@ -311,7 +293,7 @@ static ssize_t sconn_write(struct tcp_sconn *c)
 	if (k == 0)
 		return 0;
 	msg.msg_iovlen = k;
-	sent = n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+	sent = n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
 	while (c->rq_n) {
@@ -363,21 +345,21 @@ static int linger(struct tcp_sconn *c)
 
 	if (!c->lingering) {
 		c->lingering = true;
-		if (shutdown(c->fd, SHUT_WR))
+		if (shutdown(c->s.fd, SHUT_WR))
 			return -1;
-		xfer_event_want(c->wev, &c->writing, false);
-		xfer_event_want(c->rev, &c->reading, true);
-		event_add(c->timer, &tv);
+		xfer_event_want(c->s.wev, &c->s.writing, false);
+		xfer_event_want(c->s.rev, &c->s.reading, true);
+		event_add(c->s.timer, &tv);
 	}
 	while (budget) {
-		n = recv(c->fd, sink, sizeof(sink), 0);
+		n = recv(c->s.fd, sink, sizeof(sink), 0);
 		if (n < 0 && errno == EAGAIN)
 			return 0;
 		if (n <= 0)
 			return -1;
 		budget -= (size_t)n < budget ? (size_t)n : budget;
 	}
-	event_active(c->rev, EV_READ, 0);
+	event_active(c->s.rev, EV_READ, 0);
 	return 0;
 }
 
@@ -419,14 +401,14 @@ static int sconn_run(struct tcp_sconn *c)
 	if (overdue(c))
 		return -1;
 
-	xfer_event_want(c->wev, &c->writing, c->rq_n > 0);
-	xfer_event_want(c->rev, &c->reading,
+	xfer_event_want(c->s.wev, &c->s.writing, c->rq_n > 0);
+	xfer_event_want(c->s.rev, &c->s.reading,
 			!c->refused && !c->eof && c->rq_n < REPLIES);
 	if (moved)
 		rearm(c);
 	if (!budget)
-		event_active(c->reading ? c->rev : c->wev,
-			     c->reading ? EV_READ : EV_WRITE, 0);
+		event_active(c->s.reading ? c->s.rev : c->s.wev,
+			     c->s.reading ? EV_READ : EV_WRITE, 0);
 	return 0;
 }
 
@@ -437,11 +419,11 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->auth) {
-		ret = xfer_auth_srv_step(c->auth, c->fd);
+	if (c->s.auth) {
+		ret = xfer_auth_srv_step(c->s.auth, c->s.fd);
 		if (ret == 0) {         /* proved: requests from now on */
-			xfer_auth_srv_free(c->auth);
-			c->auth = NULL;
+			xfer_auth_srv_free(c->s.auth);
+			c->s.auth = NULL;
 			rearm(c);
 			ret = sconn_run(c);
 		} else if (ret > 0) {   /* more to come */
@@ -465,16 +447,12 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 
 static void sconn_start(struct xfer_job *j)
 {
-	struct tcp_sconn *c = container_of(j, struct tcp_sconn, start_job);
+	struct tcp_sconn *c = container_of(j, struct tcp_sconn, s.start_job);
 
-	c->rev = event_new(c->r->base, c->fd, EV_READ | EV_PERSIST, on_io, c);
-	c->wev = event_new(c->r->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
-	c->timer = evtimer_new(c->r->base, on_timeout, c);
-	if (!c->rev || !c->wev || !c->timer) {
+	if (xfer_sstream_start(&c->s, on_io, on_timeout, c)) {
 		sconn_free(c);
 		return;
 	}
-	xfer_event_want(c->rev, &c->reading, true);
 	rearm(c);
 }
 
@@ -482,44 +460,21 @@ void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 {
 	const struct xfer_transport_env *env = t->base.env;
 	struct tcp_sconn *c = calloc(1, sizeof(*c));
-	bool full;
-	int one = 1;
 
-	if (!c)
-		goto err_close;
-	if (env->auth && !(c->auth = xfer_auth_srv_new(env->auth, "tcp")))
-		goto err_free;
+	if (!c) {
+		close(fd);
+		return;
+	}
 	evutil_make_socket_nonblocking(fd);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->t = t;
-	c->fd = fd;
-	c->r = env->worker(env->arg);
-	pthread_mutex_lock(&t->lock);
-	full = env->max_conns && t->nsconns >= env->max_conns;
-	if (!full) {
-		LIST_INSERT_HEAD(&t->sconns, c, link);
-		t->nsconns++;
-	}
-	pthread_mutex_unlock(&t->lock);
-	if (full) {
-		xfer_log_limited(&cap_log, XFER_LOG_WARN, "tcp: %u data "
-				 "connections open (max_data_conns): a new one "
-				 "closed", env->max_conns);
-		goto err_free;
-	}
-	c->start_job.fn = sconn_start;
-	xfer_reactor_post(c->r, &c->start_job);
-	return;
-
-err_free:
-	xfer_auth_srv_free(c ? c->auth : NULL);
-	free(c);
-err_close:
-	close(fd);
+	if (xfer_sstream_accept(&t->sconns, &c->s, fd, env->worker(env->arg),
+				env, &cap_log, sconn_start))
+		free(c);
 }
 
 void xfer_tcp_server_close_all(struct tcp_transport *t)
 {
-	while (!LIST_EMPTY(&t->sconns))
-		sconn_free(LIST_FIRST(&t->sconns));
+	while (!LIST_EMPTY(&t->sconns.list))
+		sconn_free(container_of(LIST_FIRST(&t->sconns.list),
+					struct tcp_sconn, s));
 }

@@ -41,7 +41,7 @@ static int tcp_init(const struct xfer_transport_env *env,
 		return -ENOMEM;
 	t->conns = (int)env->knobs[0].num;
 	SLIST_INIT(&t->peers);
-	LIST_INIT(&t->sconns);
+	xfer_sstream_table_init(&t->sconns, "tcp");
 	pthread_mutex_init(&t->lock, NULL);
 	t->lev = evconnlistener_new_bind(env->control->base, on_accept, t,
 					 LEV_OPT_CLOSE_ON_FREE |
@@ -52,6 +52,7 @@ static int tcp_init(const struct xfer_transport_env *env,
 	if (!t->lev) {
 		ret = errno ? -errno : -EADDRINUSE;
 		pthread_mutex_destroy(&t->lock);
+		xfer_sstream_table_fini(&t->sconns);
 		free(t);
 		return xfer_error_set(env->err, ret, "tcp data listen: %s",
 				      strerror(-ret));
@@ -60,6 +61,7 @@ static int tcp_init(const struct xfer_transport_env *env,
 	if (!t->guard) {
 		evconnlistener_free(t->lev);
 		pthread_mutex_destroy(&t->lock);
+		xfer_sstream_table_fini(&t->sconns);
 		free(t);
 		return -ENOMEM;
 	}
@@ -196,6 +198,7 @@ static void tcp_fini(struct xfer_transport *tp)
 		free(p);
 	}
 	pthread_mutex_destroy(&t->lock);
+	xfer_sstream_table_fini(&t->sconns);
 	free(t);
 }
 

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "core/auth_internal.h"
+#include "transports/sstream_internal.h"
 #include "transports/transport.h"
 
 #define TCP_HDR_LEN 24
@@ -50,18 +51,14 @@ struct tcp_transport {
 	struct xfer_tcp_desc desc;
 	struct evconnlistener *lev;
 	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
-	pthread_mutex_t lock;   /* peers and server connections lists */
+	pthread_mutex_t lock;   /* peers */
 	SLIST_HEAD(, tcp_peer) peers;
-	LIST_HEAD(, tcp_sconn) sconns;
-	unsigned nsconns;       /* in sconns, at most env->max_conns */
+	struct xfer_sstream_table sconns; /* server.c's connections */
 };
 
 /* server.c */
 void xfer_tcp_server_accept(struct tcp_transport *t, int fd);
 void xfer_tcp_server_close_all(struct tcp_transport *t);
-
-/* An unproved connection gets this long (as a handshake). */
-#define XFER_TCP_AUTH_TIMEOUT_MS 5000
 
 /* client.c */
 struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
