@@ -18,7 +18,6 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/listener.h>
 
 #include "core/auth_internal.h"
 #include "core/handshake_internal.h"
@@ -44,8 +43,7 @@ struct hs_conn {
 
 struct xfer_hs_server {
 	struct xfer_hs_env env;
-	struct evconnlistener *lev;
-	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
+	struct xfer_listener *listener;
 	LIST_HEAD(, hs_conn) conns;
 	unsigned nconns;
 	uint64_t reserved;         /* bytes of frames being read, all conns */
@@ -294,16 +292,12 @@ close:
 	conn_free(c);
 }
 
-static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
-		      struct sockaddr *sa, int salen, void *arg)
+static void on_accept(void *arg, int fd)
 {
 	static const struct timeval timeout = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
 	struct xfer_hs_server *hs = arg;
 	struct hs_conn *c = NULL;
 
-	(void)sa;
-	(void)salen;
-	xfer_listen_guard_accepted(hs->guard);
 	if (hs->nconns >= hs->env.max_conns) {
 		xfer_log_limited(&full_log, XFER_LOG_WARN, "handshake: %u "
 				 "connections open (max_handshake_conns): a "
@@ -313,10 +307,10 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		goto err_close;
-	c->deadline = evtimer_new(evconnlistener_get_base(lev), on_deadline, c);
+	c->deadline = evtimer_new(hs->env.base, on_deadline, c);
 	if (!c->deadline)
 		goto err_free;
-	c->bev = bufferevent_socket_new(evconnlistener_get_base(lev), fd,
+	c->bev = bufferevent_socket_new(hs->env.base, fd,
 					BEV_OPT_CLOSE_ON_FREE);
 	if (!c->bev)
 		goto err_timer;
@@ -351,24 +345,14 @@ int xfer_handshake_listen(const struct xfer_hs_env *env,
 		return -ENOMEM;
 	hs->env = *env;
 	LIST_INIT(&hs->conns);
-	hs->lev = evconnlistener_new_bind(env->base, on_accept, hs,
-					  LEV_OPT_CLOSE_ON_FREE |
-					  LEV_OPT_CLOSE_ON_EXEC |
-					  LEV_OPT_REUSEABLE,
-					  SOMAXCONN, /* libevent's default: 128 */
-					  sa, salen);
-	if (!hs->lev) {
-		ret = errno ? -errno : -EADDRINUSE;
+	hs->listener = xfer_listen(env->base, sa, salen, "handshake",
+				   on_accept, hs);
+	if (!hs->listener) {
+		ret = -errno;
 		free(hs);
 		return ret;
 	}
-	hs->guard = xfer_listen_guard_new(hs->lev, "handshake");
-	if (!hs->guard) {
-		evconnlistener_free(hs->lev);
-		free(hs);
-		return -ENOMEM;
-	}
-	*port = xfer_net_local_port(evconnlistener_get_fd(hs->lev));
+	*port = xfer_net_local_port(xfer_listener_fd(hs->listener));
 	*out = hs;
 	return 0;
 }
@@ -377,8 +361,7 @@ void xfer_handshake_close(struct xfer_hs_server *hs)
 {
 	while (!LIST_EMPTY(&hs->conns))
 		conn_free(LIST_FIRST(&hs->conns));
-	xfer_listen_guard_free(hs->guard);
-	evconnlistener_free(hs->lev);
+	xfer_listener_free(hs->listener);
 	free(hs);
 }
 

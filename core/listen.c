@@ -1,6 +1,7 @@
 /*
  * Listeners that back off when accept() fails (listen_internal.h): the
- * listener is disabled for a pause, and a timer enables it again.
+ * listener is disabled for a pause, and a timer enables it again; and
+ * the engine's listeners, made the one way they all need.
  *
  * libevent hands an error callback the accept callback's argument, which
  * the guard does not own (evhttp's listener passes its evhttp), so the
@@ -129,4 +130,73 @@ void xfer_listen_guard_free(struct xfer_listen_guard *g)
 	pthread_mutex_unlock(&guards_lock);
 	event_free(g->timer);
 	free(g);
+}
+
+/* ---- the engine's listeners ---- */
+
+struct xfer_listener {
+	struct evconnlistener *lev;
+	struct xfer_listen_guard *guard;
+	void (*accept)(void *arg, int fd);
+	void *arg;
+};
+
+static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
+		      struct sockaddr *sa, int salen, void *arg)
+{
+	struct xfer_listener *l = arg;
+
+	(void)lev;
+	(void)sa;
+	(void)salen;
+	xfer_listen_guard_accepted(l->guard);
+	l->accept(l->arg, fd);
+}
+
+struct xfer_listener *xfer_listen(struct event_base *base,
+				  const struct sockaddr *sa, socklen_t salen,
+				  const char *what,
+				  void (*accept)(void *arg, int fd),
+				  void *arg)
+{
+	struct xfer_listener *l = calloc(1, sizeof(*l));
+	int err;
+
+	if (!l)
+		return NULL;
+	l->accept = accept;
+	l->arg = arg;
+	l->lev = evconnlistener_new_bind(base, on_accept, l,
+					 LEV_OPT_CLOSE_ON_FREE |
+					 LEV_OPT_CLOSE_ON_EXEC |
+					 LEV_OPT_REUSEABLE, SOMAXCONN, sa,
+					 (int)salen);
+	if (!l->lev) {
+		err = errno ? errno : EADDRINUSE;
+		free(l);
+		errno = err;
+		return NULL;
+	}
+	l->guard = xfer_listen_guard_new(l->lev, what);
+	if (!l->guard) {
+		evconnlistener_free(l->lev);
+		free(l);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return l;
+}
+
+int xfer_listener_fd(const struct xfer_listener *l)
+{
+	return evconnlistener_get_fd(l->lev);
+}
+
+void xfer_listener_free(struct xfer_listener *l)
+{
+	if (!l)
+		return;
+	xfer_listen_guard_free(l->guard);
+	evconnlistener_free(l->lev);
+	free(l);
 }

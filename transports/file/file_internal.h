@@ -113,8 +113,7 @@ struct file_transport {
 	pthread_cond_t reads_done;
 	struct xfer_job kick;
 	/* server.c */
-	struct evconnlistener *lev;
-	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
+	struct xfer_listener *listener; /* the data port */
 	uint16_t data_port;
 	struct xfer_sstream_table sconns;
 	/* client.c: every owner reached, as long as the transport lives. */

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <event2/event.h>
-#include <event2/listener.h>
 
 #include "core/auth_internal.h"
 #include "core/listen_internal.h"
@@ -382,16 +381,9 @@ void xfer_file_server_accept(struct file_transport *t, int fd)
 }
 
 /* On the control reactor. */
-static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
-		      struct sockaddr *sa, int salen, void *arg)
+static void on_accept(void *arg, int fd)
 {
-	struct file_transport *t = arg;
-
-	(void)lev;
-	(void)sa;
-	(void)salen;
-	xfer_listen_guard_accepted(t->guard);
-	xfer_file_server_accept(t, fd);
+	xfer_file_server_accept(arg, fd);
 }
 
 int xfer_file_server_start(struct file_transport *t)
@@ -404,33 +396,21 @@ int xfer_file_server_start(struct file_transport *t)
 	ret = xfer_net_parse(env->bind_addr, 0, &ss, &len);
 	if (ret)
 		return ret;
-	t->lev = evconnlistener_new_bind(env->control->base, on_accept, t,
-					 LEV_OPT_CLOSE_ON_FREE |
-					 LEV_OPT_CLOSE_ON_EXEC |
-					 LEV_OPT_REUSEABLE,
-					 SOMAXCONN, (struct sockaddr *)&ss, len);
-	if (!t->lev) {
-		ret = errno ? -errno : -EADDRINUSE;
+	t->listener = xfer_listen(env->control->base, (struct sockaddr *)&ss,
+				  len, "file data", on_accept, t);
+	if (!t->listener) {
+		ret = -errno;
 		return xfer_error_set(env->err, ret, "file data listen: %s",
 				      strerror(-ret));
 	}
-	t->guard = xfer_listen_guard_new(t->lev, "file data");
-	if (!t->guard) {
-		evconnlistener_free(t->lev);
-		t->lev = NULL;
-		return -ENOMEM;
-	}
-	t->data_port = xfer_net_local_port(evconnlistener_get_fd(t->lev));
+	t->data_port = xfer_net_local_port(xfer_listener_fd(t->listener));
 	return 0;
 }
 
 void xfer_file_server_stop(struct file_transport *t)
 {
-	xfer_listen_guard_free(t->guard);
-	t->guard = NULL;
-	if (t->lev)
-		evconnlistener_free(t->lev);
-	t->lev = NULL;
+	xfer_listener_free(t->listener);
+	t->listener = NULL;
 	while (!LIST_EMPTY(&t->sconns.list))
 		sconn_free(container_of(LIST_FIRST(&t->sconns.list),
 					struct file_sconn, s));

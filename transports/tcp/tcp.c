@@ -6,23 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/listener.h>
-
 #include "core/json_internal.h"
 #include "core/listen_internal.h"
 #include "core/net_internal.h"
 #include "transports/tcp/tcp_internal.h"
 
-static void on_accept(struct evconnlistener *lev, evutil_socket_t fd,
-		      struct sockaddr *sa, int salen, void *arg)
+static void on_accept(void *arg, int fd)
 {
-	struct tcp_transport *t = arg;
-
-	(void)lev;
-	(void)sa;
-	(void)salen;
-	xfer_listen_guard_accepted(t->guard);
-	xfer_tcp_server_accept(t, fd);
+	xfer_tcp_server_accept(arg, fd);
 }
 
 static int tcp_init(const struct xfer_transport_env *env,
@@ -43,29 +34,17 @@ static int tcp_init(const struct xfer_transport_env *env,
 	SLIST_INIT(&t->peers);
 	xfer_sstream_table_init(&t->sconns, "tcp");
 	pthread_mutex_init(&t->lock, NULL);
-	t->lev = evconnlistener_new_bind(env->control->base, on_accept, t,
-					 LEV_OPT_CLOSE_ON_FREE |
-					 LEV_OPT_CLOSE_ON_EXEC |
-					 LEV_OPT_REUSEABLE,
-					 SOMAXCONN, /* bursts wait, not SYNs */
-					 (struct sockaddr *)&ss, len);
-	if (!t->lev) {
-		ret = errno ? -errno : -EADDRINUSE;
+	t->listener = xfer_listen(env->control->base, (struct sockaddr *)&ss,
+				  len, "tcp data", on_accept, t);
+	if (!t->listener) {
+		ret = -errno;
 		pthread_mutex_destroy(&t->lock);
 		xfer_sstream_table_fini(&t->sconns);
 		free(t);
 		return xfer_error_set(env->err, ret, "tcp data listen: %s",
 				      strerror(-ret));
 	}
-	t->guard = xfer_listen_guard_new(t->lev, "tcp data");
-	if (!t->guard) {
-		evconnlistener_free(t->lev);
-		pthread_mutex_destroy(&t->lock);
-		xfer_sstream_table_fini(&t->sconns);
-		free(t);
-		return -ENOMEM;
-	}
-	t->desc.data_port = xfer_net_local_port(evconnlistener_get_fd(t->lev));
+	t->desc.data_port = xfer_net_local_port(xfer_listener_fd(t->listener));
 	t->desc.version = 2;
 	*out = &t->base;
 	return 0;
@@ -187,8 +166,7 @@ static void tcp_fini(struct xfer_transport *tp)
 	struct tcp_transport *t = container_of(tp, struct tcp_transport, base);
 	struct tcp_peer *p;
 
-	xfer_listen_guard_free(t->guard);
-	evconnlistener_free(t->lev);
+	xfer_listener_free(t->listener);
 	xfer_tcp_server_close_all(t);
 	while ((p = SLIST_FIRST(&t->peers))) {
 		SLIST_REMOVE_HEAD(&t->peers, link);

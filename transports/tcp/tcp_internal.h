@@ -49,8 +49,7 @@ struct tcp_transport {
 	struct xfer_transport base;
 	int conns;              /* per peer (the tcp_conns knob) */
 	struct xfer_tcp_desc desc;
-	struct evconnlistener *lev;
-	struct xfer_listen_guard *guard;  /* backs off when accept() fails */
+	struct xfer_listener *listener; /* the data port */
 	pthread_mutex_t lock;   /* peers */
 	SLIST_HEAD(, tcp_peer) peers;
 	struct xfer_sstream_table sconns; /* server.c's connections */
