@@ -93,12 +93,40 @@ static inline struct xfer_slice *xfer_slice_q_pop(struct xfer_slice_queue *q)
 	return s;
 }
 
+/** Move every slice of @p q to the tail of @p to; @p q ends empty. */
+static inline void xfer_slice_q_append(struct xfer_slice_queue *to,
+				       struct xfer_slice_queue *q)
+{
+	if (!q->head)
+		return;
+	*to->tail = q->head;
+	to->tail = q->tail;
+	xfer_slice_q_init(q);
+}
+
 /** Report every slice of @p q with @p st and empty it. */
 static inline void xfer_slice_q_fail(struct xfer_slice_queue *q,
 				     enum xfer_status st)
 {
 	while (q->head)
 		xfer_slice_done(xfer_slice_q_pop(q), st);
+}
+
+/**
+ * A stream connection's slices at teardown, no thread left to move them:
+ * those on the wire (@p waitq, and @p sendq's head when @p head_sent) end
+ * FAILED, those never sent (the rest of @p sendq, @p inbox) CANCELED.
+ */
+static inline void xfer_slice_qs_drop(struct xfer_slice_queue *inbox,
+				      struct xfer_slice_queue *sendq,
+				      bool head_sent,
+				      struct xfer_slice_queue *waitq)
+{
+	if (sendq->head && head_sent)
+		xfer_slice_done(xfer_slice_q_pop(sendq), XFER_FAILED);
+	xfer_slice_q_fail(waitq, XFER_FAILED);
+	xfer_slice_q_fail(sendq, XFER_CANCELED);
+	xfer_slice_q_fail(inbox, XFER_CANCELED);
 }
 
 /** Was the slice's task canceled? Then a transport ends it CANCELED if it

@@ -413,8 +413,7 @@ static void conn_kick(struct xfer_job *j)
 	pthread_mutex_unlock(&c->lock);
 	if (!in.head)
 		return;
-	*c->sendq.tail = in.head;
-	c->sendq.tail = in.tail;
+	xfer_slice_q_append(&c->sendq, &in);
 	if (c->s.fd < 0 && xfer_stream_connect(&c->s, c->r->base, &c->p->addr,
 					       c->p->addrlen, on_io, c)) {
 		conn_fail(c, XFER_FAILED);
@@ -487,16 +486,10 @@ static int conn_init(struct rconn *c, struct file_rpeer *p)
  * sent and are canceled. */
 static void conn_free(struct rconn *c)
 {
-	struct xfer_slice *head = c->sendq.head;
+	bool head_sent = c->sent > 0;
 
-	if (head && c->sent) {
-		xfer_slice_q_pop(&c->sendq);
-		xfer_slice_done(head, XFER_FAILED);
-	}
-	close_socket(c);
-	xfer_slice_q_fail(&c->waitq, XFER_FAILED);
-	xfer_slice_q_fail(&c->sendq, XFER_CANCELED);
-	xfer_slice_q_fail(&c->inbox, XFER_CANCELED);
+	close_socket(c); /* sets c->sent to 0 */
+	xfer_slice_qs_drop(&c->inbox, &c->sendq, head_sent, &c->waitq);
 	event_free(c->timer);
 	pthread_mutex_destroy(&c->lock);
 }

@@ -75,16 +75,6 @@ static size_t wire_len(struct xfer_slice *s)
 	return TCP_HDR_LEN + (s->opcode == XFER_WRITE ? s->len : 0);
 }
 
-/* Append @p q to the tail of @p to; @p q ends empty. */
-static void q_append(struct xfer_slice_queue *to, struct xfer_slice_queue *q)
-{
-	if (!q->head)
-		return;
-	*to->tail = q->head;
-	to->tail = q->tail;
-	xfer_slice_q_init(q);
-}
-
 static void close_socket(struct tcp_conn *c)
 {
 	xfer_stream_close(&c->s);
@@ -194,9 +184,9 @@ static int64_t claim(struct tcp_conn *c, bool inbox)
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* Lent only while nothing was in flight: these go first. */
-	q_append(&c->sendq, &lent);
+	xfer_slice_q_append(&c->sendq, &lent);
 	advance(c, sent);
-	q_append(&c->sendq, &in);
+	xfer_slice_q_append(&c->sendq, &in);
 	return ms;
 }
 
@@ -443,8 +433,8 @@ static void conn_retry(struct tcp_conn *c)
 	struct xfer_slice *s;
 
 	close_socket(c); /* a head partly sent goes again whole */
-	q_append(&c->waitq, &c->sendq);
-	q_append(&c->sendq, &c->waitq);
+	xfer_slice_q_append(&c->waitq, &c->sendq);
+	xfer_slice_q_append(&c->sendq, &c->waitq);
 	for (s = c->sendq.head; s; s = s->next)
 		ts(s)->status = ts(s)->status_got = ts(s)->data_got = 0;
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, 0);
@@ -567,18 +557,12 @@ struct xfer_reactor *xfer_tcp_conn_reactor(const struct tcp_conn *c)
  * sent and are canceled. */
 void xfer_tcp_conn_free(struct tcp_conn *c)
 {
-	struct xfer_slice *head;
+	bool head_sent;
 
 	claim(c, false);
-	head = c->sendq.head;
-	if (head && c->sent) {
-		xfer_slice_q_pop(&c->sendq);
-		xfer_slice_done(head, XFER_FAILED);
-	}
-	close_socket(c);
-	xfer_slice_q_fail(&c->waitq, XFER_FAILED);
-	xfer_slice_q_fail(&c->sendq, XFER_CANCELED);
-	xfer_slice_q_fail(&c->inbox, XFER_CANCELED);
+	head_sent = c->sent > 0;
+	close_socket(c); /* sets c->sent to 0 */
+	xfer_slice_qs_drop(&c->inbox, &c->sendq, head_sent, &c->waitq);
 	event_free(c->timer);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
