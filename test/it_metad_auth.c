@@ -634,11 +634,7 @@ static int cleanup(void **state)
 {
 	(void)state;
 	unsetenv("XFER_AUTH_SECRET");
-	if (S.pid > 0) {
-		kill(S.pid, SIGKILL);
-		waitpid(S.pid, NULL, 0);
-		S.pid = -1;
-	}
+	server_kill(&S);
 	return 0;
 }
 

@@ -313,11 +313,7 @@ static void test_migrate_corrupt(void **state)
 static int cleanup(void **state)
 {
 	(void)state;
-	if (P.pid > 0) {
-		kill(P.pid, SIGKILL);
-		waitpid(P.pid, NULL, 0);
-		P.pid = -1;
-	}
+	server_kill(&P);
 	return 0;
 }
 

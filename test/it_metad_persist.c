@@ -416,11 +416,7 @@ static void test_persist_corrupt(void **state)
 static int persist_cleanup(void **state)
 {
 	(void)state;
-	if (P.pid > 0) {
-		kill(P.pid, SIGKILL);
-		waitpid(P.pid, NULL, 0);
-		P.pid = -1;
-	}
+	server_kill(&P);
 	return 0;
 }
 

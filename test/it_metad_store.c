@@ -297,15 +297,8 @@ static void test_put_latency(void **state)
 static int cleanup(void **state)
 {
 	(void)state;
-	struct server *s[] = { &P, &E };
-
-	for (int i = 0; i < 2; i++) {
-		if (s[i]->pid > 0) {
-			kill(s[i]->pid, SIGKILL);
-			waitpid(s[i]->pid, NULL, 0);
-			s[i]->pid = -1;
-		}
-	}
+	server_kill(&P);
+	server_kill(&E);
 	return 0;
 }
 

@@ -191,6 +191,15 @@ int server_stop(struct server *s, int sig)
 	return reap(pid);
 }
 
+void server_kill(struct server *s)
+{
+	if (s->pid > 0) {
+		kill(s->pid, SIGKILL);
+		waitpid(s->pid, NULL, 0);
+		s->pid = -1;
+	}
+}
+
 void assert_exit_0(int status)
 {
 	assert_true(WIFEXITED(status));

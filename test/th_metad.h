@@ -78,6 +78,10 @@ int reap(pid_t pid);
 /** Send @p sig and reap. @return the wait status. */
 int server_stop(struct server *s, int sig);
 
+/** A server a failed test may have left up: SIGKILL and reap it (none
+ *  running is fine). For cmocka teardowns. */
+void server_kill(struct server *s);
+
 void assert_exit_0(int status);
 
 /** Open fds of process @p pid. */
