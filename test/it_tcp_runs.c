@@ -7,7 +7,8 @@
  * from an engine, one batch of small and large READs and WRITEs with a
  * request the target refuses in the middle: only that one fails (the
  * requests behind it on its connection go again on a new one), every
- * other byte arrives.
+ * other byte arrives; and batches of large READs, whose headers the
+ * target reads ahead of room in its reply ring, keep being answered.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +27,7 @@
 #define OP_WRITE 1
 #define OP_READ 0
 #define CLOSE_MS 6000
-#define TLEN (16u << 20)       /* the target's buffer */
+#define TLEN (32u << 20)       /* the target's buffer */
 #define GONE_LEN (64u << 10)   /* registered at open, gone at submit */
 
 static const uint8_t status_ok[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
@@ -247,12 +248,75 @@ static void test_engine_refused_mid_batch(void **state)
 	mixed_batch(2);
 }
 
+/*
+ * Batches of 32 READs of 1 MiB (16 slices each) on two connections, back
+ * to back for 3 s: the target reads their headers ahead of room in its
+ * reply ring, and those it holds once every reply went out must be
+ * served without a read event (the socket is empty by then: the
+ * initiator waits for the replies). Each batch must end within 10 s.
+ */
+static void test_large_reads_read_ahead(void **state)
+{
+	enum { N = 32, LEN = 1 << 20 };
+	struct xfer_config *cfg = th_config();
+	struct xfer_request reqs[N];
+	struct xfer_engine *e;
+	uint8_t *ib = th_alloc((size_t)N * LEN);
+	int64_t seg, end;
+	int batches = 0;
+
+	(void)state;
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "workers", "1");
+	th_set(cfg, "tcp_conns", "2");
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	assert_non_null(e);
+	assert_int_equal(xfer_register(e, ib, (size_t)N * LEN, "cpu:0", true),
+			 0);
+	seg = xfer_segment_open(e, xfer_engine_name(T));
+	assert_true(seg >= 0);
+	th_fill(tb, (size_t)N * LEN, 77);
+	memset(ib, 0, (size_t)N * LEN);
+	for (int i = 0; i < N; i++)
+		reqs[i] = (struct xfer_request){
+			XFER_READ, ib + (size_t)i * LEN, seg,
+			(uintptr_t)tb + (size_t)i * LEN, LEN,
+		};
+	end = th_now_ms() + 3000;
+	while (th_now_ms() < end) {
+		struct xfer_batch *b = xfer_batch_new(e, N);
+
+		assert_non_null(b);
+		assert_int_equal(xfer_batch_submit(b, reqs, N), 0);
+		if (xfer_batch_wait(b, 10000))
+			fail_msg("batch %d of 32 x 1 MiB READs: not done in "
+				 "10 s", batches);
+		for (int i = 0; i < N; i++) {
+			struct xfer_task_status st;
+
+			assert_int_equal(xfer_batch_status(b, i, &st), 0);
+			th_assert_status(st.status, XFER_COMPLETED);
+		}
+		assert_int_equal(xfer_batch_free(b), 0);
+		batches++;
+	}
+	/* back to back, so the bytes are checked once, at the end */
+	assert_int_equal(th_check(ib, (size_t)N * LEN, 77), -1);
+	print_message("%d batches of 32 x 1 MiB READs\n", batches);
+	assert_int_equal(xfer_segment_close(e, seg), 0);
+	xfer_engine_free(e);
+	free(ib);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_raw_run),
 		cmocka_unit_test(test_raw_refused_mid_run),
 		cmocka_unit_test(test_engine_refused_mid_batch),
+		cmocka_unit_test(test_large_reads_read_ahead),
 	};
 
 	return cmocka_run_group_tests_name("tcp: runs of requests", tests,

@@ -397,7 +397,11 @@ static int sconn_run(struct tcp_sconn *c)
 		moved |= in || out;
 		budget -= (size_t)(in + out) < budget ? (size_t)(in + out)
 						      : budget;
-	} while ((in || out) && !c->dry && budget);
+		/* Headers read ahead wait for room in the reply ring: once
+		 * replies went out they are served now, whatever the socket
+		 * has (an empty one brings no read event for them). */
+	} while ((((in || out) && !c->dry) || (staged(c) && can_read(c))) &&
+		 budget);
 	if (overdue(c))
 		return -1;
 
