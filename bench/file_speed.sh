@@ -33,6 +33,7 @@ tmp=$(mktemp -d)
 disk_file=$(mktemp "$FILE_DIR/xfer-file-speed.XXXXXX")
 tmpfs_file=$(mktemp /dev/shm/xfer-file-speed.XXXXXX)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp" "$disk_file" "$tmpfs_file"' EXIT
+. bench/target.sh
 
 # json PATH: the field at PATH (a.0.b: list items by index) of the JSON
 # object on stdin, in GB when it counts bytes.
@@ -73,26 +74,6 @@ xfer_run() {
 	json throughput_gbps <<<"$out"
 }
 
-# target_start ARGS...: a target serving on loopback; sets target_pid and
-# target_name.
-target_start() {
-	: >"$tmp/target" # not the line of the one before
-	"$BENCH" --mode target --protocol tcp --bind_addr 127.0.0.1 \
-		--duration 0 "$@" >"$tmp/target" &
-	target_pid=$!
-	pids+=("$target_pid")
-	until grep -q 'segment' "$tmp/target"; do
-		kill -0 "$target_pid" 2>/dev/null || die "target $* died"
-		sleep 0.05
-	done
-	target_name=$(awk '/segment/ { print $NF; exit }' "$tmp/target")
-}
-
-target_stop() {
-	kill -TERM "$target_pid"
-	wait "$target_pid" || die "target failed"
-}
-
 label() { [ "$1" -ge $((1 << 20)) ] && echo "$(($1 >> 20))MiB" || echo "$(($1 >> 10))KiB"; }
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", (y > 0 ? x / y : 0) }'; }
 
@@ -120,7 +101,7 @@ medium "$tmpfs_file" "$TMPFS_SIZE" 0 tmpfs
 bs=$((1 << 20))
 region=$((QD * bs))
 declare -A tcp
-target_start --buffer_size "$region"
+target_start --duration 0 --buffer_size "$region"
 for op in read write; do
 	tcp[$op]=$(xfer_run --mode initiator --segment_id "$target_name" \
 		--buffer_size "$region" --block_size "$bs" --operation "$op")
@@ -128,7 +109,7 @@ done
 target_stop
 for m in "disk $disk_file $DISK_SIZE" "tmpfs $tmpfs_file $TMPFS_SIZE"; do
 	read -r name file size <<<"$m"
-	target_start --file "$file" --buffer_size "$size"
+	target_start --duration 0 --file "$file" --buffer_size "$size"
 	for op in read write; do
 		x=$(XFER_FILE_LOCAL=0 xfer_run --mode initiator \
 			--segment_id "$target_name" --file "$file" \

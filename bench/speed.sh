@@ -45,6 +45,7 @@ done
 pids=()
 tmp=$(mktemp -d)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. bench/target.sh
 
 # json FIELD...: print the fields of the JSON object on stdin, one a line.
 json() {
@@ -102,27 +103,17 @@ sockperf_run() {
 # one initiator moving batches against it. Sets GBPS, P50, P99 (us),
 # CPU_I and CPU_T (s/GB).
 xfer_run() {
-	local op=$1 bs=$2 batch=$3 out name gb tpid
+	local op=$1 bs=$2 batch=$3 out gb
 	local size=$((8 << 20))
 	shift 3
 
-	: >"$tmp/target" # not the line of the one before
-	"$BENCH" --mode target --protocol tcp --bind_addr 127.0.0.1 \
-		--duration 0 --buffer_size "$size" --json >"$tmp/target" &
-	tpid=$!
-	pids+=("$tpid")
-	until grep -q 'segment' "$tmp/target"; do
-		kill -0 "$tpid" 2>/dev/null || die "target died"
-		sleep 0.05
-	done
-	name=$(awk '/segment/ { print $NF; exit }' "$tmp/target")
+	target_start --duration 0 --buffer_size "$size" --json
 	out=$(timeout $((DURATION + 60)) "$BENCH" --mode initiator \
-		--protocol tcp --segment_id "$name" --buffer_size "$size" \
+		--protocol tcp --segment_id "$target_name" --buffer_size "$size" \
 		--block_size "$bs" --batch_size "$batch" --threads 1 \
 		--duration "$DURATION" --operation "$op" --json "$@") ||
 		die "xfer-bench $op $bs x $batch $* failed"
-	kill -TERM "$tpid"
-	wait "$tpid" || die "target failed"
+	target_stop
 	read -r GBPS P50 P99 CPU_I gb <<<"$(json throughput_gbps lat_p50_us \
 		lat_p99_us cpu_s_per_gb_initiator bytes <<<"$out" | tr '\n' ' ')"
 	CPU_T=$(grep '^{' "$tmp/target" | json cpu_s_target |
@@ -207,13 +198,7 @@ done
 
 # Idle target: CPU ticks (utime+stime) from the moment it serves until just
 # before its --duration ends, so setup and teardown stay out of the figure.
-"$BENCH" --mode target --protocol tcp --duration "$DURATION" --bind_addr 127.0.0.1 >"$tmp/idle" &
-target_pid=$!
-pids+=("$target_pid")
-until grep -q 'segment' "$tmp/idle"; do
-	kill -0 "$target_pid" 2>/dev/null || die "target died"
-	sleep 0.05
-done
+target_start --duration "$DURATION"
 ticks() { sed 's/.*) //' "/proc/$target_pid/stat" | awk '{ print $12 + $13 }'; }
 t0=$(date +%s.%N) c0=$(ticks)
 sleep "$(awk -v d="$DURATION" 'BEGIN { s = d - 1.5; printf "%.2f", (s > 0.5 ? s : 0.5) }')"
