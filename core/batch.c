@@ -10,7 +10,7 @@
 
 #include "core/engine_internal.h"
 #include "core/notify_internal.h"
-#include "core/wait_internal.h"
+#include "util/wait_internal.h"
 
 #define XFER_BATCH_MAX (1u << 24)
 

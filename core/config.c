@@ -12,7 +12,7 @@
 #include <xfer/xfer.h>
 
 #include "core/config_internal.h"
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "metadata/store.h"
 #include "transports/transport.h"
 

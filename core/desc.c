@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "core/desc_internal.h"
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 
 /* Local time as the peer writes it: "YYYY-MM-DD HH:MM:SS.ffffff". */
 static void now_str(char *buf, size_t size)

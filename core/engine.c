@@ -9,10 +9,10 @@
 #include <event2/dns.h>
 #include <xfer/event.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "core/engine_internal.h"
 #include "core/handshake_internal.h"
-#include "core/net_internal.h"
+#include "util/net_internal.h"
 #include "core/notify_internal.h"
 
 const char *xfer_engine_last_error(const struct xfer_engine *e)

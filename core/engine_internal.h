@@ -13,7 +13,7 @@
 
 #include "core/buffers_internal.h"
 #include "core/config_internal.h"
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "core/meta_internal.h"
 #include "core/notify_internal.h"
 #include "core/segment_internal.h"

@@ -19,12 +19,12 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "core/handshake_internal.h"
-#include "core/json_internal.h"
-#include "core/listen_internal.h"
-#include "core/log_internal.h"
-#include "core/net_internal.h"
+#include "util/json_internal.h"
+#include "util/listen_internal.h"
+#include "util/log_internal.h"
+#include "util/net_internal.h"
 
 #define FRAME_HDR 8 /* u64 length of type byte + JSON */
 

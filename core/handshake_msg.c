@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/handshake_internal.h"
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 
 /* Most QPs accepted in a Connection body (the peer uses 2 by default). */
 #define HS_MAX_QP 64

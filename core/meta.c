@@ -12,9 +12,9 @@
 #include <event2/event.h>
 
 #include "core/desc_internal.h"
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "core/meta_internal.h"
-#include "core/wait_internal.h"
+#include "util/wait_internal.h"
 
 #define META_TIMEOUT_MS 15000 /* the slowest backend step is 10 s */
 

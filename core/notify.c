@@ -11,7 +11,7 @@
 
 #include "core/engine_internal.h"
 #include "core/handshake_internal.h"
-#include "core/wait_internal.h"
+#include "util/wait_internal.h"
 
 struct xfer_notice {
 	STAILQ_ENTRY(xfer_notice) link;

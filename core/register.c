@@ -8,8 +8,8 @@
 
 #include "core/desc_internal.h"
 #include "core/engine_internal.h"
-#include "core/json_internal.h"
-#include "core/wait_internal.h"
+#include "util/json_internal.h"
+#include "util/wait_internal.h"
 
 /* ---- the own descriptor ---- */
 

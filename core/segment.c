@@ -14,9 +14,9 @@
 
 #include "core/desc_internal.h"
 #include "core/engine_internal.h"
-#include "core/json_internal.h"
-#include "core/net_internal.h"
-#include "core/wait_internal.h"
+#include "util/json_internal.h"
+#include "util/net_internal.h"
+#include "util/wait_internal.h"
 
 enum op_kind { OP_OPEN, OP_REFRESH, OP_CLOSE };
 

@@ -26,7 +26,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "metadata/store.h"
 #include "metadata/etcd_internal.h"
 #include "metadata/resolve_internal.h"

@@ -27,7 +27,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "metadata/etcd_internal.h"
 
 /* ---- ops and their results ---- */

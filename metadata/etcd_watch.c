@@ -19,7 +19,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "metadata/etcd_internal.h"
 
 static void watch_done(struct evhttp_request *req, void *arg);

@@ -31,9 +31,9 @@
 #include <event2/keyvalq_struct.h>
 #include <yajl/yajl_tree.h>
 
-#include "core/auth_internal.h"
-#include "core/log_internal.h"
-#include "core/net_internal.h"
+#include "metadata/write_mac_internal.h"
+#include "util/log_internal.h"
+#include "util/net_internal.h"
 #include "metadata/store.h"
 #include "metadata/deferred_internal.h"
 

@@ -16,7 +16,7 @@
 
 #include "core/desc_internal.h"
 #include "core/handshake_internal.h"
-#include "core/net_internal.h"
+#include "util/net_internal.h"
 #include "metadata/store.h"
 #include "metadata/deferred_internal.h"
 

@@ -26,7 +26,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "metadata/store.h"
 #include "metadata/redis_internal.h"
 #include "metadata/resolve_internal.h"

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "metadata/redis_internal.h"
 #include "metadata/resolve_internal.h"
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "core/config_internal.h"
-#include "core/container_internal.h"
+#include "util/container_internal.h"
 
 struct event_base;
 struct xfer_auth;

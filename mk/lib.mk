@@ -1,6 +1,16 @@
-# libxfer: static and shared (versioned soname).
-LIB_SRCS := $(wildcard core/*.c reactor/*.c transports/*.c transports/*/*.c \
-                      metadata/*.c)
+# The lowest floor, util/ and reactor/: what every program of the tree
+# links (the library, xfer-metad), as an archive of its own.
+UTIL_SRCS := $(wildcard util/*.c reactor/*.c)
+UTIL_OBJS := $(UTIL_SRCS:%.c=$(BUILD)/%.o)
+UTIL_A    := $(BUILD)/libxfer-util.a
+
+$(UTIL_A): $(UTIL_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# libxfer: static and shared (versioned soname), the floor included.
+LIB_SRCS := $(UTIL_SRCS) $(wildcard core/*.c transports/*.c \
+                      transports/*/*.c metadata/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB_A    := $(BUILD)/libxfer.a
 LIB_SO   := $(BUILD)/libxfer.so.$(VERSION)

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include "core/container_internal.h"
+#include "util/container_internal.h"
 
 struct event;
 struct event_base;

@@ -22,7 +22,7 @@
 
 #include <xfer/xfer.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "core/desc_internal.h"
 #include "core/handshake_internal.h"
 #include "test/helpers.h"

@@ -34,7 +34,7 @@
 #include <openssl/sha.h>
 #include <xfer/xfer.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "metadata/store.h"
 #include "test/helpers.h"
 #include "test/th_metad.h"

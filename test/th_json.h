@@ -11,7 +11,7 @@
 
 #include "core/desc_internal.h"
 #include "core/handshake_internal.h"
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 #include "transports/rdma/desc_internal.h"
 #include "transports/tcp/tcp_internal.h"
 #include "transports/transport.h"

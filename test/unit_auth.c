@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 
 /* RFC 4231, test case 2: key "Jefe". */
 static void test_hmac_rfc4231(void **state)

@@ -25,7 +25,7 @@
 #include <xfer/xfer.h>
 
 #include "core/engine_internal.h"
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "test/helpers.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

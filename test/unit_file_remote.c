@@ -29,7 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/net_internal.h"
+#include "util/net_internal.h"
 #include "transports/file/file_internal.h"
 #include "test/helpers.h"
 

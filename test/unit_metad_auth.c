@@ -18,7 +18,7 @@
 
 #include <openssl/sha.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "metadata/metad/auth_internal.h"
 
 #define SECRET "correct horse battery staple 42"

@@ -23,8 +23,8 @@
 
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
-#include "core/log_internal.h"
+#include "util/auth_internal.h"
+#include "util/log_internal.h"
 #include "reactor/reactor_internal.h"
 
 struct xfer_transport_env;

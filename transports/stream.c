@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "reactor/reactor_internal.h"
 #include "transports/stream_internal.h"
 

@@ -19,7 +19,7 @@
 
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 
 struct xfer_stream {
 	/* Set once by xfer_stream_init(). */

@@ -20,7 +20,7 @@
 #include "core/buffers_internal.h"
 #include "core/config_internal.h"
 #include "core/desc_internal.h"
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "core/segment_internal.h"
 #include "core/slice_internal.h"
 #include "reactor/reactor_internal.h"

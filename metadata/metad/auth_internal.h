@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/auth_internal.h"
+#include "metadata/write_mac_internal.h"
 
 #define METAD_NONCES 4096u         /* nonces remembered */
 #define METAD_NONCE_TTL_MS 60000   /* a nonce's life, ms */

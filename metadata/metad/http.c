@@ -34,8 +34,8 @@
 #include <event2/keyvalq_struct.h>
 #include <yajl/yajl_gen.h>
 
-#include "core/listen_internal.h"
-#include "core/log_internal.h"
+#include "util/listen_internal.h"
+#include "util/log_internal.h"
 #include "metadata/metad/auth_internal.h"
 #include "metadata/metad/http_internal.h"
 #include "metadata/metad/key_internal.h"

@@ -7,7 +7,7 @@
  * io_uring cannot be had, the engine falls back to its worker thread).
  *
  * The first input byte: bit 0, a cluster secret is set (the peer must
- * then pass the challenge-response of core/auth_sock.c first, which the
+ * then pass the challenge-response of util/auth_sock.c first, which the
  * fuzzer's bytes meet as they are); bit 1, the peer closes its socket
  * once its bytes are out, without reading a reply (else it shuts its
  * write side and reads every reply). The rest is what the peer sends.
@@ -25,7 +25,7 @@
 
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "transports/file/file_internal.h"
 #include "test/fuzz/fuzz.h"
 

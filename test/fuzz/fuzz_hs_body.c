@@ -1,13 +1,13 @@
 /*
  * The handshake bodies (core/handshake_msg.c): Connection, Metadata and
  * Notify, and the strict object check a Probe body passes
- * (core/json.c). A body that decodes is encoded again, and that
+ * (util/json.c). A body that decodes is encoded again, and that
  * encoding must decode to the same fields.
  */
 #include <string.h>
 
 #include "core/handshake_internal.h"
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 #include "test/fuzz/fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

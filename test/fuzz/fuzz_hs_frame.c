@@ -4,7 +4,7 @@
  *
  * The first input byte picks the side (bit 0) and whether a cluster
  * secret is set (bit 1: the peer must then pass the challenge-response of
- * core/auth.c first, which the fuzzer's bytes meet as they are); the rest
+ * util/auth.c first, which the fuzzer's bytes meet as they are); the rest
  * is what the peer sends.
  *  - server (bit 0 clear): a listener of xfer_handshake_listen() on an
  *    abstract AF_UNIX address (the same code path as TCP, with no ports
@@ -23,7 +23,7 @@
 
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "core/handshake_internal.h"
 #include "test/fuzz/fuzz.h"
 

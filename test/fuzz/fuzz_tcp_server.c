@@ -5,7 +5,7 @@
  * a reactor of its own, driven here without a thread.
  *
  * The first input byte says whether a cluster secret is set (bit 0: the
- * peer must then pass the challenge-response of core/auth_sock.c first,
+ * peer must then pass the challenge-response of util/auth_sock.c first,
  * which the fuzzer's bytes meet as they are); the rest is what the peer
  * sends.
  *
@@ -21,7 +21,7 @@
 
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "transports/tcp/tcp_internal.h"
 #include "test/fuzz/fuzz.h"
 

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "core/container_internal.h"
+#include "util/container_internal.h"
 #include "core/engine_internal.h"
 #include "test/helpers.h"
 #include "test/rdma/rt.h"

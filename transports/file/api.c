@@ -2,8 +2,8 @@
  * of files.c, then the document republished as for RAM buffers. */
 #include <errno.h>
 
-#include "core/container_internal.h"
-#include "core/wait_internal.h"
+#include "util/container_internal.h"
+#include "util/wait_internal.h"
 #include "transports/file/file_internal.h"
 
 #define KIND "nvmeof"

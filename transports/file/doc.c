@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 #include "transports/file/doc_internal.h"
 
 static int gen_map(yajl_gen g, const struct xfer_file_buf *b)

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/container_internal.h"
+#include "util/container_internal.h"
 #include "transports/file/file_internal.h"
 
 static struct file_transport *ft(struct xfer_transport *t)

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 #include "transports/file/file_internal.h"
 
 /* What O_DIRECT needs aligned (memory, offset, length): statx's answer,

@@ -21,7 +21,7 @@
 #include <event2/event.h>
 #include <liburing.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 #include "reactor/reactor_internal.h"
 #include "transports/file/fio_internal.h"
 #include "transports/file/fio_worker_internal.h"

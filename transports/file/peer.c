@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/container_internal.h"
-#include "core/net_internal.h"
+#include "util/container_internal.h"
+#include "util/net_internal.h"
 #include "transports/file/file_internal.h"
 
 static struct file_transport *ft(struct xfer_transport *t)

@@ -24,9 +24,9 @@
 
 #include <event2/event.h>
 
-#include "core/auth_internal.h"
-#include "core/listen_internal.h"
-#include "core/net_internal.h"
+#include "util/auth_internal.h"
+#include "util/listen_internal.h"
+#include "util/net_internal.h"
 #include "transports/file/file_internal.h"
 
 #define BUDGET (8u << 20)     /* bytes per callback, for fairness */

@@ -15,7 +15,7 @@
 
 #include <event2/event.h>
 
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 #include "transports/rdma/rdma_internal.h"
 
 /* Break every endpoint of the context (its port went down). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 #include "transports/rdma/desc_internal.h"
 
 /* ---- GIDs ---- */

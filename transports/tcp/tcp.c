@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json_internal.h"
-#include "core/listen_internal.h"
-#include "core/net_internal.h"
+#include "util/json_internal.h"
+#include "util/listen_internal.h"
+#include "util/net_internal.h"
 #include "transports/tcp/tcp_internal.h"
 
 static void on_accept(void *arg, int fd)

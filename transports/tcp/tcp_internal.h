@@ -12,7 +12,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 #include "transports/sstream_internal.h"
 #include "transports/transport.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/wait_internal.h"
+#include "util/wait_internal.h"
 
 struct xfer_wait {
 	pthread_mutex_t lock;

@@ -8,7 +8,7 @@
 
 #include <yajl/yajl_parse.h>
 
-#include "core/json_internal.h"
+#include "util/json_internal.h"
 
 /* Ours nest at most 4 levels. */
 #define JSON_MAX_DEPTH 32

@@ -19,8 +19,8 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "core/listen_internal.h"
-#include "core/log_internal.h"
+#include "util/listen_internal.h"
+#include "util/log_internal.h"
 
 #define PAUSE_MIN_MS 10
 #define PAUSE_MAX_MS 1000

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
-#include "core/auth_internal.h"
-#include "core/log_internal.h"
+#include "util/auth_internal.h"
+#include "util/log_internal.h"
 
 enum { WAIT_HELLO, WAIT_PROOF };
 

@@ -8,7 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "core/log_internal.h"
+#include "util/log_internal.h"
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 

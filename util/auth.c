@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "core/auth_internal.h"
+#include "util/auth_internal.h"
 
 #define MAGIC "XFERAUTH"
 #define LABEL_SERVER "xfer-auth-1 server"
@@ -88,24 +88,6 @@ int xfer_auth_sha256(const void *data, size_t len,
 
 	return EVP_Digest(len ? data : "", len, out, &n, EVP_sha256(), NULL) &&
 	       n == XFER_AUTH_SHA256_LEN ? 0 : -EIO;
-}
-
-int xfer_auth_write_mac(const struct xfer_auth *a, const char *method,
-			const char *key,
-			const uint8_t body_sha256[XFER_AUTH_SHA256_LEN],
-			const uint8_t nonce[XFER_AUTH_NONCE_LEN],
-			uint8_t mac[XFER_AUTH_MAC_LEN])
-{
-	const struct iovec parts[] = {
-		{ (void *)method, strlen(method) },
-		{ (void *)"\n", 1 },
-		{ (void *)key, strlen(key) },
-		{ (void *)"\n", 1 },
-		{ (void *)body_sha256, XFER_AUTH_SHA256_LEN },
-		{ (void *)nonce, XFER_AUTH_NONCE_LEN },
-	};
-
-	return xfer_auth_mac_with(a, XFER_AUTH_WRITE_LABEL, parts, 6, mac);
 }
 
 void xfer_auth_hex(const uint8_t *b, size_t n, char *hex)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/net_internal.h"
+#include "util/net_internal.h"
 
 int xfer_net_parse(const char *host, uint16_t port,
 		   struct sockaddr_storage *ss, socklen_t *len)

@@ -63,31 +63,12 @@ int xfer_auth_mac_with(const struct xfer_auth *a, const char *label,
 		       const struct iovec *parts, size_t nparts,
 		       uint8_t mac[XFER_AUTH_MAC_LEN]);
 
-/* ---- xfer-metad's writes (PROTOCOL.md §2, docs/SECURITY.md) ---- */
-
-#define XFER_AUTH_WRITE_LABEL "xfer-metad-1 write"
 #define XFER_AUTH_SHA256_LEN 32
-/* X-Xfer-Auth: <nonce, 64 hex digits>:<mac, 64 hex digits> */
-#define XFER_AUTH_HEADER_LEN (2 * XFER_AUTH_NONCE_LEN + 1 + \
-			      2 * XFER_AUTH_MAC_LEN)
 
 /** SHA-256 of the @p len bytes at @p data (NULL if @p len is 0) into
  *  @p out. @return 0, or -EIO if libcrypto failed. */
 int xfer_auth_sha256(const void *data, size_t len,
 		     uint8_t out[XFER_AUTH_SHA256_LEN]);
-
-/**
- * The MAC of one write to xfer-metad: xfer_auth_mac() with the secret
- * @p a, label XFER_AUTH_WRITE_LABEL, over @p method ("PUT", "DELETE"),
- * "\n", @p key (its bytes, as stored: not percent-encoded), "\n",
- * @p body_sha256 (SHA-256 of the request body, empty for DELETE) and the
- * server's @p nonce. @return 0, or -EIO.
- */
-int xfer_auth_write_mac(const struct xfer_auth *a, const char *method,
-			const char *key,
-			const uint8_t body_sha256[XFER_AUTH_SHA256_LEN],
-			const uint8_t nonce[XFER_AUTH_NONCE_LEN],
-			uint8_t mac[XFER_AUTH_MAC_LEN]);
 
 /** The @p n bytes at @p b as 2 * @p n lowercase hex digits and a NUL,
  *  into @p hex. */
