@@ -13,8 +13,8 @@
 
 #include "core/config_internal.h"
 #include "util/log_internal.h"
-#include "metadata/store.h"
-#include "transports/transport.h"
+#include "core/store.h"
+#include "core/transport.h"
 
 #define XFER_MAX_WORKERS 64
 

@@ -13,12 +13,13 @@
 
 #include "core/buffers_internal.h"
 #include "core/config_internal.h"
-#include "util/log_internal.h"
 #include "core/meta_internal.h"
 #include "core/notify_internal.h"
 #include "core/segment_internal.h"
+#include "core/slice_internal.h"
+#include "core/transport.h"
 #include "reactor/reactor_internal.h"
-#include "transports/transport.h"
+#include "util/log_internal.h"
 
 #define XFER_MAX_WORKERS 64
 /* At most this many transports in the table. */

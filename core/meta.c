@@ -419,7 +419,7 @@ static void stop_private(struct xfer_meta *m)
 	size_t len;
 	char *json = own_value(m, OWN_RAM, false, &len), *key;
 
-	if (!o.base || !json || ops->open(m->env.conn, &env, &s))
+	if (!o.base || !json || xfer_store_open(ops, m->env.conn, &env, &s))
 		goto out;
 	for (unsigned i = 0; i <= own_count(m) && !o.err; i++) {
 		/* first the empty ram, then each key */
@@ -522,7 +522,7 @@ int xfer_meta_open(struct xfer_meta *m, const struct xfer_meta_env *env)
 	snprintf(m->prefix, n, "mooncake/%s%s", cid ? cid : "",
 		 cid && cid[0] && cid[strlen(cid) - 1] != '/' ? "/" : "");
 	senv.prefix = m->prefix;
-	ret = ops->open(env->conn, &senv, &m->store);
+	ret = xfer_store_open(ops, env->conn, &senv, &m->store);
 	if (ret) {
 		free(m->prefix);
 		m->prefix = NULL;

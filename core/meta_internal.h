@@ -15,7 +15,7 @@
 
 #include <xfer/xfer.h>
 
-#include "metadata/store.h"
+#include "core/store.h"
 #include "reactor/reactor_internal.h"
 
 struct xfer_auth;

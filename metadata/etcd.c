@@ -27,7 +27,7 @@
 #include <event2/http.h>
 
 #include "util/log_internal.h"
-#include "metadata/store.h"
+#include "metadata/backends_internal.h"
 #include "metadata/etcd_internal.h"
 #include "metadata/resolve_internal.h"
 
@@ -191,6 +191,7 @@ static int etcd_open(const char *conn, const struct xfer_store_env *env,
 	if (!e)
 		return -ENOMEM;
 	e->base.ops = &xfer_etcd_ops;
+	e->base.deferred = &e->deferred;
 	e->env = *env;
 	e->on_member_down = xfer_etcd_watch_member_down;
 	e->on_write_done = write_done;

@@ -26,8 +26,8 @@
 #include <event2/util.h>
 #include <yajl/yajl_tree.h>
 
-#include "metadata/deferred_internal.h"
-#include "metadata/store.h"
+#include "core/deferred_internal.h"
+#include "core/store.h"
 
 struct evbuffer;
 struct evhttp_connection;

@@ -12,8 +12,8 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "core/engine_internal.h"
 #include "metadata/etcd_internal.h"
+#include "util/log_internal.h"
 
 static void grant_done(struct etcd_op *op, int st, yajl_val root);
 static void keepalive_done(struct etcd_op *op, int st, yajl_val root);

@@ -34,8 +34,8 @@
 #include "metadata/write_mac_internal.h"
 #include "util/log_internal.h"
 #include "util/net_internal.h"
-#include "metadata/store.h"
-#include "metadata/deferred_internal.h"
+#include "metadata/backends_internal.h"
+#include "core/deferred_internal.h"
 
 #define CMD_TIMEOUT_S 5
 #define POLL_MS 30000                  /* one long poll */
@@ -619,6 +619,7 @@ static int http_open(const char *conn, const struct xfer_store_env *env,
 	if (!h)
 		return -ENOMEM;
 	h->store.ops = &xfer_http_ops;
+	h->store.deferred = &h->deferred;
 	LIST_INIT(&h->ops);
 	h->env = *env;
 	h->base = env->base;

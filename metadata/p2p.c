@@ -17,8 +17,8 @@
 #include "core/desc_internal.h"
 #include "core/handshake_internal.h"
 #include "util/net_internal.h"
-#include "metadata/store.h"
-#include "metadata/deferred_internal.h"
+#include "metadata/backends_internal.h"
+#include "core/deferred_internal.h"
 
 #define RPC_META "rpc_meta/"
 #define RAM "ram/"
@@ -65,6 +65,7 @@ static int p2p_open(const char *conn, const struct xfer_store_env *env,
 	if (!p)
 		return -ENOMEM;
 	p->store.ops = &xfer_p2p_ops;
+	p->store.deferred = &p->deferred;
 	p->base = env->base;
 	p->max_len = env->handshake_max_len;
 	p->auth = env->auth;

@@ -27,7 +27,7 @@
 #include <hiredis/hiredis.h>
 
 #include "util/log_internal.h"
-#include "metadata/store.h"
+#include "metadata/backends_internal.h"
 #include "metadata/redis_internal.h"
 #include "metadata/resolve_internal.h"
 
@@ -367,6 +367,7 @@ static int redis_open(const char *conn, const struct xfer_store_env *env,
 	if (!s)
 		return -ENOMEM;
 	s->pub.ops = &xfer_redis_ops;
+	s->pub.deferred = &s->deferred;
 	TAILQ_INIT(&s->waiting);
 	s->env = *env;
 	s->env.prefix = s->env.user = s->env.password = NULL;

@@ -20,9 +20,9 @@
 #include <event2/event.h>
 #include <hiredis/adapters/libevent.h>
 
-#include "core/engine_internal.h"
 #include "metadata/redis_internal.h"
 #include "metadata/resolve_internal.h"
+#include "util/log_internal.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000

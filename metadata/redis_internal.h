@@ -22,8 +22,8 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include "metadata/deferred_internal.h"
-#include "metadata/store.h"
+#include "core/deferred_internal.h"
+#include "core/store.h"
 
 struct event;
 

@@ -1,31 +1,13 @@
-/* The one table of metadata backends, and the knobs they share. */
+/* The one list of metadata backends this build has (core/store.h says
+ * what a backend is; the core fills their empty slots). */
 #include <stddef.h>
 
-#include "metadata/store.h"
+#include "metadata/backends_internal.h"
 
-static const struct xfer_store_ops *const backends[] = {
+const struct xfer_store_ops *const xfer_store_list[] = {
 	&xfer_p2p_ops,
 	&xfer_http_ops,
 	&xfer_redis_ops,
 	&xfer_etcd_ops, /* last: a bare host:port means etcd */
+	NULL,
 };
-
-const struct xfer_knob xfer_store_knobs[] = {
-	XFER_KNOB_S("metadata_server", "XFER_METADATA_SERVER",
-		    "MC_METADATA_SERVER", "p2p"),
-	XFER_KNOB_S("cluster_id", "XFER_CLUSTER_ID", "MC_METADATA_CLUSTER_ID",
-		    NULL),
-	XFER_KNOB_S("metadata_user", "XFER_METADATA_USER", "MC_REDIS_USERNAME",
-		    NULL),
-	XFER_KNOB_S("metadata_password", "XFER_METADATA_PASSWORD",
-		    "MC_REDIS_PASSWORD", NULL),
-	{ .name = NULL },
-};
-
-const struct xfer_store_ops *xfer_store_find(const char *conn)
-{
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-		if (backends[i]->accepts(conn))
-			return backends[i];
-	return NULL;
-}

@@ -52,7 +52,7 @@ test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
 		include/xfer/event.h
 	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
 		include/xfer/transfer_engine_c.h
-	@python3 test/check_layers.py $(LIB_OBJS)
+	@python3 test/check_layers.py $(LIB_OBJS) $(CAPI_OBJS) $(BENCH_OBJS)
 	$(call run_each,$(UNIT_BINS))
 
 # xfer-bench --plugin and --file: one second each way, checked and

@@ -1,13 +1,26 @@
 #!/usr/bin/env python3
-"""The library's object files call each other one way only: fails on a
-cycle of calls between files (an object using a symbol defined in another
-that, directly or through others, uses one of the first). Calls through
-ops tables and callbacks are not seen, and are how a lower layer reaches
-a higher one.
+"""The library's object files call each other one way only, and its
+folders stand in floors. Fails on
+- a cycle of calls between the library's files (an object using a
+  symbol defined in another that, directly or through others, uses one
+  of the first);
+- a call up or across floors: util and reactor (the floor) use nothing
+  above them nor each other; core uses only the floor; transports and
+  metadata use the core and the floor, never each other; capi, python
+  and bench sit on top.
+The one way down-to-up is data: the core reads the lists of what this
+build has (LISTS), which the folders above supply, as libevent's event.c
+reads eventops[]. Calls through ops tables and callbacks are not seen,
+and are how a lower layer reaches a higher one.
     test/check_layers.py build/core/*.o build/transports/tcp/*.o ...
 """
+import os
 import subprocess
 import sys
+
+FLOORS = {"util": 0, "reactor": 0, "core": 1, "transports": 2,
+          "metadata": 2, "capi": 3, "python": 3, "bench": 3}
+LISTS = {"xfer_transport_list", "xfer_store_list"}
 
 
 def symbols(obj):
@@ -55,17 +68,46 @@ def cycles(graph):
     return found
 
 
+def folder(obj):
+    """The top-level folder of an object under the build directory."""
+    parts = os.path.normpath(obj).split(os.sep)
+    for p in parts:
+        if p in FLOORS:
+            return p
+    sys.exit("check_layers: %s is in no known folder" % obj)
+
+
+def upward(syms, owner):
+    """(user, symbol, owner) for every use that breaks the floors."""
+    found = []
+    for o, (used, _) in syms.items():
+        a = folder(o)
+        for s in used:
+            b = folder(owner[s]) if s in owner else a
+            if a == b or s in LISTS or FLOORS[b] < FLOORS[a]:
+                continue
+            found.append((o, s, owner[s]))
+    return sorted(found)
+
+
 def main(objs):
     syms = {o: symbols(o) for o in objs}
     owner = {s: o for o, (_, d) in syms.items() for s in d}
-    graph = {o: {owner[s] for s in used if owner.get(s, o) != o}
-             for o, (used, _) in syms.items()}
+    # The library's files: the programs on top are checked for floors only
+    lib = {o for o in objs if FLOORS[folder(o)] < 3}
+    graph = {o: {owner[s] for s in used if owner.get(s, o) not in (o, None)
+                 and owner[s] in lib}
+             for o, (used, _) in syms.items() if o in lib}
     bad = cycles(graph)
     for comp in bad:
         print("call cycle between:", " ".join(comp))
-    if not bad:
-        print("layers: %d objects, no call cycle" % len(objs))
-    return 1 if bad else 0
+    up = upward(syms, owner)
+    for o, s, d in up:
+        print("floor broken: %s uses %s of %s" % (o, s, d))
+    if not bad and not up:
+        print("layers: %d objects in %d folders, no call cycle, no call "
+              "up a floor" % (len(objs), len({folder(o) for o in objs})))
+    return 1 if bad or up else 0
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@
 
 #include "core/desc_internal.h"
 #include "test/helpers.h"
-#include "transports/transport.h"
+#include "core/transport.h"
 
 struct xfer_config *th_config(void)
 {

@@ -10,7 +10,7 @@
 #include <event2/event.h>
 #include <xfer/xfer.h>
 
-#include "metadata/store.h"
+#include "metadata/backends_internal.h"
 #include "transports/tcp/tcp_internal.h"
 
 struct xfer_desc;

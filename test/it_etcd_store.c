@@ -27,7 +27,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "test/th_etcd.h"
-#include "metadata/store.h"
+#include "metadata/backends_internal.h"
 
 #define IO_MS 5000       /* the most a healthy answer may take */
 #define TTL_S 10         /* the backend's lease TTL */

@@ -26,7 +26,7 @@
 #include <event2/event.h>
 
 #include "test/helpers.h"
-#include "metadata/store.h"
+#include "core/store.h"
 
 #define BUF (1 << 20)
 

@@ -35,7 +35,7 @@
 #include <xfer/xfer.h>
 
 #include "util/auth_internal.h"
-#include "metadata/store.h"
+#include "metadata/backends_internal.h"
 #include "test/helpers.h"
 #include "test/th_metad.h"
 

@@ -30,7 +30,7 @@
 #include <event2/event.h>
 
 #include "test/th_redis.h"
-#include "metadata/store.h"
+#include "metadata/backends_internal.h"
 
 #define IO_MS 5000       /* the most a healthy answer may take */
 

@@ -14,7 +14,7 @@
 #include "util/json_internal.h"
 #include "transports/rdma/desc_internal.h"
 #include "transports/tcp/tcp_internal.h"
-#include "transports/transport.h"
+#include "core/transport.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* Every codec the engine knows, as segments decode with. */

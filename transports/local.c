@@ -1,7 +1,9 @@
 /* Local copy: a request whose target is this engine's own segment. */
 #include <string.h>
 
-#include "transports/transport.h"
+#include "core/config_internal.h"
+#include "core/slice_internal.h"
+#include "core/transport.h"
 
 static void local_submit(struct xfer_transport *t, struct xfer_segment *seg,
 			 struct xfer_slice *s, size_t n)

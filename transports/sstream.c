@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "transports/sstream_internal.h"
-#include "transports/transport.h"
+#include "core/transport.h"
 
 void xfer_sstream_table_init(struct xfer_sstream_table *tab,
 			     const char *name)

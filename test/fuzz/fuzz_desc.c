@@ -9,7 +9,7 @@
 
 #include "core/desc_internal.h"
 #include "transports/rdma/desc_internal.h"
-#include "transports/transport.h"
+#include "core/transport.h"
 #include "test/fuzz/fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -30,10 +30,13 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "core/config_internal.h"
+#include "core/segment_internal.h"
+#include "core/slice_internal.h"
+#include "core/transport.h"
 #include "transports/file/doc_internal.h"
 #include "transports/file/fio_internal.h"
 #include "transports/sstream_internal.h"
-#include "transports/transport.h"
 
 /* The knobs of ops->knobs, in order. */
 enum { K_DEPTH, K_THREADS, K_LOCAL };

@@ -32,9 +32,15 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "core/buffers_internal.h"
+#include "core/config_internal.h"
+#include "core/segment_internal.h"
+#include "core/slice_internal.h"
+#include "core/transport.h"
+#include "reactor/reactor_internal.h"
 #include "transports/rdma/desc_internal.h"
 #include "transports/rdma/topology_internal.h"
-#include "transports/transport.h"
+#include "util/log_internal.h"
 
 struct xfer_hs_conn;
 struct xfer_hs_req;

@@ -12,9 +12,14 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
-#include "util/auth_internal.h"
+#include "core/buffers_internal.h"
+#include "core/config_internal.h"
+#include "core/desc_internal.h"
+#include "core/segment_internal.h"
+#include "core/slice_internal.h"
+#include "core/transport.h"
 #include "transports/sstream_internal.h"
-#include "transports/transport.h"
+#include "util/auth_internal.h"
 
 #define TCP_HDR_LEN 24
 #define TCP_OP_V2 0x80

@@ -1,6 +1,9 @@
 /*
- * The metadata store ops table: a key/value view of PROTOCOL.md §2, one
- * backend per file, chosen by the metadata connection string.
+ * The metadata store contract, owned by the core: a key/value view of
+ * PROTOCOL.md §2. A backend is a table of operations in metadata/, one
+ * per file, listed in metadata/store.c and chosen by the connection
+ * string. Slots a backend leaves NULL get the defaults of core/store.c
+ * (each slot says its default), so callers never test for NULL.
  *
  * Every call and every callback happens on the engine's control reactor
  * (env->base): backends do all their I/O there, never blocking it.
@@ -16,6 +19,7 @@
 
 struct event_base;
 struct xfer_auth;
+struct xfer_deferred;
 struct xfer_store;
 
 enum xfer_store_op { XFER_STORE_GET, XFER_STORE_PUT, XFER_STORE_DEL };
@@ -78,11 +82,12 @@ struct xfer_store_ops {
 	 *  call), on the reactor. Key and value are copied as needed. */
 	void (*get)(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		    void *arg);
-	/** Start a put, as get. Only with XFER_STORE_KEEPS. */
+	/** Start a put, as get. Default (a store that keeps no keys):
+	 *  -EOPNOTSUPP, from the deferred queue. */
 	void (*put)(struct xfer_store *s, const char *key, const char *value,
 		    size_t len, xfer_store_cb cb, void *arg);
-	/** Start a delete, as get; deleting an absent key succeeds. Only
-	 *  with XFER_STORE_KEEPS. */
+	/** Start a delete, as get; deleting an absent key succeeds.
+	 *  Default: as put's. */
 	void (*del)(struct xfer_store *s, const char *key, xfer_store_cb cb,
 		    void *arg);
 	/** Stop: pending callbacks are never called. Reactor stopped or on
@@ -90,20 +95,30 @@ struct xfer_store_ops {
 	void (*close)(struct xfer_store *s);
 };
 
+/** A backend's instance embeds this first. */
 struct xfer_store {
+	/** The backend's table; xfer_store_open() sets the filled one. */
 	const struct xfer_store_ops *ops;
+	/** The backend's queue of results (core/deferred_internal.h), set
+	 *  by open(): the defaults answer from it. */
+	struct xfer_deferred *deferred;
 };
 
-extern const struct xfer_store_ops xfer_p2p_ops;
-extern const struct xfer_store_ops xfer_http_ops;
-extern const struct xfer_store_ops xfer_redis_ops;
-extern const struct xfer_store_ops xfer_etcd_ops;
+/** The backends this build has, NULL-ended (metadata/store.c), at most
+ *  XFER_STORES_MAX. The core reads it; no backend is named here. */
+#define XFER_STORES_MAX 8
+extern const struct xfer_store_ops *const xfer_store_list[];
 
 /** The metadata knobs: the connection string (metadata_server), the
  *  cluster id and credentials; ended by a NULL name. */
 extern const struct xfer_knob xfer_store_knobs[];
 
-/** The backend for @p conn, or NULL. */
+/** The backend for @p conn, its empty slots filled, or NULL. */
 const struct xfer_store_ops *xfer_store_find(const char *conn);
+
+/** @p ops->open(), then the instance's ops set to @p ops (a table
+ *  xfer_store_find() gave, defaults filled). @return as open(). */
+int xfer_store_open(const struct xfer_store_ops *ops, const char *conn,
+		    const struct xfer_store_env *env, struct xfer_store **out);
 
 #endif

@@ -1,13 +1,14 @@
 /*
- * The transport contract. A transport is a table of operations (libevent's
- * eventop, rdma-core's verbs_context_ops are the models) listed once in
+ * The transport contract, owned by the core (rdma-core's driver.h is the
+ * model). A transport is a table of operations (libevent's eventop,
+ * rdma-core's verbs_context_ops) in transports/, listed once in
  * transports/table.c; an instance embeds struct xfer_transport first and
  * gets back to its own struct with container_of. The core cuts requests
  * into slices and hands a transport the slices of one task; the transport
  * moves them on its reactors and reports every slice once through
  * xfer_slice_done().
  *
- * Slots a transport leaves NULL get the defaults of table.c, installed
+ * Slots a transport leaves NULL get the defaults of core/transport.c, installed
  * once, so callers never test for NULL: each slot says its default.
  */
 #ifndef XFER_TRANSPORT_H
@@ -17,17 +18,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/buffers_internal.h"
 #include "core/config_internal.h"
-#include "core/desc_internal.h"
-#include "util/log_internal.h"
-#include "core/segment_internal.h"
-#include "core/slice_internal.h"
-#include "reactor/reactor_internal.h"
+#include "xfer/xfer.h"
 
 struct xfer_auth;
+struct xfer_buffer;
+struct xfer_buffers;
+struct xfer_desc;
+struct xfer_desc_buf;
+struct xfer_desc_codec;
 struct xfer_engine;
+struct xfer_error;
 struct xfer_hs_conn;
+struct xfer_reactor;
+struct xfer_segment;
+struct xfer_slice;
 
 enum {
 	/** Started by every engine: it reaches any peer of its protocol.
@@ -174,8 +179,13 @@ int xfer_engine_republish(struct xfer_engine *e, const char *kind,
  *  cannot wait here (the engine's callback thread). */
 int xfer_engine_publish_wait(struct xfer_engine *e);
 
-/** The table's knob: protocol, the transport the engine advertises. */
+/** The core's knob: protocol, the transport the engine advertises. */
 extern const struct xfer_knob xfer_transport_knobs[];
+
+/** The transports this build has, NULL-ended (transports/table.c), at
+ *  most XFER_TRANSPORTS_MAX. The core reads it; none is named here. */
+#define XFER_TRANSPORTS_MAX 8
+extern const struct xfer_transport_ops *const xfer_transport_list[];
 
 /** Every transport with its defaults filled, NULL-ended. */
 const struct xfer_transport_ops *const *xfer_transports(void);

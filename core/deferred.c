@@ -5,8 +5,8 @@
 
 #include <event2/event.h>
 
-#include "metadata/deferred_internal.h"
-#include "metadata/store.h"
+#include "core/deferred_internal.h"
+#include "core/store.h"
 #include "reactor/reactor_internal.h"
 
 /* A changed key, for env->changed. */
