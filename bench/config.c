@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <infiniband/verbs.h>
 #include <xfer/event.h>
 
 #include "bench/bench_internal.h"
@@ -82,13 +81,7 @@ struct xfer_engine *bench_engine_new(const struct bench_opts *o,
 
 bool bench_have_rdma(void)
 {
-	int n = 0;
-	struct ibv_device **list;
-
 	if (getenv("MC_FORCE_TCP")) /* as Mooncake's discovery */
 		return false;
-	list = ibv_get_device_list(&n);
-	if (list)
-		ibv_free_device_list(list);
-	return n > 0;
+	return xfer_transport_available("rdma");
 }

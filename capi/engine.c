@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <infiniband/verbs.h>
 
 #include "capi/capi_internal.h"
 
@@ -89,18 +88,6 @@ static struct xfer_engine *engine_with(struct te *t, bool rdma,
 	return xfer_engine_new(t->cfg);
 }
 
-/* Whether the host has an RDMA device (else RDMA is not
- * tried: an engine made or remade for nothing). */
-static bool have_rdma(void)
-{
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-
-	if (list)
-		ibv_free_device_list(list);
-	return n > 0;
-}
-
 static void te_free(struct te *t)
 {
 	te_segs_fini(t);
@@ -144,7 +131,7 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 		       strerror(-ret));
 		goto err_free;
 	}
-	t->rdma = auto_discover && !getenv("MC_FORCE_TCP") && have_rdma();
+	t->rdma = auto_discover && !getenv("MC_FORCE_TCP") && xfer_transport_available("rdma");
 	t->e = engine_with(t, t->rdma, NULL, 0);
 	if (!t->e && t->rdma && errno == ENODEV) { /* none it can use */
 		t->rdma = false;
@@ -236,7 +223,7 @@ transport_t installTransport(transfer_engine_t engine, const char *proto,
 	}
 	pthread_rwlock_wrlock(&t->lock);
 	cur = xfer_config_get(t->cfg, "nic_priority_matrix");
-	if (!t->rdma && !have_rdma())
+	if (!t->rdma && !xfer_transport_available("rdma"))
 		ret = -ENODEV;
 	else if (!t->rdma || strcmp(cur ? cur : "", matrix))
 		ret = remake(t, true, matrix);

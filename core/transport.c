@@ -11,6 +11,7 @@
 #include "core/config_internal.h"
 #include "core/slice_internal.h"
 #include "core/transport.h"
+#include "xfer/xfer.h"
 
 const struct xfer_knob xfer_transport_knobs[] = {
 	/* Mooncake has no variable for it (its programs install transports):
@@ -18,6 +19,11 @@ const struct xfer_knob xfer_transport_knobs[] = {
 	XFER_KNOB_S("protocol", "XFER_PROTOCOL", NULL, "tcp"),
 	{ .name = NULL },
 };
+
+static bool def_available(void)
+{
+	return true;
+}
 
 static int def_init(const struct xfer_transport_env *env,
 		    struct xfer_transport **out)
@@ -171,6 +177,7 @@ static void fill(void)
 		struct xfer_transport_ops *f = &filled[i];
 
 		*f = *xfer_transport_list[i];
+		FILL(available);
 		FILL(init);
 		FILL(fini);
 		FILL(describe);
@@ -215,4 +222,16 @@ const struct xfer_desc_codec *const *xfer_transport_codecs(void)
 {
 	pthread_once(&once, fill);
 	return codecs;
+}
+
+int xfer_transport_available(const char *name)
+{
+	const struct xfer_transport_ops *const *t = xfer_transports();
+
+	if (!name)
+		return 0;
+	for (; *t; t++)
+		if (!strcmp((*t)->name, name))
+			return (*t)->available();
+	return 0;
 }

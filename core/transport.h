@@ -87,6 +87,10 @@ struct xfer_transport_ops {
 	 *  descriptor is the core's with the codec above. The slots below
 	 *  marked "kind" are for such a transport. */
 	const char *kind;
+	/** Can it run on this host now (RDMA: a device is present)? For
+	 *  xfer_transport_available(); any thread, before init(). Default:
+	 *  true. */
+	bool (*available)(void);
 	/** Create the transport's listeners and state; *out on success, with
 	 *  ops and env set by the caller. Default: a bare instance. */
 	int (*init)(const struct xfer_transport_env *env,

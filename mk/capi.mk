@@ -16,8 +16,7 @@ $(CAPI_A): $(CAPI_OBJS)
 $(CAPI_SO): $(CAPI_OBJS) $(LIB_SO)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(CAPI_SONAME) -o $@ \
-		$(CAPI_OBJS) -L$(BUILD) -lxfer \
-		$(shell pkg-config --libs libibverbs) -pthread
+		$(CAPI_OBJS) -L$(BUILD) -lxfer -pthread
 	$(Q)ln -sf libtransfer_engine.so.$(VERSION) $(BUILD)/$(CAPI_SONAME)
 	$(Q)ln -sf $(CAPI_SONAME) $(BUILD)/libtransfer_engine.so
 

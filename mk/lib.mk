@@ -8,9 +8,18 @@ $(UTIL_A): $(UTIL_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-# libxfer: static and shared (versioned soname), the floor included.
-LIB_SRCS := $(UTIL_SRCS) $(wildcard core/*.c transports/*.c \
-                      transports/*/*.c metadata/*.c)
+# libxfer: static and shared (versioned soname), the floor included;
+# each optional part's files only when it is in (mk/config.mk), and the
+# file segments' public calls answering -EPROTONOSUPPORT when it is not.
+PART_SRCS_RDMA  := $(wildcard transports/rdma/*.c)
+PART_SRCS_FILE  := $(wildcard transports/file/*.c)
+PART_SRCS_REDIS := $(wildcard metadata/redis*.c)
+PART_SRCS_ETCD  := $(wildcard metadata/etcd*.c)
+PART_SRCS_OUT   := $(foreach p,RDMA FILE REDIS ETCD,$(if $(filter $(p),\
+	$(PARTS)),,$(PART_SRCS_$(p)))) \
+	$(if $(filter FILE,$(PARTS)),transports/nofile.c)
+LIB_SRCS := $(UTIL_SRCS) $(filter-out $(PART_SRCS_OUT),$(wildcard \
+	core/*.c transports/*.c transports/*/*.c metadata/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB_A    := $(BUILD)/libxfer.a
 LIB_SO   := $(BUILD)/libxfer.so.$(VERSION)

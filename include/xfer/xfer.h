@@ -194,6 +194,17 @@ enum xfer_status {
 struct xfer_config;
 
 /**
+ * Can this library move bytes with transport @p name ("tcp", "rdma",
+ * "local", "file") on this host: was the build made with it (the
+ * optional parts: WITH_RDMA, WITH_FILE; docs/INSTALL.md) and has the host
+ * what it needs (for "rdma", a device listed by ibv_get_device_list(3))?
+ * @return 1 yes, 0 no (also for NULL or an unknown name). Any thread; may
+ *         load the verbs providers, so call it once, not per transfer.
+ */
+XFER_EXPORT
+int xfer_transport_available(const char *name);
+
+/**
  * A configuration with the defaults above, then the environment (an
  * XFER_* variable wins over its MC_* alias; empty variables are ignored).
  * @return the configuration (free with xfer_config_free()), or NULL with

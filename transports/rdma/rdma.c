@@ -316,8 +316,20 @@ static const struct xfer_knob rdma_knobs[] = {
 	{ .name = NULL },
 };
 
+/* A device the verbs library lists (it loads the providers to know). */
+static bool rdma_available(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+
+	if (list)
+		ibv_free_device_list(list);
+	return n > 0;
+}
+
 const struct xfer_transport_ops xfer_rdma_ops = {
 	.name = "rdma",
+	.available = rdma_available,
 	.knobs = rdma_knobs,
 	.codec = &xfer_rdma_codec,
 	.init = rdma_init,
