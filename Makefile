@@ -7,6 +7,8 @@
 #   make docs       Doxygen man pages and HTML of the public headers
 #   make test       the whole suite: unit, integration, examples, python
 #   make test-unit | test-integration | test-examples | test-python
+#   make test-tcponly  the unit tier of a build with no optional part
+#                   (WITH_RDMA=no WITH_FILE=no WITH_REDIS=no WITH_ETCD=no)
 #   make python     the Python extension module, in place (python/xfer/)
 #   make test-asan  unit and integration tiers under ASan+UBSan (build/asan)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (build/fuzz)

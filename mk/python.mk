@@ -14,7 +14,7 @@ python: $(PY_EXT)
 
 $(PY_EXT): $(PY_DEPS) $(LIB_A)
 	@$(if $(Q),echo "  PYEXT   $@")
-	$(Q)cd python && XFER_WERROR=$(WERROR) \
+	$(Q)cd python && XFER_WERROR=$(WERROR) XFER_PKGS="$(PKGS)" \
 		XFER_LIBXFER=$(abspath $(LIB_A)) $(PYTHON) setup.py -q \
 		build_ext --inplace --force --build-temp $(PY_TMP)/tmp \
 		--build-lib $(PY_TMP)/lib $(if $(Q),>/dev/null)

@@ -2,8 +2,22 @@
 # over real sockets; examples/*.c build and run in the suite too;
 # test/rdma/rt_*.c run on Soft-RoCE in rdmavm guests (test/rdma/run.sh);
 # python/tests (pytest) are test-python's, in mk/python.mk.
-UNIT_SRCS := $(wildcard test/unit_*.c)
-IT_SRCS   := $(wildcard test/it_*.c)
+# Tests of an optional part the build lacks (mk/config.mk) are left out,
+# and each tier says which and why.
+TEST_PART_RDMA  := unit_json_desc unit_json_rdma unit_topology
+TEST_PART_FILE  := unit_file_remote unit_fio unit_json_file it_file%
+TEST_PART_REDIS := it_redis_%
+TEST_PART_ETCD  := it_etcd_%
+TEST_OUT  := $(foreach p,RDMA FILE REDIS ETCD,$(if $(filter $(p),$(PARTS)),,\
+	$(patsubst %,test/%.c,$(TEST_PART_$(p)))))
+skipped = $(foreach p,RDMA FILE REDIS ETCD,$(if $(filter $(p),$(PARTS)),,\
+	$(if $(filter $(patsubst %,test/%.c,$(TEST_PART_$(p))),$(1)),\
+	echo "== skipped (built without WITH_$(p)):" $(patsubst test/%.c,%,\
+	$(filter $(patsubst %,test/%.c,$(TEST_PART_$(p))),$(1)));)))
+UNIT_ALL  := $(wildcard test/unit_*.c)
+IT_ALL    := $(wildcard test/it_*.c)
+UNIT_SRCS := $(filter-out $(TEST_OUT),$(UNIT_ALL))
+IT_SRCS   := $(filter-out $(TEST_OUT),$(IT_ALL))
 EX_SRCS   := $(wildcard examples/*.c)
 UNIT_BINS := $(UNIT_SRCS:test/%.c=$(BUILD)/test/%)
 IT_BINS   := $(IT_SRCS:test/%.c=$(BUILD)/test/%)
@@ -53,6 +67,7 @@ test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
 	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
 		include/xfer/transfer_engine_c.h
 	@python3 test/check_layers.py $(LIB_OBJS) $(CAPI_OBJS) $(BENCH_OBJS)
+	@$(call skipped,$(UNIT_ALL)) true
 	$(call run_each,$(UNIT_BINS))
 
 # xfer-bench --plugin and --file: one second each way, checked and
@@ -64,6 +79,7 @@ test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
 # needs them to be.
 test-integration: $(IT_BINS) $(BENCH) $(CAPI_TEST_BINS) \
 		  $(BUILD)/test/capi_pair_static
+	@$(call skipped,$(IT_ALL)) true
 	$(call run_each,$(IT_BINS) $(CAPI_TEST_BINS) \
 		$(BUILD)/test/capi_pair_static)
 	@sh test/check_bench_plugin.sh $(BENCH)
@@ -82,5 +98,16 @@ test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD) $(PY_EXT)
 
 test: test-unit test-integration test-examples test-python test-rdma
 
-.PHONY: test test-unit test-integration test-examples test-rdma
+.PHONY: test test-unit test-integration test-examples test-rdma test-tcponly
 .SECONDARY:
+
+# The build with no optional part (mk/config.mk), in its own directory:
+# its libxfer.so needs none of their libraries, and its unit tier passes.
+TCPONLY := WITH_RDMA=no WITH_FILE=no WITH_REDIS=no WITH_ETCD=no
+test-tcponly:
+	$(MAKE) BUILD=$(BUILD)/tcponly $(TCPONLY) test-unit
+	@if readelf -d $(BUILD)/tcponly/libxfer.so | \
+		grep -E 'NEEDED.*(ibverbs|uring|numa|hiredis)'; then \
+		echo "test-tcponly: libxfer.so needs an optional part"; \
+		exit 1; fi
+	@echo "test-tcponly: libxfer.so needs no optional part's library"

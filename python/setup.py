@@ -7,7 +7,6 @@ the library's Makefile uses (mk/config.mk). Overrides, from the
 environment: XFER_ROOT (the repository), XFER_LIBXFER (a libxfer.a).
 """
 import os
-import re
 import shlex
 import subprocess
 
@@ -20,11 +19,14 @@ LIBXFER = os.environ.get("XFER_LIBXFER",
 
 
 def pkg_config_packages():
-    """The PKGS list of mk/config.mk: the one place it is written."""
-    with open(os.path.join(ROOT, "mk", "config.mk")) as f:
-        text = f.read().replace("\\\n", " ")  # continued lines
-    m = re.search(r"^PKGS\s*:=\s*(.+)$", text, re.M)
-    return m.group(1).split()
+    """The PKGS of mk/config.mk (they follow the optional parts): from
+    make itself, or XFER_PKGS when make passes them."""
+    pkgs = os.environ.get("XFER_PKGS")
+    if pkgs is None:
+        pkgs = subprocess.run(["make", "-s", "--no-print-directory", "-C",
+                               ROOT, "pkgs"], check=True,
+                              capture_output=True, text=True).stdout
+    return pkgs.split()
 
 
 def pkg_config(*args):

@@ -122,6 +122,7 @@ int try_rpc(const char *json, size_t len, char *err, size_t errlen)
 	return ret;
 }
 
+#ifdef XFER_HAVE_RDMA
 int try_prio(const char *json, size_t len, char *err, size_t errlen)
 {
 	struct xfer_rdma_prio *p = (struct xfer_rdma_prio *)&p;
@@ -135,13 +136,17 @@ int try_prio(const char *json, size_t len, char *err, size_t errlen)
 	xfer_rdma_prio_free(p, n);
 	return ret;
 }
+#endif
 
 int try_check(const char *json, size_t len, char *err, size_t errlen)
 {
 	return xfer_json_check_object(json, len, err, errlen);
 }
 
-const decode_fn th_decoders[6] = {
-	try_desc, try_conn, try_notify, try_rpc, try_check, try_prio,
+const decode_fn th_decoders[TH_NDECODERS] = {
+	try_desc, try_conn, try_notify, try_rpc, try_check,
+#ifdef XFER_HAVE_RDMA
+	try_prio,
+#endif
 };
 

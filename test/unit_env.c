@@ -47,6 +47,7 @@ static const struct {
 	{ "MC_TRANSFER_TIMEOUT", "7", "transfer_timeout_ms", "7000" },
 	{ "MC_HANDSHAKE_MAX_LENGTH", "2097152", "handshake_max_len",
 	  "2097152" },
+#ifdef XFER_HAVE_RDMA /* the RDMA part's keys */
 	{ "MC_NUM_QP_PER_EP", "4", "qps_per_ep", "4" },
 	{ "MC_MAX_EP_PER_CTX", "64", "max_ep_per_ctx", "64" },
 	{ "MC_RETRY_CNT", "3", "retry_cnt", "3" },
@@ -59,6 +60,7 @@ static const struct {
 	{ "MC_NUM_COMP_CHANNELS_PER_CTX", "3", "num_comp_channels", "3" },
 	{ "MC_MAX_SGE", "8", "max_sge", "8" },
 	{ "MC_MAX_INLINE", "128", "max_inline", "128" },
+#endif
 };
 
 /* Names Mooncake does not have, or has with another meaning: not read
@@ -69,8 +71,10 @@ static const struct {
 	{ "MC_CLUSTER_ID", "red", "cluster_id", NULL },
 	{ "MC_PROTOCOL", "rdma", "protocol", "tcp" },
 	{ "MC_TCP_CONNS", "9", "tcp_conns", "2" },
+#ifdef XFER_HAVE_RDMA
 	{ "MC_DEVICE_NAME", "mlx5_0", "device_names", NULL },
 	{ "MC_NIC_PRIORITY_MATRIX", "{}", "nic_priority_matrix", NULL },
+#endif
 	{ "MC_WORKERS_PER_CTX", "4", "workers", "1" },
 };
 
