@@ -293,6 +293,31 @@ double th_threads_cpu(const char *prefix)
 	return s;
 }
 
+unsigned long long th_threads_runs(const char *prefix)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	char line[128], *p;
+	unsigned long long n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' ||
+		    !task_line(de->d_name, "comm", line, sizeof(line)) ||
+		    strncmp(line, prefix, strlen(prefix)) ||
+		    !task_line(de->d_name, "schedstat", line, sizeof(line)))
+			continue;
+		/* on-CPU ns, waiting ns, times run */
+		p = strchr(line, ' ');
+		p = p ? strchr(p + 1, ' ') : NULL;
+		if (p)
+			n += strtoull(p + 1, NULL, 10);
+	}
+	closedir(d);
+	return n;
+}
+
 int th_wait_threads(int want, int timeout_ms)
 {
 	int64_t end = th_now_ms() + timeout_ms;

@@ -103,6 +103,14 @@ int th_count_threads(void);
 double th_threads_cpu(const char *prefix);
 
 /**
+ * How many times the threads of this process whose name starts with
+ * @p prefix have been put on a CPU so far (the third field of
+ * /proc/self/task/TID/schedstat): each wake-up counts one. No cmocka
+ * asserts; 0 where schedstat is missing.
+ */
+unsigned long long th_threads_runs(const char *prefix);
+
+/**
  * Poll th_count_threads() until it is at most @p want or @p timeout_ms
  * passed (a joined thread can stay listed for a moment while the kernel
  * reaps it). @return the last count.

@@ -12,11 +12,18 @@
  * no wakeup of the reactor before it goes out. The reactor takes the
  * connection back (claim()) at the start of each of its handlers and
  * lends it again (settle()) at their end.
+ *
+ * The transfer timeout runs only while something is in flight, on a
+ * timerfd rather than a libevent timer, so that a submitter can start it
+ * for what it lent (a syscall, not a wakeup) and an idle connection has
+ * no timer at all.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 
 #include <event2/event.h>
@@ -59,7 +66,9 @@ struct tcp_conn {
 	/* Owned by the reactor (s.fd also read by a submitter that holds
 	 * the lock while quiet). */
 	struct xfer_stream s;          /* socket, events, exchange */
-	struct event *timer;
+	int tfd;                       /* the transfer timeout (timerfd)... */
+	struct event *timer;           /* ...its readable event, */
+	bool timer_added;              /* added by the first connect */
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
@@ -75,11 +84,21 @@ static size_t wire_len(struct xfer_slice *s)
 	return TCP_HDR_LEN + (s->opcode == XFER_WRITE ? s->len : 0);
 }
 
+/* Start the transfer timeout, due in @p ms (0: stop it). Any thread:
+ * timerfd_settime(2) needs no lock of libevent's. */
+static void arm(struct tcp_conn *c, uint32_t ms)
+{
+	struct itimerspec its = {
+		.it_value = { ms / 1000, (long)(ms % 1000) * 1000000 },
+	};
+
+	timerfd_settime(c->tfd, 0, &its, NULL);
+}
+
 static void close_socket(struct tcp_conn *c)
 {
 	xfer_stream_close(&c->s);
-	if (c->timer)
-		event_del(c->timer);
+	arm(c, 0);
 	c->sent = 0;
 }
 
@@ -92,23 +111,13 @@ static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 	xfer_slice_q_fail(&c->sendq, st);
 }
 
-/* Restart the transfer timeout in @p ms (0: stop it). */
-static void arm(struct tcp_conn *c, uint32_t ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	if (ms)
-		event_add(c->timer, &tv);
-	else
-		event_del(c->timer);
-}
-
-/* Progress was made: restart the transfer timeout. It runs while the
- * connection is open, idle or not, since a submitter may write on a
- * quiet one without the reactor (on_timeout() tells them apart). */
+/* Progress was made: restart the transfer timeout while slices are in
+ * flight, stop it when none is. On the reactor, between claim() and
+ * settle(): no submitter lends meanwhile, so none has armed it for its
+ * own slice (send_lent() does, once the connection is lent again). */
 static void touch(struct tcp_conn *c)
 {
-	arm(c, c->s.fd >= 0 || c->sendq.head ?
+	arm(c, c->sendq.head || c->waitq.head ?
 	       c->t->base.env->transfer_timeout_ms : 0);
 }
 
@@ -383,16 +392,20 @@ out:
 }
 
 /* No byte moved for the transfer timeout: the slices in flight time out.
- * An open connection's timer runs while it is idle too: then, or when a
- * submitter's slice has been out for less than the timeout, it runs on. */
+ * A submitter's slice that has been out for less than the timeout (its
+ * arming raced with a restart) runs on; with nothing in flight (the
+ * reply came as it fired) the timer stops. */
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
 	uint32_t ms = c->t->base.env->transfer_timeout_ms;
 	int64_t lent_ms = claim(c, false), age;
+	uint64_t expirations;
 
-	(void)fd;
 	(void)what;
+	/* EAGAIN: not due after all (re-armed since it fired) */
+	if (read(fd, &expirations, sizeof(expirations)) != sizeof(expirations))
+		goto out;
 	age = lent_ms ? xfer_now_ms() - lent_ms : ms;
 	if (!c->sendq.head && !c->waitq.head) {
 		touch(c);
@@ -403,6 +416,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 			 "tcp: no progress within the transfer timeout");
 		conn_fail(c, XFER_TIMEOUT);
 	}
+out:
 	settle(c);
 }
 
@@ -416,6 +430,8 @@ static void conn_start_send(struct tcp_conn *c)
 		conn_fail(c, XFER_FAILED);
 		return;
 	}
+	/* on the reactor, which owns the base: added once, for good */
+	xfer_event_want(c->timer, &c->timer_added, true);
 	touch(c);
 	if (!c->s.connecting && !c->s.authing)
 		conn_push(c);
@@ -486,6 +502,7 @@ static int send_lent(struct tcp_conn *c, struct xfer_slice *s)
 	xfer_slice_q_push(&c->lent, s);
 	c->lent_sent = (size_t)n;
 	c->lent_ms = xfer_now_ms();
+	arm(c, c->t->base.env->transfer_timeout_ms);
 	return (size_t)n == want;
 }
 
@@ -534,11 +551,13 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 	c->peer = p;
 	xfer_stream_init(&c->s, "tcp", NULL, t->base.env->auth);
 	c->r = t->base.env->worker(t->base.env->arg);
-	c->timer = evtimer_new(c->r->base, on_timeout, c);
-	if (!c->timer) {
-		free(c);
-		return NULL;
-	}
+	c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (c->tfd < 0)
+		goto err_free;
+	c->timer = event_new(c->r->base, c->tfd, EV_READ | EV_PERSIST,
+			     on_timeout, c);
+	if (!c->timer)
+		goto err_close;
 	pthread_mutex_init(&c->lock, NULL);
 	xfer_slice_q_init(&c->inbox);
 	xfer_slice_q_init(&c->lent);
@@ -546,6 +565,12 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 	xfer_slice_q_init(&c->waitq);
 	c->kick_job.fn = conn_kick;
 	return c;
+
+err_close:
+	close(c->tfd);
+err_free:
+	free(c);
+	return NULL;
 }
 
 struct xfer_reactor *xfer_tcp_conn_reactor(const struct tcp_conn *c)
@@ -564,6 +589,7 @@ void xfer_tcp_conn_free(struct tcp_conn *c)
 	close_socket(c); /* sets c->sent to 0 */
 	xfer_slice_qs_drop(&c->inbox, &c->sendq, head_sent, &c->waitq);
 	event_free(c->timer);
+	close(c->tfd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
