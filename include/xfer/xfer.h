@@ -89,7 +89,7 @@ enum xfer_status {
  * then applies the environment; xfer_config_set() overrides one key by
  * name. A key is named by its knob name (first column), or by either of
  * its variables. Sizes are in bytes, times in the unit their name says.
- * An MC_* variable is Mooncake's, with Mooncake's meaning (the README
+ * An MC_* variable is Mooncake's, with Mooncake's meaning (docs/CONFIG.md
  * lists each); MC_LOCAL_SERVER_NAME and MC_METADATA_SERVER are xfer's
  * own, the names Mooncake's tests and examples use.
  *
