@@ -26,8 +26,9 @@ static const struct xfer_transport_ops *const list[] = {
 const struct xfer_knob xfer_transport_knobs[] = {
 	/* Mooncake has no variable for it (its programs install transports):
 	 * XFER_PROTOCOL only. */
-	XFER_KNOB_S("protocol", "XFER_PROTOCOL", NULL, "tcp"),
-	{ .name = NULL },
+	XFER_KNOB_S("protocol", "XFER_PROTOCOL", NULL, "tcp", "string",
+		    "the transport this engine advertises: tcp or rdma"),
+	XFER_KNOB_END,
 };
 
 static int def_init(const struct xfer_transport_env *env,
