@@ -4,7 +4,8 @@
 #   make setup      install every Debian package the build and tests need
 #   make install    PREFIX (/usr/local), DESTDIR: headers, libraries,
 #                   pkg-config files, programs, man pages; make uninstall
-#   make docs       Doxygen man pages and HTML of the public headers
+#   make docs       docs/CONFIG.md's and xfer.h's list of configuration
+#                   keys from the code, Doxygen man pages and HTML
 #   make test       the whole suite: unit, integration, examples, python
 #   make test-unit | test-integration | test-examples | test-python
 #   make test-tcponly  the unit tier of a build with no optional part

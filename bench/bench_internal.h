@@ -8,6 +8,7 @@
  *   flags.c       the flags (transfer_engine_bench's, then xfer's) into
  *                 struct bench_opts, --help
  *   config.c      the library's configuration from the settings
+ *   config_list.c --list-config: the library's configuration keys
  *   runner.c      engines, buffers, batches, the timed loop, the modes
  *   plugin.c      --plugin: the initiator on the bench's event_base
  *   file.c        --file: the file segment a target serves, its name
@@ -143,6 +144,11 @@ struct xfer_engine *bench_engine_new(const struct bench_opts *o,
 
 /* Whether the host has an RDMA device (--auto_discovery). */
 bool bench_have_rdma(void);
+
+/* Print every configuration key of the library on @f (--list-config):
+ * its unit, default, range, variables and doc; @markdown: as the list of
+ * docs/CONFIG.md. Dies if the library cannot list them. */
+void bench_list_config(FILE *f, bool markdown);
 
 /* ---- gflags.c ---- */
 

@@ -48,6 +48,7 @@ struct raw {
 	long long report_precision, gpu_id, workers, rpc_port;
 	double duration;
 	bool auto_discovery, use_vram, init_mem, verify, json, plugin, help;
+	bool list_config, markdown;
 };
 
 #define S(n, f, h) { n, GF_STRING, &r->f, 0, 0, h }
@@ -109,6 +110,10 @@ static void read_args(int argc, char **argv, struct raw *r)
 		  "nvmeof/<target>: target and loopback register this path, "
 		  "--buffer_size bytes (extended if shorter); initiator: the "
 		  "target's path, not opened here (RAM)"),
+		B("list_config", list_config, "print the configuration keys "
+		  "(unit, default, range, variables, doc) and exit"),
+		B("markdown", markdown, "--list_config as docs/CONFIG.md has "
+		  "them"),
 		B("help", help, "this text"),
 		{ NULL },
 	};
@@ -122,6 +127,10 @@ static void read_args(int argc, char **argv, struct raw *r)
 	if (r->help) {
 		gflags_usage(stdout, "usage: xfer-bench [--flag=value | "
 			     "--flag value | --flag | --noflag]...\n", flags);
+		exit(0);
+	}
+	if (r->list_config) {
+		bench_list_config(stdout, r->markdown);
 		exit(0);
 	}
 }

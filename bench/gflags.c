@@ -7,9 +7,10 @@
  *   yes|no|t|f|y|n (any case)  --  (ends the flags)
  *
  * A boolean takes its value only after '=' (the next word is not its
- * value). Integers are decimal, or hexadecimal after 0x. An unknown flag,
- * a missing or malformed value, a number out of range: an error naming
- * the flag.
+ * value). A '-' in a flag's name stands for a '_' (--list-config).
+ * Integers are decimal, or hexadecimal after 0x. An unknown flag, a
+ * missing or malformed value, a number out of range: an error naming the
+ * flag.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -30,11 +31,23 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* Whether @p name (@p len bytes) names flag @p f, a '-' standing for a
+ * '_' (--list-config is --list_config). */
+static bool named(const char *f, const char *name, size_t len)
+{
+	if (strlen(f) != len)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (f[i] != name[i] && !(f[i] == '_' && name[i] == '-'))
+			return false;
+	return true;
+}
+
 static const struct gflag *lookup(const struct gflag *flags, const char *name,
 				  size_t len)
 {
 	for (; flags->name; flags++)
-		if (strlen(flags->name) == len && !strncmp(flags->name, name, len))
+		if (named(flags->name, name, len))
 			return flags;
 	return NULL;
 }

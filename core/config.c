@@ -20,32 +20,51 @@
 
 static const struct xfer_knob core_knobs[] = {
 	XFER_KNOB_S("local_server_name", "XFER_LOCAL_SERVER_NAME",
-		    "MC_LOCAL_SERVER_NAME", NULL),
+		    "MC_LOCAL_SERVER_NAME", NULL, "string",
+		    "this engine's segment name, host or host:port; unset: "
+		    "bind_addr, else the host name"),
 	XFER_KNOB_S("bind_addr", "XFER_BIND_ADDRESS", "MC_TCP_BIND_ADDRESS",
-		    "0.0.0.0"),
+		    "0.0.0.0", "string",
+		    "numeric address the handshake and TCP data listeners "
+		    "bind, and peers reach"),
 	XFER_KNOB_N("rpc_port", "XFER_HANDSHAKE_PORT", "MC_HANDSHAKE_PORT",
-		    0, 65535, "0"),
+		    0, 65535, "0", "port", "the handshake (rpc) port; 0: a "
+		    "free one"),
 	/* not MC_WORKERS_PER_CTX: Mooncake's counts threads per RDMA
 	 * device, xfer's RDMA runs one per device whatever this says */
 	XFER_KNOB_N("workers", "XFER_WORKERS", NULL, 0, XFER_MAX_WORKERS,
-		    "1"),
+		    "1", "count", "worker reactors (threads) that own data "
+		    "connections; 0: all on the control reactor"),
 	XFER_KNOB_N("slice_size", "XFER_SLICE_SIZE", "MC_SLICE_SIZE", 4096,
-		    64 << 20, "65536"),
-	{ .name = "transfer_timeout_ms", .env = "XFER_TRANSFER_TIMEOUT_MS",
-	  .alias = "MC_TRANSFER_TIMEOUT", .type = XFER_KNOB_NUM, .min = 0,
-	  .max = UINT32_MAX, .alias_scale = 1000, .def = "30000" },
+		    64 << 20, "65536", "bytes",
+		    "what a request is cut into, each slice moved at once"),
+	{ .key = { .name = "transfer_timeout_ms",
+		   .env = "XFER_TRANSFER_TIMEOUT_MS",
+		   .alias = "MC_TRANSFER_TIMEOUT", .unit = "ms",
+		   .alias_unit = "s", .def = "30000", .min = 0,
+		   .max = UINT32_MAX,
+		   .doc = "a task with no progress for this long ends "
+			  "TIMEOUT; 0: never" },
+	  .type = XFER_KNOB_NUM, .alias_scale = 1000 },
 	XFER_KNOB_N("handshake_max_len", "XFER_HANDSHAKE_MAX_LENGTH",
-		    "MC_HANDSHAKE_MAX_LENGTH", 64, 128 << 20, "1048576"),
+		    "MC_HANDSHAKE_MAX_LENGTH", 64, 128 << 20, "1048576",
+		    "bytes", "the largest handshake frame accepted"),
 	XFER_KNOB_N("conn_idle_timeout_ms", "XFER_CONN_IDLE_TIMEOUT_MS", NULL,
-		    0, UINT32_MAX, "300000"),
+		    0, UINT32_MAX, "300000", "ms", "a data connection from a "
+		    "peer idle this long between requests is closed; 0: never"),
 	XFER_KNOB_N("max_data_conns", "XFER_MAX_DATA_CONNS", NULL, 1,
-		    1 << 20, "4096"),
+		    1 << 20, "4096", "count", "data connections peers may "
+		    "hold open at once; more are closed"),
 	XFER_KNOB_N("max_handshake_conns", "XFER_MAX_HANDSHAKE_CONNS", NULL,
-		    1, 1 << 20, "256"),
+		    1, 1 << 20, "256", "count", "handshake connections open "
+		    "at once; more are closed"),
 	XFER_KNOB_N("handshake_buffer_max", "XFER_HANDSHAKE_BUFFER_MAX", NULL,
-		    1 << 20, 1LL << 40, "67108864"),
-	XFER_KNOB_S("auth_secret", "XFER_AUTH_SECRET", NULL, NULL),
-	{ .name = NULL },
+		    1 << 20, 1LL << 40, "67108864", "bytes", "handshake "
+		    "frames being read, all connections together"),
+	XFER_KNOB_S("auth_secret", "XFER_AUTH_SECRET", NULL, NULL, "string",
+		    "the cluster secret every connection must prove; unset: "
+		    "none, Mooncake's protocol"),
+	XFER_KNOB_END,
 };
 
 /* Every knob: the core's, the metadata's, the transport table's, then
@@ -56,7 +75,7 @@ static pthread_once_t all_once = PTHREAD_ONCE_INIT;
 
 static void add_knobs(const struct xfer_knob *k)
 {
-	for (; k && k->name; k++)
+	for (; k && k->key.name; k++)
 		all[nall++] = k;
 }
 
@@ -64,7 +83,7 @@ size_t xfer_knobs_count(const struct xfer_knob *k)
 {
 	size_t n = 0;
 
-	while (k && k[n].name)
+	while (k && k[n].key.name)
 		n++;
 	return n;
 }
@@ -105,9 +124,9 @@ static long find(const char *key, unsigned *scale)
 		const struct xfer_knob *k = all[i];
 
 		*scale = 1;
-		if (!strcmp(key, k->name) || !strcmp(key, k->env))
+		if (!strcmp(key, k->key.name) || !strcmp(key, k->key.env))
 			return (long)i;
-		if (k->alias && !strcmp(key, k->alias)) {
+		if (k->key.alias && !strcmp(key, k->key.alias)) {
 			*scale = k->alias_scale ? k->alias_scale : 1;
 			return (long)i;
 		}
@@ -129,8 +148,8 @@ static int parse_num(const struct xfer_knob *k, const char *text,
 	}
 	errno = 0;
 	n = strtoll(text, &end, 10);
-	if (errno || end == text || *end || n < k->min / scale ||
-	    n > k->max / scale)
+	if (errno || end == text || *end || n < k->key.min / scale ||
+	    n > k->key.max / scale)
 		return -EINVAL;
 	n *= scale;
 	if (k->check && !k->check(n))
@@ -187,13 +206,13 @@ static struct xfer_config *config_alloc(void)
 static const char *env_of(const struct xfer_knob *k, const char **name,
 			  unsigned *scale)
 {
-	const char *v = getenv(k->env);
+	const char *v = getenv(k->key.env);
 
-	*name = k->env;
+	*name = k->key.env;
 	*scale = 1;
-	if ((!v || !*v) && k->alias) {
-		v = getenv(k->alias);
-		*name = k->alias;
+	if ((!v || !*v) && k->key.alias) {
+		v = getenv(k->key.alias);
+		*name = k->key.alias;
 		*scale = k->alias_scale ? k->alias_scale : 1;
 	}
 	return v && *v ? v : NULL;
@@ -209,11 +228,11 @@ struct xfer_config *xfer_config_new(void)
 		const char *name, *v;
 		unsigned scale;
 
-		ret = set_val(cfg, i, k->def, 1);
+		ret = set_val(cfg, i, k->key.def, 1);
 		v = env_of(k, &name, &scale);
 		if (!ret && v && (ret = set_val(cfg, i, v, scale)) == -EINVAL)
 			xfer_log(XFER_LOG_ERROR, "%s=%s: expected %lld..%lld", name,
-				 v, k->min / scale, k->max / scale);
+				 v, k->key.min / scale, k->key.max / scale);
 	}
 	if (cfg && ret) {
 		xfer_config_free(cfg);
@@ -240,7 +259,7 @@ int xfer_config_set(struct xfer_config *cfg, const char *key,
 
 	if (i < 0)
 		return -ENOENT;
-	return set_val(cfg, (size_t)i, value ? value : cfg->v[i].k->def,
+	return set_val(cfg, (size_t)i, value ? value : cfg->v[i].k->key.def,
 		       value ? scale : 1);
 }
 
@@ -276,8 +295,21 @@ union xfer_knob_val xfer_config_val(const struct xfer_config *cfg,
 void xfer_config_vals(const struct xfer_config *cfg,
 		      const struct xfer_knob *knobs, union xfer_knob_val *out)
 {
-	for (size_t j = 0; knobs && knobs[j].name; j++)
+	for (size_t j = 0; knobs && knobs[j].key.name; j++)
 		for (size_t i = 0; i < cfg->n; i++)
 			if (cfg->v[i].k == &knobs[j])
 				out[j] = cfg->v[i].v;
+}
+
+int xfer_config_next(size_t *iter, const struct xfer_config_key **out)
+{
+	if (!iter || !out)
+		return -EINVAL;
+	pthread_once(&all_once, all_build);
+	if (!all)
+		return -ENOMEM;
+	if (*iter >= nall)
+		return -ENOENT;
+	*out = &all[(*iter)++]->key;
+	return 0;
 }

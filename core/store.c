@@ -15,14 +15,19 @@
 
 const struct xfer_knob xfer_store_knobs[] = {
 	XFER_KNOB_S("metadata_server", "XFER_METADATA_SERVER",
-		    "MC_METADATA_SERVER", "p2p"),
+		    "MC_METADATA_SERVER", "p2p", "string", "where segments "
+		    "are found: p2p, etcd://, redis://, redis+sentinel://, "
+		    "http://"),
 	XFER_KNOB_S("cluster_id", "XFER_CLUSTER_ID", "MC_METADATA_CLUSTER_ID",
-		    NULL),
+		    NULL, "string", "keys go under mooncake/ID/, ID being this; "
+		    "unset: under mooncake/"),
 	XFER_KNOB_S("metadata_user", "XFER_METADATA_USER", "MC_REDIS_USERNAME",
-		    NULL),
+		    NULL, "string", "user for the metadata server (redis "
+		    "AUTH); unset: none"),
 	XFER_KNOB_S("metadata_password", "XFER_METADATA_PASSWORD",
-		    "MC_REDIS_PASSWORD", NULL),
-	{ .name = NULL },
+		    "MC_REDIS_PASSWORD", NULL, "string", "password for the "
+		    "metadata server (redis AUTH); unset: none"),
+	XFER_KNOB_END,
 };
 
 /* A refused call, answered from the store's queue. */

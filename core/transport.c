@@ -16,8 +16,9 @@
 const struct xfer_knob xfer_transport_knobs[] = {
 	/* Mooncake has no variable for it (its programs install transports):
 	 * XFER_PROTOCOL only. */
-	XFER_KNOB_S("protocol", "XFER_PROTOCOL", NULL, "tcp"),
-	{ .name = NULL },
+	XFER_KNOB_S("protocol", "XFER_PROTOCOL", NULL, "tcp", "string",
+		    "the transport this engine advertises: tcp or rdma"),
+	XFER_KNOB_END,
 };
 
 static bool def_available(void)

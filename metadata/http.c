@@ -2,8 +2,8 @@
  * HTTP metadata backend (PROTOCOL.md §2): GET|PUT|DELETE <url>?key=<key>
  * through libevent's evhttp client on the control reactor; 200 is success,
  * a GET 404 is absent. The watch long-polls <url>/watch as xfer-metad
- * serves it (README "xfer-metad"); a server without it (404) is used
- * without a watch.
+ * serves it (docs/METADATA.md, "xfer-metad"); a server without it (404)
+ * is used without a watch.
  *
  * With the cluster secret (env->auth), each PUT and DELETE first GETs
  * <url>/nonce and then carries "X-Xfer-Auth: <nonce hex>:<mac hex>"

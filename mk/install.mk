@@ -1,12 +1,19 @@
-# make install / make uninstall (mk/install.sh), and make docs (Doxygen:
-# man pages and HTML of the public headers, in $(BUILD)/doc).
+# make install / make uninstall (mk/install.sh), and make docs: the list
+# of configuration keys in docs/CONFIG.md and xfer.h from the knob tables
+# (make config-doc, mk/config_doc.sh), then Doxygen's man pages and HTML
+# of the public headers, in $(BUILD)/doc. make install builds the latter
+# only: it never writes the source tree.
 #   make install [PREFIX=/usr/local] [DESTDIR=] [NODOCS=1]
 # LIBDIR, INCLUDEDIR, BINDIR, PKGCONFIGDIR, MANDIR and DOCDIR follow
 # PREFIX unless given.
 PREFIX  ?= /usr/local
 DOC_DIR := $(BUILD)/doc
 
-docs: $(DOC_DIR)/stamp
+docs: config-doc
+	@$(MAKE) --no-print-directory $(DOC_DIR)/stamp
+
+config-doc: $(BENCH)
+	@sh mk/config_doc.sh $(BENCH)
 
 $(DOC_DIR)/stamp: $(wildcard include/xfer/*.h) mk/Doxyfile
 	@command -v doxygen >/dev/null || { echo "docs: no doxygen (make" \
@@ -23,10 +30,10 @@ INSTALL_ENV = BUILD=$(BUILD) VERSION=$(VERSION) \
 	$(foreach v,BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR MANDIR DOCDIR,\
 		$(if $($(v)),$(v)=$($(v))))
 
-install: all $(if $(NODOCS),,docs)
+install: all $(if $(NODOCS),,$(DOC_DIR)/stamp)
 	@$(INSTALL_ENV) sh mk/install.sh install
 
 uninstall:
 	@$(INSTALL_ENV) sh mk/install.sh uninstall
 
-.PHONY: docs install uninstall
+.PHONY: docs config-doc install uninstall

@@ -60,14 +60,16 @@ define run_each
 endef
 
 # The shared library exports its API only; its files call each other one
-# way only.
-test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO)
+# way only; docs/CONFIG.md and xfer.h list the keys the code has.
+test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO) $(BENCH)
 	@sh test/check_exports.sh $(LIB_SO) XFER_EXPORT include/xfer/xfer.h \
 		include/xfer/event.h
 	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
 		include/xfer/transfer_engine_c.h
 	@python3 test/check_layers.py $(LIB_OBJS) $(CAPI_OBJS) $(BENCH_OBJS)
 	@$(call skipped,$(UNIT_ALL)) true
+	$(if $(filter 4,$(words $(PARTS))),@sh mk/config_doc.sh --check \
+		$(BENCH),@echo "== docs/CONFIG.md not checked: a part is left out")
 	$(call run_each,$(UNIT_BINS))
 
 # xfer-bench --plugin and --file: one second each way, checked and

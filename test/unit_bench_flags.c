@@ -1,7 +1,8 @@
 /*
  * Unit tests: xfer-bench's command line (bench/flags.c, bench/gflags.c).
  * Mooncake's transfer_engine_bench flags with its defaults, every gflags
- * form (--f=v, --f v, -f=v, -f v, --f, --nof, --f=true|false|1|0|yes|no),
+ * form (--f=v, --f v, -f=v, -f v, --f, --nof, --f=true|false|1|0|yes|no,
+ * a '-' for a '_' in a name),
  * unknown flags and bad values refused with a message naming the flag,
  * and what the flags imply.
  */
@@ -129,6 +130,15 @@ static void test_forms(void **state)
 	assert_int_equal(O.block_size, 4096);
 	assert_int_equal(O.threads, 3);
 	assert_true(O.duration_s == 0.5);
+	/* a '-' in a name stands for its '_' (--list-config), not the
+	 * other way round */
+	assert_int_equal(parse("--mode=loopback", "--batch-size=8",
+			       "--nouse-vram", NULL), 0);
+	assert_int_equal(O.batch_size, 8);
+	assert_int_equal(parse("--mode=loopback", "--report-unit", "GiB",
+			       NULL), 0);
+	assert_string_equal(O.report_unit, "GiB");
+	assert_int_equal(parse("--mode-loopback", NULL), -1);
 	/* "--" ends the flags; what follows is refused */
 	assert_int_equal(parse("--mode=loopback", "--", "--json", NULL), -1);
 	expect_death("unexpected argument '--json'");

@@ -1,7 +1,8 @@
 /*
  * Unit tests: the configuration API — defaults, the environment (XFER_*
- * over MC_*, MC_ units), setting keys by any of their names, ranges, and
- * what xfer_engine_new() refuses.
+ * over MC_*, MC_ units), setting keys by any of their names, ranges, what
+ * xfer_engine_new() refuses, and xfer_config_next()'s descriptions of
+ * the keys against what the keys do.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +168,104 @@ static void test_set(void **state)
 	xfer_config_free(cfg);
 }
 
+static bool in(const char *s, const char *const *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s, set[i]))
+			return true;
+	return false;
+}
+
+/* Set @p key to @p v in a fresh configuration: xfer_config_set()'s. */
+static int try_num(const char *key, long long v)
+{
+	struct xfer_config *cfg = th_config();
+	char num[24];
+	int ret;
+
+	snprintf(num, sizeof(num), "%lld", v);
+	ret = xfer_config_set(cfg, key, num);
+	xfer_config_free(cfg);
+	return ret;
+}
+
+/*
+ * Every key xfer_config_next() describes is one the configuration has,
+ * with the default it says, by each name it says, in the range it says,
+ * with a unit of xfer.h's list and a line of doc that markdown and
+ * Doxygen print as written.
+ */
+static void test_keys_described(void **state)
+{
+	static const char *const units[] = { "bytes", "ms", "s", "count",
+					     "bool", "port", "index",
+					     "string" };
+	struct xfer_config *cfg = th_config();
+	const struct xfer_config_key *k, *first = NULL;
+	size_t it = 0, n = 0;
+
+	(void)state;
+	while (xfer_config_next(&it, &k) == 0) {
+		bool num = strcmp(k->unit, "string") && strcmp(k->unit, "bool");
+
+		first = first ? first : k;
+		n++;
+		assert_int_equal(it, n);
+		assert_true(in(k->unit, units, sizeof(units) / sizeof(*units)));
+		assert_true(k->doc && k->doc[0] && !strpbrk(k->doc, "<>*`\\@"));
+		assert_int_equal(strncmp(k->env, "XFER_", 5), 0);
+		assert_true(!k->alias || !strncmp(k->alias, "MC_", 3));
+		assert_true(!k->alias_unit || k->alias);
+		expect(cfg, k->name, k->def);
+		expect(cfg, k->env, k->def);
+		if (k->alias)
+			expect(cfg, k->alias, k->def);
+		if (!strcmp(k->unit, "bool")) {
+			assert_int_equal(k->min, 0);
+			assert_int_equal(k->max, 1);
+			assert_int_equal(try_num(k->name, 2), -EINVAL);
+		}
+		if (!num)
+			continue;
+		assert_true(k->min < k->max);
+		assert_int_equal(try_num(k->name, k->min), 0);
+		assert_int_equal(try_num(k->name, k->max), 0);
+		assert_int_equal(try_num(k->name, k->min - 1), -EINVAL);
+		assert_int_equal(try_num(k->name, k->max + 1), -EINVAL);
+	}
+	assert_non_null(first);
+	assert_string_equal(first->name, "local_server_name");
+	/* past the last: -ENOENT, and nothing moves */
+	k = NULL;
+	assert_int_equal(xfer_config_next(&it, &k), -ENOENT);
+	assert_null(k);
+	assert_int_equal(it, n);
+	assert_int_equal(xfer_config_next(NULL, &k), -EINVAL);
+	assert_int_equal(xfer_config_next(&it, NULL), -EINVAL);
+	xfer_config_free(cfg);
+}
+
+/* Every key the configuration reads is listed, once. */
+static void test_keys_listed(void **state)
+{
+	static const char *const some[] = { "slice_size", "protocol",
+					    "metadata_server", "tcp_conns",
+					    "max_inline", "file_local",
+					    "auth_secret" };
+	const struct xfer_config_key *k;
+	const char *names[256];
+	size_t it = 0, n = 0;
+
+	(void)state;
+	while (xfer_config_next(&it, &k) == 0) {
+		assert_false(in(k->name, names, n));
+		assert_true(n < sizeof(names) / sizeof(*names));
+		names[n++] = k->name;
+	}
+	for (size_t i = 0; i < sizeof(some) / sizeof(*some); i++)
+		assert_true(in(some[i], names, n));
+}
+
 /* The engine copies the configuration: freeing it after is fine. */
 static void test_engine_copies(void **state)
 {
@@ -226,6 +327,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_env_malformed, clear_env,
 						clear_env),
 		cmocka_unit_test_setup_teardown(test_set, clear_env, clear_env),
+		cmocka_unit_test_setup_teardown(test_keys_described, clear_env,
+						clear_env),
+		cmocka_unit_test_setup_teardown(test_keys_listed, clear_env,
+						clear_env),
 		cmocka_unit_test_setup_teardown(test_engine_copies, clear_env,
 						clear_env),
 		cmocka_unit_test_setup_teardown(test_engine_protocol, clear_env,

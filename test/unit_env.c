@@ -1,5 +1,5 @@
 /*
- * Unit tests: Mooncake's environment variables (the README's table).
+ * Unit tests: Mooncake's environment variables (the table of docs/CONFIG.md).
  * Each MC_ name sets its key, in Mooncake's units, and changes what it
  * says it changes: the engine's name, port, bind address, store and key
  * prefix, slices, timeout, frame limit, the log level. The names Mooncake

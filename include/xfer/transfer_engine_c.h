@@ -138,7 +138,7 @@ typedef void *transport_t;
 /**
  * Create an engine and bring it up: handshake listener bound, own segment
  * published. The environment applies as in xfer_config_new() (MC_* names
- * as Mooncake's, see the README).
+ * as Mooncake's, see docs/CONFIG.md).
  * @param metadata_conn_string "P2PHANDSHAKE" (peer to peer: segments are
  *        named `host:port` and asked of their owners), "etcd://h:p" or a
  *        bare "h:p", "redis://h:p[/db]", "http://h:p/path".

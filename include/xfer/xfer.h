@@ -83,114 +83,7 @@ enum xfer_status {
 	XFER_FAILED,    /**< the peer refused it or the connection broke */
 };
 
-/**
- * Engine configuration: an opaque set of keys ("knobs"), so that new keys
- * never change the library's ABI. xfer_config_new() gives the defaults,
- * then applies the environment; xfer_config_set() overrides one key by
- * name. A key is named by its knob name (first column), or by either of
- * its variables. Sizes are in bytes, times in the unit their name says.
- * An MC_* variable is Mooncake's, with Mooncake's meaning (the README
- * lists each); MC_LOCAL_SERVER_NAME and MC_METADATA_SERVER are xfer's
- * own, the names Mooncake's tests and examples use.
- *
- * | key                 | variables                                     | default, range |
- * |---------------------|-----------------------------------------------|----------------|
- * | local_server_name   | XFER_LOCAL_SERVER_NAME, MC_LOCAL_SERVER_NAME  | unset (1)      |
- * | metadata_server     | XFER_METADATA_SERVER, MC_METADATA_SERVER      | "p2p" (2)      |
- * | cluster_id          | XFER_CLUSTER_ID, MC_METADATA_CLUSTER_ID       | unset (3)      |
- * | metadata_user       | XFER_METADATA_USER, MC_REDIS_USERNAME         | unset (4)      |
- * | metadata_password   | XFER_METADATA_PASSWORD, MC_REDIS_PASSWORD     | unset (4)      |
- * | bind_addr           | XFER_BIND_ADDRESS, MC_TCP_BIND_ADDRESS        | "0.0.0.0" (5)  |
- * | rpc_port            | XFER_HANDSHAKE_PORT, MC_HANDSHAKE_PORT        | 0, 0..65535 (6)|
- * | workers             | XFER_WORKERS                                  | 1, 0..64 (7)   |
- * | slice_size          | XFER_SLICE_SIZE, MC_SLICE_SIZE                | 65536, 4096..64 MiB |
- * | transfer_timeout_ms | XFER_TRANSFER_TIMEOUT_MS, MC_TRANSFER_TIMEOUT (s) | 30000, 0 = never (8) |
- * | handshake_max_len   | XFER_HANDSHAKE_MAX_LENGTH, MC_HANDSHAKE_MAX_LENGTH | 1 MiB, 64..128 MiB (9) |
- * | protocol            | XFER_PROTOCOL                                 | "tcp" (10)     |
- * | tcp_conns           | XFER_TCP_CONNS                                | 2, 1..64 (11)  |
- * | device_names        | XFER_DEVICE_NAME                              | unset (12)     |
- * | nic_priority_matrix | XFER_NIC_PRIORITY_MATRIX                      | unset (13)     |
- * | qps_per_ep          | XFER_NUM_QP_PER_EP, MC_NUM_QP_PER_EP          | 2, 1..64       |
- * | max_ep_per_ctx      | XFER_MAX_EP_PER_CTX, MC_MAX_EP_PER_CTX        | 256, 1..65536 (14) |
- * | retry_cnt           | XFER_RETRY_CNT, MC_RETRY_CNT                  | 9, 0..64 (15)  |
- * | gid_index           | XFER_GID_INDEX, MC_GID_INDEX                  | -1, -1..65535 (16) |
- * | mtu                 | XFER_MTU, MC_MTU                              | 0, 0 or 256..4096 (17) |
- * | max_wr              | XFER_MAX_WR, MC_MAX_WR                        | 256, 1..16384 (18) |
- * | max_cqe             | XFER_MAX_CQE, MC_MAX_CQE_PER_CTX              | 4096, 16..1048576 |
- * | ib_port             | XFER_IB_PORT, MC_IB_PORT                      | 1, 1..255      |
- * | pin_workers         | XFER_PIN_WORKERS                              | true (19)      |
- * | path_pause_ms       | XFER_PATH_PAUSE_MS                            | 1000 (20)      |
- * | conn_idle_timeout_ms | XFER_CONN_IDLE_TIMEOUT_MS                    | 300000, 0 = never (21) |
- * | max_data_conns      | XFER_MAX_DATA_CONNS                           | 4096, 1..2^20 (22) |
- * | max_handshake_conns | XFER_MAX_HANDSHAKE_CONNS                      | 256, 1..2^20 (23) |
- * | handshake_buffer_max | XFER_HANDSHAKE_BUFFER_MAX                    | 64 MiB, 1 MiB..1 TiB (24) |
- * | auth_secret         | XFER_AUTH_SECRET                              | unset (25)     |
- *
- * 1. Name of this process's RAM segment. In peer-to-peer mode the name is
- *    always `host:port` (port = the handshake port): a bare host here
- *    gives the host part; unset uses bind_addr if it is not a wildcard,
- *    else the machine's host name. With a central store the name is used
- *    as given (unset: `host:port` as above), and peers reach the host of
- *    a `host:port` name, else bind_addr or the host name.
- * 2. "p2p" (also "P2PHANDSHAKE"), "redis://host:port[/db]",
- *    "http://host:port/path" or "etcd://host:port" (a bare "host:port"
- *    means etcd).
- * 3. Keys go under `mooncake/<cluster_id>/` when set (no second '/' if
- *    the id ends in one, as Mooncake), else `mooncake/`.
- * 4. Credentials for the metadata server (redis AUTH).
- * 5. Numeric address the handshake and TCP data listeners bind to.
- * 6. Handshake (rpc) port; 0 lets the kernel pick a free one.
- * 7. Worker reactors (threads) that own data connections. 0: everything
- *    on the control reactor (with xfer_engine_new_on_base(): no thread).
- * 8. A task with no progress for this long ends TIMEOUT. The MC_ name
- *    counts seconds, as Mooncake's.
- * 9. Largest handshake frame accepted.
- * 10. Transport this engine advertises in its descriptor: "tcp" or
- *    "rdma". Either engine reaches TCP peers; "rdma" also opens RDMA
- *    devices and registers memory with them. Another name fails
- *    xfer_engine_new() with EINVAL.
- * 11. TCP data connections kept per peer segment.
- * 12. RDMA devices to use, a comma list ("mlx5_0,mlx5_1"); unset: auto
- *    discovery, every device or those the priority matrix names.
- * 13. NIC priority matrix, JSON as the seed's:
- *    `{"cpu:0":[["mlx5_0"],["mlx5_1"]]}` (location → [[preferred NICs],
- *    [other NICs]]); unset: built from sysfs (NICs on a location's NUMA
- *    node preferred).
- * 14. Endpoints a device context keeps before SIEVE eviction.
- * 15. Tries of a failed slice on other NIC paths before its task fails.
- * 16. GID index; -1 picks RoCE v2 with an IPv4 address, else any
- *    non-zero GID.
- * 17. Path MTU in bytes, a power of two; 0: the smaller of both ports'
- *    active MTUs.
- * 18. Send queue depth of each QP (work requests outstanding at once).
- * 19. Pin each device's worker thread and its memory to the device's
- *    NUMA node (libnuma). 0, 1, true or false.
- * 20. A NIC path (local device, peer device) whose slice failed is not
- *    chosen again for this long.
- * 21. A TCP data connection a peer opened to this engine is closed when
- *    no byte moves on it for this long between requests (a header
- *    partly sent counts as between). In a request (a WRITE payload on
- *    its way, replies owed) the limit is transfer_timeout_ms instead.
- *    The initiator's own connections reconnect on their next request.
- * 22. TCP data connections peers may hold open to this engine at once;
- *    more are closed as they are accepted (logged at most once a
- *    second). A connection buffers no payload (bytes move straight
- *    between the socket and registered memory): a few hundred bytes of
- *    header and at most 32 queued replies, whatever the peer sends.
- * 23. Handshake connections open at once; more are closed as they are
- *    accepted. Each must complete its request within 5 s.
- * 24. Bytes of handshake frames being read, all connections together: a
- *    frame is read only once its announced length fits (else its
- *    connection is closed), so peers make the engine buffer at most this
- *    much. Raised to handshake_max_len if lower.
- * 25. The cluster secret (its bytes, at least 32 random characters
- *    advised): handshake and TCP data connections, both ways, must
- *    complete an HMAC-SHA256 challenge-response proving it before any
- *    descriptor is served or request read (docs/SECURITY.md). Peers must
- *    all have the same one; unset or empty: none, Mooncake's protocol
- *    unchanged. With an HTTP metadata server, writes carry a MAC with it
- *    that xfer-metad given the secret checks (PROTOCOL.md §2).
- */
+/** An engine configuration, opaque: its keys are at xfer_config_new(). */
 struct xfer_config;
 
 /**
@@ -205,8 +98,152 @@ XFER_EXPORT
 int xfer_transport_available(const char *name);
 
 /**
- * A configuration with the defaults above, then the environment (an
- * XFER_* variable wins over its MC_* alias; empty variables are ignored).
+ * A configuration key, as xfer_config_next() describes it: one entry of
+ * the library's knob tables. Owned by the library, valid for the life of
+ * the process. Later versions may add members at the end (the library
+ * allocates it, so that keeps the ABI).
+ */
+struct xfer_config_key {
+	const char *name;       /**< the key: "slice_size" */
+	const char *env;        /**< its variable: "XFER_SLICE_SIZE" */
+	/** Mooncake's variable for it ("MC_SLICE_SIZE"), or NULL */
+	const char *alias;
+	/** "bytes", "ms", "s", "count", "bool", "port", "index", "string" */
+	const char *unit;
+	/** the alias's unit where it differs from @c unit ("s"), else NULL */
+	const char *alias_unit;
+	/** the default as xfer_config_get() gives it; NULL: unset */
+	const char *def;
+	long long min, max;     /**< a number's range; bool 0..1; string 0..0 */
+	/** one line: what it is, what 0 or unset means */
+	const char *doc;
+};
+
+/**
+ * Describe the configuration keys one at a time, in a fixed order: the
+ * core's, the metadata's, then each transport's (the order of
+ * docs/CONFIG.md).
+ * @param iter 0 for the first key; each call that returns 0 advances it.
+ * @param out  set to the key's description (owned by the library).
+ * @return 0; -ENOENT past the last key (*out unchanged); -EINVAL for a
+ *         NULL @p iter or @p out; -ENOMEM if the list of keys could not
+ *         be built (then xfer_config_new() fails too). Any thread.
+ */
+XFER_EXPORT
+int xfer_config_next(size_t *iter, const struct xfer_config_key **out);
+
+/**
+ * Engine configuration: an opaque set of keys ("knobs"), so that new keys
+ * never change the library's ABI. xfer_config_new() gives the defaults,
+ * then applies the environment (an XFER_* variable wins over its MC_*
+ * alias; empty variables are ignored); xfer_config_set() overrides one
+ * key by name. A key is named by its knob name, or by either of its
+ * variables. An MC_* variable is Mooncake's, with Mooncake's meaning and
+ * units (docs/CONFIG.md lists each); MC_LOCAL_SERVER_NAME and
+ * MC_METADATA_SERVER are xfer's own, the names Mooncake's tests and
+ * examples use.
+ *
+ * The keys, with their variables, unit, default and range, come from the
+ * library's knob tables (xfer_config_next() lists them; `make docs`
+ * writes this list and docs/CONFIG.md from it, and `make test-unit`
+ * fails when either differs). Units: bytes, ms, s, count, bool (0, 1,
+ * true or false), port, index, string. docs/CONFIG.md adds notes on
+ * some keys.
+ *
+ * <!-- keys: generated by make docs -->
+ * - `local_server_name`, string, unset by default (`XFER_LOCAL_SERVER_NAME`,
+ *   `MC_LOCAL_SERVER_NAME`): this engine's segment name, host or host:port;
+ *   unset: bind_addr, else the host name.
+ * - `bind_addr`, string, default "0.0.0.0" (`XFER_BIND_ADDRESS`,
+ *   `MC_TCP_BIND_ADDRESS`): numeric address the handshake and TCP data
+ *   listeners bind, and peers reach.
+ * - `rpc_port`, port, default 0, 0..65535 (`XFER_HANDSHAKE_PORT`,
+ *   `MC_HANDSHAKE_PORT`): the handshake (rpc) port; 0: a free one.
+ * - `workers`, count, default 1, 0..64 (`XFER_WORKERS`): worker reactors
+ *   (threads) that own data connections; 0: all on the control reactor.
+ * - `slice_size`, bytes, default 64 KiB, 4 KiB..64 MiB (`XFER_SLICE_SIZE`,
+ *   `MC_SLICE_SIZE`): what a request is cut into, each slice moved at once.
+ * - `transfer_timeout_ms`, ms, default 30000, 0..4294967295
+ *   (`XFER_TRANSFER_TIMEOUT_MS`, `MC_TRANSFER_TIMEOUT` in s): a task with no
+ *   progress for this long ends TIMEOUT; 0: never.
+ * - `handshake_max_len`, bytes, default 1 MiB, 64..128 MiB
+ *   (`XFER_HANDSHAKE_MAX_LENGTH`, `MC_HANDSHAKE_MAX_LENGTH`): the largest
+ *   handshake frame accepted.
+ * - `conn_idle_timeout_ms`, ms, default 300000, 0..4294967295
+ *   (`XFER_CONN_IDLE_TIMEOUT_MS`): a data connection from a peer idle this
+ *   long between requests is closed; 0: never.
+ * - `max_data_conns`, count, default 4096, 1..1048576
+ *   (`XFER_MAX_DATA_CONNS`): data connections peers may hold open at once;
+ *   more are closed.
+ * - `max_handshake_conns`, count, default 256, 1..1048576
+ *   (`XFER_MAX_HANDSHAKE_CONNS`): handshake connections open at once; more
+ *   are closed.
+ * - `handshake_buffer_max`, bytes, default 64 MiB, 1 MiB..1 TiB
+ *   (`XFER_HANDSHAKE_BUFFER_MAX`): handshake frames being read, all
+ *   connections together.
+ * - `auth_secret`, string, unset by default (`XFER_AUTH_SECRET`): the
+ *   cluster secret every connection must prove; unset: none, Mooncake's
+ *   protocol.
+ * - `metadata_server`, string, default "p2p" (`XFER_METADATA_SERVER`,
+ *   `MC_METADATA_SERVER`): where segments are found: p2p, etcd://, redis://,
+ *   redis+sentinel://, http://.
+ * - `cluster_id`, string, unset by default (`XFER_CLUSTER_ID`,
+ *   `MC_METADATA_CLUSTER_ID`): keys go under mooncake/ID/, ID being this;
+ *   unset: under mooncake/.
+ * - `metadata_user`, string, unset by default (`XFER_METADATA_USER`,
+ *   `MC_REDIS_USERNAME`): user for the metadata server (redis AUTH); unset:
+ *   none.
+ * - `metadata_password`, string, unset by default (`XFER_METADATA_PASSWORD`,
+ *   `MC_REDIS_PASSWORD`): password for the metadata server (redis AUTH);
+ *   unset: none.
+ * - `protocol`, string, default "tcp" (`XFER_PROTOCOL`): the transport this
+ *   engine advertises: tcp or rdma.
+ * - `tcp_conns`, count, default 2, 1..64 (`XFER_TCP_CONNS`): TCP data
+ *   connections kept per peer segment.
+ * - `device_names`, string, unset by default (`XFER_DEVICE_NAME`): RDMA
+ *   devices to use, a comma list; unset: every device.
+ * - `nic_priority_matrix`, string, unset by default
+ *   (`XFER_NIC_PRIORITY_MATRIX`): the NIC priority matrix, JSON; unset: from
+ *   sysfs NUMA nodes.
+ * - `qps_per_ep`, count, default 2, 1..64 (`XFER_NUM_QP_PER_EP`,
+ *   `MC_NUM_QP_PER_EP`): QPs per endpoint (one device to one peer NIC).
+ * - `max_ep_per_ctx`, count, default 256, 1..65536 (`XFER_MAX_EP_PER_CTX`,
+ *   `MC_MAX_EP_PER_CTX`): endpoints a device keeps before SIEVE eviction.
+ * - `retry_cnt`, count, default 9, 0..64 (`XFER_RETRY_CNT`, `MC_RETRY_CNT`):
+ *   tries of a failed slice on other NIC paths before its task fails.
+ * - `gid_index`, index, default -1, -1..65535 (`XFER_GID_INDEX`,
+ *   `MC_GID_INDEX`): GID index of every device; -1: RoCE v2 with an IPv4
+ *   address.
+ * - `mtu`, bytes, default 0, 0..4 KiB (`XFER_MTU`, `MC_MTU`): path MTU, a
+ *   power of two from 256; 0: the ports' active MTU.
+ * - `max_wr`, count, default 256, 1..65535 (`XFER_MAX_WR`, `MC_MAX_WR`):
+ *   send queue depth of each QP, in work requests.
+ * - `max_cqe`, count, default 4096, 16..1048576 (`XFER_MAX_CQE`,
+ *   `MC_MAX_CQE_PER_CTX`): entries of each CQ of a device.
+ * - `ib_port`, index, default 1, 1..255 (`XFER_IB_PORT`, `MC_IB_PORT`): port
+ *   of every device.
+ * - `pin_workers`, bool, default true (`XFER_PIN_WORKERS`): each device's
+ *   worker and its memory on the device's NUMA node.
+ * - `path_pause_ms`, ms, default 1000, 0..4294967295 (`XFER_PATH_PAUSE_MS`):
+ *   a NIC path whose slice failed is not chosen for this long.
+ * - `num_cq`, count, default 1, 1..255 (`XFER_NUM_CQ_PER_CTX`,
+ *   `MC_NUM_CQ_PER_CTX`): CQs per device; its QPs take them in turn.
+ * - `num_comp_channels`, count, default 1, 1..255
+ *   (`XFER_NUM_COMP_CHANNELS_PER_CTX`, `MC_NUM_COMP_CHANNELS_PER_CTX`):
+ *   completion channels per device; CQ i reports to channel i mod n.
+ * - `max_sge`, count, default 4, 1..65535 (`XFER_MAX_SGE`, `MC_MAX_SGE`):
+ *   SGEs per work request: adjacent slices one WR gathers.
+ * - `max_inline`, bytes, default 64, 0..65535 (`XFER_MAX_INLINE`,
+ *   `MC_MAX_INLINE`): a WRITE of at most this many bytes goes inline in its
+ *   work request.
+ * - `file_queue_depth`, count, default 64, 1..4096 (`XFER_FILE_QUEUE_DEPTH`,
+ *   `MC_FILE_QUEUE_DEPTH`): file reads and writes in flight at once.
+ * - `file_threads`, bool, default false (`XFER_FILE_THREADS`): file I/O on a
+ *   worker thread, not io_uring.
+ * - `file_local`, bool, default true (`XFER_FILE_LOCAL`): files this host
+ *   reaches are read and written here, not through their owner.
+ * <!-- end of keys -->
+ *
  * @return the configuration (free with xfer_config_free()), or NULL with
  *         errno EINVAL (a malformed variable, named in the log) or ENOMEM.
  *         Any thread.

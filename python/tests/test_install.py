@@ -1,4 +1,4 @@
-"""The package installs as the README says: pip install
+"""The package installs as docs/PYTHON.md says: pip install
 --no-build-isolation ./python into a venv made with
 --system-site-packages, from Debian's packages only (no index), and works
 from anywhere once installed."""

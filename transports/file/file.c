@@ -132,13 +132,15 @@ static double file_cpu_seconds(struct xfer_transport *tp)
 static const struct xfer_knob file_knobs[] = {
 	[K_DEPTH] = XFER_KNOB_N("file_queue_depth", "XFER_FILE_QUEUE_DEPTH",
 				"MC_FILE_QUEUE_DEPTH", 1, XFER_FIO_MAX_DEPTH,
-				"64"),
-	[K_THREADS] = { .name = "file_threads", .env = "XFER_FILE_THREADS",
-			.type = XFER_KNOB_BOOL, .min = 0, .max = 1,
-			.def = "0" },
-	[K_LOCAL] = { .name = "file_local", .env = "XFER_FILE_LOCAL",
-		      .type = XFER_KNOB_BOOL, .min = 0, .max = 1, .def = "1" },
-	{ .name = NULL },
+				"64", "count", "file reads and writes in "
+				"flight at once"),
+	[K_THREADS] = XFER_KNOB_B("file_threads", "XFER_FILE_THREADS", NULL,
+				  "false", "file I/O on a worker thread, "
+				  "not io_uring"),
+	[K_LOCAL] = XFER_KNOB_B("file_local", "XFER_FILE_LOCAL", NULL, "true",
+				"files this host reaches are read and "
+				"written here, not through their owner"),
+	XFER_KNOB_END,
 };
 
 const struct xfer_transport_ops xfer_file_ops = {

@@ -279,41 +279,61 @@ static bool valid_mtu(long long v)
 static const struct xfer_knob rdma_knobs[] = {
 	/* Mooncake takes these from its programs, not the environment */
 	[K_DEVICES] = XFER_KNOB_S("device_names", "XFER_DEVICE_NAME", NULL,
-				  NULL),
+				  NULL, "string", "RDMA devices to use, a "
+				  "comma list; unset: every device"),
 	[K_MATRIX] = XFER_KNOB_S("nic_priority_matrix",
-				 "XFER_NIC_PRIORITY_MATRIX", NULL, NULL),
+				 "XFER_NIC_PRIORITY_MATRIX", NULL, NULL,
+				 "string", "the NIC priority matrix, JSON; "
+				 "unset: from sysfs NUMA nodes"),
 	[K_QPS] = XFER_KNOB_N("qps_per_ep", "XFER_NUM_QP_PER_EP",
-			      "MC_NUM_QP_PER_EP", 1, 64, "2"),
+			      "MC_NUM_QP_PER_EP", 1, 64, "2", "count",
+			      "QPs per endpoint (one device to one peer NIC)"),
 	[K_MAX_EP] = XFER_KNOB_N("max_ep_per_ctx", "XFER_MAX_EP_PER_CTX",
-				 "MC_MAX_EP_PER_CTX", 1, 65536, "256"),
+				 "MC_MAX_EP_PER_CTX", 1, 65536, "256", "count",
+				 "endpoints a device keeps before SIEVE "
+				 "eviction"),
 	[K_RETRY] = XFER_KNOB_N("retry_cnt", "XFER_RETRY_CNT", "MC_RETRY_CNT",
-				0, 64, "9"),
+				0, 64, "9", "count", "tries of a failed slice "
+				"on other NIC paths before its task fails"),
 	[K_GID] = XFER_KNOB_N("gid_index", "XFER_GID_INDEX", "MC_GID_INDEX",
-			      -1, 65535, "-1"),
-	[K_MTU] = { .name = "mtu", .env = "XFER_MTU", .alias = "MC_MTU",
-		    .type = XFER_KNOB_NUM, .min = 0, .max = 4096, .def = "0",
-		    .check = valid_mtu },
+			      -1, 65535, "-1", "index", "GID index of every "
+			      "device; -1: RoCE v2 with an IPv4 address"),
+	[K_MTU] = { .key = XFER_KNOB_KEY("mtu", "XFER_MTU", "MC_MTU", 0, 4096,
+					 "0", "bytes", "path MTU, a power of "
+					 "two from 256; 0: the ports' active "
+					 "MTU"),
+		    .type = XFER_KNOB_NUM, .check = valid_mtu },
 	[K_MAX_WR] = XFER_KNOB_N("max_wr", "XFER_MAX_WR", "MC_MAX_WR", 1,
-				 65535, "256"),
+				 65535, "256", "count", "send queue depth of "
+				 "each QP, in work requests"),
 	[K_MAX_CQE] = XFER_KNOB_N("max_cqe", "XFER_MAX_CQE",
-				  "MC_MAX_CQE_PER_CTX", 16, 1 << 20, "4096"),
+				  "MC_MAX_CQE_PER_CTX", 16, 1 << 20, "4096",
+				  "count", "entries of each CQ of a device"),
 	[K_IB_PORT] = XFER_KNOB_N("ib_port", "XFER_IB_PORT", "MC_IB_PORT", 1,
-				  255, "1"),
-	[K_PIN] = { .name = "pin_workers", .env = "XFER_PIN_WORKERS",
-		    .type = XFER_KNOB_BOOL, .min = 0, .max = 1, .def = "1" },
+				  255, "1", "index", "port of every device"),
+	[K_PIN] = XFER_KNOB_B("pin_workers", "XFER_PIN_WORKERS", NULL, "true",
+			      "each device's worker and its memory on the "
+			      "device's NUMA node"),
 	[K_PAUSE] = XFER_KNOB_N("path_pause_ms", "XFER_PATH_PAUSE_MS", NULL,
-				0, UINT32_MAX, "1000"),
+				0, UINT32_MAX, "1000", "ms", "a NIC path whose "
+				"slice failed is not chosen for this long"),
 	/* Mooncake's ranges and defaults; each within the device's limits */
 	[K_NUM_CQ] = XFER_KNOB_N("num_cq", "XFER_NUM_CQ_PER_CTX",
-				 "MC_NUM_CQ_PER_CTX", 1, 255, "1"),
+				 "MC_NUM_CQ_PER_CTX", 1, 255, "1", "count",
+				 "CQs per device; its QPs take them in turn"),
 	[K_NUM_CHAN] = XFER_KNOB_N("num_comp_channels",
 				   "XFER_NUM_COMP_CHANNELS_PER_CTX",
-				   "MC_NUM_COMP_CHANNELS_PER_CTX", 1, 255, "1"),
+				   "MC_NUM_COMP_CHANNELS_PER_CTX", 1, 255, "1",
+				   "count", "completion channels per device; "
+				   "CQ i reports to channel i mod n"),
 	[K_MAX_SGE] = XFER_KNOB_N("max_sge", "XFER_MAX_SGE", "MC_MAX_SGE", 1,
-				  65535, "4"),
+				  65535, "4", "count", "SGEs per work request: "
+				  "adjacent slices one WR gathers"),
 	[K_MAX_INLINE] = XFER_KNOB_N("max_inline", "XFER_MAX_INLINE",
-				     "MC_MAX_INLINE", 0, 65535, "64"),
-	{ .name = NULL },
+				     "MC_MAX_INLINE", 0, 65535, "64", "bytes",
+				     "a WRITE of at most this many bytes goes "
+				     "inline in its work request"),
+	XFER_KNOB_END,
 };
 
 /* A device the verbs library lists (it loads the providers to know). */

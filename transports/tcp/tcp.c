@@ -229,8 +229,9 @@ const struct xfer_desc_codec xfer_tcp_codec = {
 };
 
 static const struct xfer_knob tcp_knobs[] = {
-	XFER_KNOB_N("tcp_conns", "XFER_TCP_CONNS", NULL, 1, 64, "2"),
-	{ .name = NULL },
+	XFER_KNOB_N("tcp_conns", "XFER_TCP_CONNS", NULL, 1, 64, "2", "count",
+		    "TCP data connections kept per peer segment"),
+	XFER_KNOB_END,
 };
 
 const struct xfer_transport_ops xfer_tcp_ops = {
