@@ -14,3 +14,4 @@ $(STORE_ALLOC_BENCH): $(BUILD)/bench/store/alloc_bench.o \
 
 # test/unit_store_*.c test the shared parts.
 $(BUILD)/test/unit_store_alloc: $(BUILD)/store/alloc.o
+$(BUILD)/test/unit_store_proto: $(BUILD)/store/proto.o
