@@ -23,6 +23,7 @@ include mk/lib.mk
 include mk/capi.mk
 include mk/bench.mk
 include mk/metad.mk
+include mk/store.mk
 include mk/install.mk
 include mk/python.mk
 include mk/test.mk

@@ -4,7 +4,6 @@
  * and how the program fails.
  *
  *   xfer_bench.c  main, die(), xmalloc()
- *   gflags.c      a command line read as gflags reads one
  *   flags.c       the flags (transfer_engine_bench's, then xfer's) into
  *                 struct bench_opts, --help
  *   config.c      the library's configuration from the settings
@@ -25,6 +24,8 @@
 #include <time.h>
 
 #include <xfer/xfer.h>
+
+#include "util/gflags_internal.h"
 
 struct event_base;
 
@@ -149,30 +150,6 @@ bool bench_have_rdma(void);
  * its unit, default, range, variables and doc; @markdown: as the list of
  * docs/CONFIG.md. Dies if the library cannot list them. */
 void bench_list_config(FILE *f, bool markdown);
-
-/* ---- gflags.c ---- */
-
-enum gflag_type { GF_STRING, GF_BOOL, GF_INT, GF_DOUBLE };
-
-/* A flag: where its value goes (const char *, bool, long long or
- * double), the range of a number, a line of help. Tables end with a
- * NULL name. */
-struct gflag {
-	const char *name;
-	enum gflag_type type;
-	void *dst;
-	long long min, max;
-	const char *help;
-};
-
-/* Read the flags of @p argv (gflags syntax) into their places.
- * @return the index of the first argument that is not a flag (argc if
- *         none), or -EINVAL with a message naming the flag in @p err. */
-int gflags_parse(int argc, char **argv, const struct gflag *flags,
-		 char *err, size_t errlen);
-
-/* @p intro, then a line per flag. */
-void gflags_usage(FILE *out, const char *intro, const struct gflag *flags);
 
 /* Serve a registered buffer until --duration ends or SIGINT/SIGTERM. */
 void bench_run_target(const struct bench_opts *o);

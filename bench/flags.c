@@ -1,7 +1,7 @@
 /*
  * xfer-bench: the command line into struct bench_opts. Every flag of
  * Mooncake's transfer_engine_bench, with its defaults and gflags syntax
- * (gflags.c), then xfer's own; what the flags imply (the protocol with
+ * (util/gflags.c), then xfer's own; what the flags imply (the protocol with
  * --auto_discovery, the buffer size, the store of --metadata_type).
  */
 #define _GNU_SOURCE
@@ -51,13 +51,13 @@ struct raw {
 	bool list_config, markdown;
 };
 
-#define S(n, f, h) { n, GF_STRING, &r->f, 0, 0, h }
-#define B(n, f, h) { n, GF_BOOL, &r->f, 0, 0, h }
-#define I(n, f, lo, hi, h) { n, GF_INT, &r->f, lo, hi, h }
+#define S(n, f, h) { n, XFER_GF_STRING, &r->f, 0, 0, h }
+#define B(n, f, h) { n, XFER_GF_BOOL, &r->f, 0, 0, h }
+#define I(n, f, lo, hi, h) { n, XFER_GF_INT, &r->f, lo, hi, h }
 
 static void read_args(int argc, char **argv, struct raw *r)
 {
-	const struct gflag flags[] = {
+	const struct xfer_gflag flags[] = {
 		/* transfer_engine_bench's, with Mooncake's defaults */
 		S("mode", mode, "initiator|target, or xfer's loopback "
 		  "(initiator)"),
@@ -83,7 +83,7 @@ static void read_args(int argc, char **argv, struct raw *r)
 		  "(128)"),
 		I("block_size", block_size, 1, 1ll << 40, "bytes per request "
 		  "(65536)"),
-		{ "duration", GF_DOUBLE, &r->duration, 0, 1000000000,
+		{ "duration", XFER_GF_DOUBLE, &r->duration, 0, 1000000000,
 		  "seconds to run (10; target: until a signal)" },
 		I("threads", threads, 1, 1024, "submitting threads (12)"),
 		B("auto_discovery", auto_discovery, "RDMA on every device if "
@@ -118,14 +118,14 @@ static void read_args(int argc, char **argv, struct raw *r)
 		{ NULL },
 	};
 	char err[256];
-	int i = gflags_parse(argc, argv, flags, err, sizeof(err));
+	int i = xfer_gflags_parse(argc, argv, flags, err, sizeof(err));
 
 	if (i < 0)
 		die("%s (see --help)", err);
 	if (i < argc)
 		die("unexpected argument '%s' (see --help)", argv[i]);
 	if (r->help) {
-		gflags_usage(stdout, "usage: xfer-bench [--flag=value | "
+		xfer_gflags_usage(stdout, "usage: xfer-bench [--flag=value | "
 			     "--flag value | --flag | --noflag]...\n", flags);
 		exit(0);
 	}

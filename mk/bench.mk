@@ -12,5 +12,4 @@ $(BENCH): $(BENCH_OBJS) $(LIB_A)
 # test/unit_bench_flags.c tests the command line: it links the parts of
 # the bench that read it (its die() stands in for the program's).
 $(BUILD)/test/unit_bench_flags: $(BUILD)/bench/flags.o \
-				$(BUILD)/bench/gflags.o $(BUILD)/bench/config.o \
-				$(BUILD)/bench/config_list.o
+				$(BUILD)/bench/config.o $(BUILD)/bench/config_list.o

@@ -174,26 +174,45 @@ bool th_under_asan(void)
 	return v && *v && strcmp(v, "0");
 }
 
-const char *th_metad_path(void)
+/* BUILD/NAME for this program at BUILD/test/PROG, into @p path (once);
+ * "build/NAME" if /proc/self/exe cannot be read. */
+static const char *build_program(char *path, size_t size, const char *name)
 {
-	static char path[PATH_MAX];
 	char *slash;
 	ssize_t n;
 
 	if (path[0])
 		return path;
-	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
+	n = readlink("/proc/self/exe", path, size - 32);
 	if (n <= 0)
-		return strcpy(path, "build/xfer-metad");
+		goto fallback;
 	path[n] = '\0';
 	for (int i = 0; i < 2; i++) {
 		slash = strrchr(path, '/');
 		if (!slash)
-			return strcpy(path, "build/xfer-metad");
+			goto fallback;
 		*slash = '\0';
 	}
-	strcat(path, "/xfer-metad");
+	strcat(path, "/");
+	strcat(path, name);
 	return path;
+fallback:
+	snprintf(path, size, "build/%s", name);
+	return path;
+}
+
+const char *th_metad_path(void)
+{
+	static char path[PATH_MAX];
+
+	return build_program(path, sizeof(path), "xfer-metad");
+}
+
+const char *th_stored_path(void)
+{
+	static char path[PATH_MAX];
+
+	return build_program(path, sizeof(path), "xfer-stored");
 }
 
 int64_t th_now_ms(void)

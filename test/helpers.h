@@ -63,6 +63,9 @@ uint16_t th_name_port(const char *name);
  *  read. No cmocka asserts. */
 const char *th_metad_path(void);
 
+/** The xfer-stored of the build, as th_metad_path() finds xfer-metad. */
+const char *th_stored_path(void);
+
 /** A page-aligned malloc'd block of @p len bytes (fails the test if not). */
 void *th_alloc(size_t len);
 

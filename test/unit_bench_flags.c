@@ -1,5 +1,5 @@
 /*
- * Unit tests: xfer-bench's command line (bench/flags.c, bench/gflags.c).
+ * Unit tests: xfer-bench's command line (bench/flags.c, util/gflags.c).
  * Mooncake's transfer_engine_bench flags with its defaults, every gflags
  * form (--f=v, --f v, -f=v, -f v, --f, --nof, --f=true|false|1|0|yes|no,
  * a '-' for a '_' in a name),

@@ -1,25 +1,14 @@
-/*
- * xfer-bench: a command line read as gflags reads one, so that Mooncake's
- * transfer_engine_bench command lines work unchanged:
- *
- *   --flag=value  -flag=value  --flag value  -flag value
- *   --flag (a boolean: true)  --noflag (false)  --flag=true|false|1|0|
- *   yes|no|t|f|y|n (any case)  --  (ends the flags)
- *
- * A boolean takes its value only after '=' (the next word is not its
- * value). A '-' in a flag's name stands for a '_' (--list-config).
- * Integers are decimal, or hexadecimal after 0x. An unknown flag, a
- * missing or malformed value, a number out of range: an error naming the
- * flag.
- */
+/* gflags syntax (util/gflags_internal.h); a '-' in a flag's name stands
+ * for a '_' (--list-config is --list_config). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "bench/bench_internal.h"
+#include "util/gflags_internal.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -43,8 +32,8 @@ static bool named(const char *f, const char *name, size_t len)
 	return true;
 }
 
-static const struct gflag *lookup(const struct gflag *flags, const char *name,
-				  size_t len)
+static const struct xfer_gflag *lookup(const struct xfer_gflag *flags,
+				       const char *name, size_t len)
 {
 	for (; flags->name; flags++)
 		if (named(flags->name, name, len))
@@ -71,7 +60,7 @@ static int parse_bool(const char *s, bool *out)
 }
 
 /* Store @p value into flag @p f. */
-static int set(const struct gflag *f, const char *value, char *err,
+static int set(const struct xfer_gflag *f, const char *value, char *err,
 	       size_t errlen)
 {
 	long long n;
@@ -80,16 +69,16 @@ static int set(const struct gflag *f, const char *value, char *err,
 	bool b;
 
 	switch (f->type) {
-	case GF_STRING:
+	case XFER_GF_STRING:
 		*(const char **)f->dst = value;
 		return 0;
-	case GF_BOOL:
+	case XFER_GF_BOOL:
 		if (parse_bool(value, &b))
 			return fail(err, errlen, "--%s: '%s' is not a boolean "
 				    "(true, false, 1, 0, yes, no)", f->name, value);
 		*(bool *)f->dst = b;
 		return 0;
-	case GF_INT:
+	case XFER_GF_INT:
 		errno = 0;
 		n = strtoll(value, &end, !strncasecmp(value, "0x", 2) ? 16 : 10);
 		if (errno || end == value || *end || n < f->min || n > f->max)
@@ -97,7 +86,7 @@ static int set(const struct gflag *f, const char *value, char *err,
 				    "[%lld, %lld]", f->name, value, f->min, f->max);
 		*(long long *)f->dst = n;
 		return 0;
-	case GF_DOUBLE:
+	case XFER_GF_DOUBLE:
 		errno = 0;
 		d = strtod(value, &end);
 		if (errno || end == value || *end || !(d >= (double)f->min) ||
@@ -110,14 +99,14 @@ static int set(const struct gflag *f, const char *value, char *err,
 	return fail(err, errlen, "--%s: bad flag type", f->name);
 }
 
-int gflags_parse(int argc, char **argv, const struct gflag *flags,
+int xfer_gflags_parse(int argc, char **argv, const struct xfer_gflag *flags,
 		 char *err, size_t errlen)
 {
 	int i;
 
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i], *name, *eq;
-		const struct gflag *f;
+		const struct xfer_gflag *f;
 		size_t len;
 
 		if (!strcmp(arg, "--"))
@@ -130,7 +119,7 @@ int gflags_parse(int argc, char **argv, const struct gflag *flags,
 		f = lookup(flags, name, len);
 		if (!f && !eq && len > 2 && !strncmp(name, "no", 2)) {
 			f = lookup(flags, name + 2, len - 2);
-			if (f && f->type == GF_BOOL) {
+			if (f && f->type == XFER_GF_BOOL) {
 				*(bool *)f->dst = false;
 				continue;
 			}
@@ -142,7 +131,7 @@ int gflags_parse(int argc, char **argv, const struct gflag *flags,
 		if (eq) {
 			if (set(f, eq + 1, err, errlen))
 				return -EINVAL;
-		} else if (f->type == GF_BOOL) {
+		} else if (f->type == XFER_GF_BOOL) {
 			*(bool *)f->dst = true;
 		} else if (i + 1 == argc) {
 			return fail(err, errlen, "flag '--%s' is missing its "
@@ -154,11 +143,11 @@ int gflags_parse(int argc, char **argv, const struct gflag *flags,
 	return i;
 }
 
-void gflags_usage(FILE *out, const char *intro, const struct gflag *flags)
+void xfer_gflags_usage(FILE *out, const char *intro, const struct xfer_gflag *flags)
 {
 	static const char *const types[] = {
-		[GF_STRING] = "string", [GF_BOOL] = "bool",
-		[GF_INT] = "int", [GF_DOUBLE] = "number",
+		[XFER_GF_STRING] = "string", [XFER_GF_BOOL] = "bool",
+		[XFER_GF_INT] = "int", [XFER_GF_DOUBLE] = "number",
 	};
 
 	fputs(intro, out);

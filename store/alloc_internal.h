@@ -1,0 +1,79 @@
+/*
+ * Offsets in a remote segment: a two-level segregated-fit allocator
+ * (the design of sebbbi's OffsetAllocator, which Mooncake's master uses)
+ * whose bookkeeping lives in the master's memory, never in the segment it
+ * manages: the segment's bytes belong to a client on another host.
+ *
+ * Free ranges sit in 512 bins indexed by a small float of their size (3
+ * mantissa bits, 6 exponent bits: bins grow by 1/8 of their size), with
+ * a 64-bit mask of non-empty top bins and an 8-bit mask of non-empty bins
+ * under each. An allocation rounds its size up to a bin boundary, finds
+ * the first non-empty bin at or above it with two bit scans, splits the
+ * range it takes there and files the rest: O(1), no search of lists. A
+ * release merges with free neighbours (each range knows the ranges
+ * beside it) before it files the result. Waste: at most 1/8 of a request
+ * is lost to picking a bin ranged above it, never to the range itself
+ * (the remainder goes back to a bin).
+ *
+ * Not thread-safe: one reactor owns each allocator.
+ */
+#ifndef XFER_STORE_ALLOC_INTERNAL_H
+#define XFER_STORE_ALLOC_INTERNAL_H
+
+#include <stdint.h>
+
+/* Largest alignment store_alloc_new() takes (1 MiB). */
+#define STORE_ALLOC_ALIGN_MAX (1u << 20)
+
+struct store_alloc;
+
+/**
+ * An allocator for the offsets [0, @p size) of one segment.
+ * @param size       bytes managed (rounded down to @p align), at least
+ *                   @p align
+ * @param align      every offset and size is a multiple of it: a power
+ *                   of two from 1 to STORE_ALLOC_ALIGN_MAX
+ * @param max_allocs most live allocations (>= 1); the bookkeeping grows
+ *                   on demand up to 2 * @p max_allocs + 1 ranges of 44
+ *                   bytes each
+ * @return the allocator, or NULL with errno EINVAL (a bad argument) or
+ *         ENOMEM.
+ */
+struct store_alloc *store_alloc_new(uint64_t size, uint64_t align,
+				    uint32_t max_allocs);
+
+/** Free @p a and its bookkeeping (NULL is fine). Live allocations go
+ *  with it. */
+void store_alloc_free(struct store_alloc *a);
+
+/**
+ * Allocate @p len bytes (rounded up to the alignment).
+ * @param offset gets the offset of the range in the segment
+ * @param id     gets the handle that store_alloc_release() takes
+ * @return 0; -EINVAL (@p len is 0 or rounds past 2^63); -ENOSPC (no free
+ *         range that large, or max_allocs allocations are live);
+ *         -ENOMEM (the bookkeeping could not grow). On error nothing
+ *         changed.
+ */
+int store_alloc_get(struct store_alloc *a, uint64_t len, uint64_t *offset,
+		    uint32_t *id);
+
+/**
+ * Give back allocation @p id; its range merges with free neighbours.
+ * @return 0, or -EINVAL if @p id is not a live allocation of @p a.
+ */
+int store_alloc_release(struct store_alloc *a, uint32_t id);
+
+/** Bytes managed (the size given to store_alloc_new(), aligned). */
+uint64_t store_alloc_size(const struct store_alloc *a);
+
+/** Bytes allocated now (sizes rounded to the alignment). */
+uint64_t store_alloc_used(const struct store_alloc *a);
+
+/** Live allocations. */
+uint32_t store_alloc_count(const struct store_alloc *a);
+
+/** The size of allocation @p id (rounded), or 0 if @p id is not live. */
+uint64_t store_alloc_len(const struct store_alloc *a, uint32_t id);
+
+#endif

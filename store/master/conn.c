@@ -1,0 +1,251 @@
+/*
+ * xfer-stored's connections (conn_internal.h): with a cluster secret,
+ * the challenge-response of util/auth_sock.c on the raw socket first
+ * (5 s to prove itself); then a bufferevent whose input is cut into
+ * frames (PROTOCOL.md §7), each checked, decoded, answered by the state
+ * (master_internal.h) and its reply queued, in order. A bad frame closes
+ * its connection only. A client that does not read its replies stops
+ * being read once STORED_OUT_MAX bytes wait for it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "store/master/conn_internal.h"
+#include "store/master/master_internal.h"
+#include "util/auth_internal.h"
+#include "util/listen_internal.h"
+#include "util/log_internal.h"
+#include "util/net_internal.h"
+
+#define STORED_OUT_MAX (32u << 20)
+#define AUTH_TIMEOUT_S 5
+
+struct stored_srv {
+	struct event_base *base;
+	struct stored *state;
+	const struct xfer_auth *auth;
+	struct xfer_listener *listener;
+	struct store_msg *req, *rep;   /* one request at a time */
+	struct store_buf out;
+	struct conn *conns;            /* open connections */
+};
+
+struct conn {
+	struct conn *prev, *next;
+	struct stored_srv *srv;
+	int fd;
+	struct event *auth_ev;         /* while proving itself */
+	struct xfer_auth_srv *auth;
+	struct bufferevent *bev;
+};
+
+static struct xfer_log_limit bad_log;
+
+static void conn_close(struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->srv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->auth_ev)
+		event_free(c->auth_ev);
+	xfer_auth_srv_free(c->auth);
+	if (c->bev)
+		bufferevent_free(c->bev);  /* closes the socket */
+	else
+		close(c->fd);
+	free(c);
+}
+
+static void refuse(struct conn *c, const char *why)
+{
+	xfer_log_limited(&bad_log, XFER_LOG_WARN, "xfer-stored: closed a "
+			 "connection: %s", why);
+	conn_close(c);
+}
+
+/* Answer the whole frames in the input. @return false if @p c was
+ * closed. */
+static bool serve(struct conn *c)
+{
+	struct stored_srv *srv = c->srv;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	uint8_t hdr[STORE_HDR_LEN];
+	const uint8_t *frame;
+
+	while (evbuffer_get_length(out) < STORED_OUT_MAX &&
+	       evbuffer_copyout(in, hdr, sizeof(hdr)) == sizeof(hdr)) {
+		if (store_hdr_decode(hdr, &srv->req->h) ||
+		    (srv->req->h.flags & STORE_F_REPLY)) {
+			refuse(c, "not a request frame");
+			return false;
+		}
+		if (evbuffer_get_length(in) < STORE_HDR_LEN + srv->req->h.len)
+			break;
+		frame = evbuffer_pullup(in, STORE_HDR_LEN + srv->req->h.len);
+		if (!frame || store_msg_decode(frame + STORE_HDR_LEN,
+					       srv->req)) {
+			refuse(c, frame ? "a malformed request" : "no memory");
+			return false;
+		}
+		stored_handle(srv->state, srv->req, srv->rep);
+		srv->out.len = 0;
+		if (store_msg_encode(&srv->out, srv->rep) ||
+		    evbuffer_add(out, srv->out.p, srv->out.len)) {
+			refuse(c, "no memory for a reply");
+			return false;
+		}
+		evbuffer_drain(in, STORE_HDR_LEN + srv->req->h.len);
+	}
+	/* read on only once the client has taken its replies */
+	if (evbuffer_get_length(out) >= STORED_OUT_MAX)
+		bufferevent_disable(c->bev, EV_READ);
+	return true;
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	serve(arg);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	/* called once the output drained: frames may wait in the input */
+	if (!(bufferevent_get_enabled(bev) & EV_READ) && serve(c))
+		bufferevent_enable(bev, EV_READ);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	conn_close(arg);               /* EOF or error */
+}
+
+static int start_requests(struct conn *c)
+{
+	c->bev = bufferevent_socket_new(c->srv->base, c->fd,
+					BEV_OPT_CLOSE_ON_FREE);
+	if (!c->bev)
+		return -ENOMEM;
+	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+	return bufferevent_enable(c->bev, EV_READ | EV_WRITE) ? -ENOMEM : 0;
+}
+
+static void on_auth(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	int ret;
+
+	if (what & EV_TIMEOUT) {
+		refuse(c, "it did not prove itself within 5 s");
+		return;
+	}
+	ret = xfer_auth_srv_step(c->auth, fd);
+	if (ret > 0)
+		return;
+	if (ret < 0) {
+		conn_close(c);         /* logged by the step */
+		return;
+	}
+	event_free(c->auth_ev);
+	c->auth_ev = NULL;
+	xfer_auth_srv_free(c->auth);
+	c->auth = NULL;
+	if (start_requests(c))
+		refuse(c, "no memory");
+}
+
+static void on_accept(void *arg, int fd)
+{
+	struct timeval tv = { AUTH_TIMEOUT_S, 0 };
+	struct stored_srv *srv = arg;
+	struct conn *c = calloc(1, sizeof(*c));
+	int one = 1;
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->srv = srv;
+	c->fd = fd;
+	c->next = srv->conns;
+	if (c->next)
+		c->next->prev = c;
+	srv->conns = c;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (!srv->auth) {
+		if (start_requests(c))
+			refuse(c, "no memory");
+		return;
+	}
+	c->auth = xfer_auth_srv_new(srv->auth, "xfer-stored");
+	c->auth_ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, on_auth,
+			       c);
+	if (!c->auth || !c->auth_ev || event_add(c->auth_ev, &tv))
+		refuse(c, "no memory");
+}
+
+struct stored_srv *stored_srv_new(struct event_base *base,
+				  struct stored *state,
+				  const struct xfer_auth *auth,
+				  const struct sockaddr *sa, socklen_t salen)
+{
+	struct stored_srv *srv = calloc(1, sizeof(*srv));
+	int err = ENOMEM;
+
+	if (!srv)
+		return NULL;
+	srv->base = base;
+	srv->state = state;
+	srv->auth = auth;
+	srv->req = malloc(sizeof(*srv->req));
+	srv->rep = malloc(sizeof(*srv->rep));
+	if (!srv->req || !srv->rep)
+		goto err;
+	srv->listener = xfer_listen(base, sa, salen, "xfer-stored", on_accept,
+				    srv);
+	if (!srv->listener) {
+		err = errno;
+		goto err;
+	}
+	return srv;
+
+err:
+	stored_srv_free(srv);
+	errno = err;
+	return NULL;
+}
+
+uint16_t stored_srv_port(const struct stored_srv *srv)
+{
+	return xfer_net_local_port(xfer_listener_fd(srv->listener));
+}
+
+void stored_srv_free(struct stored_srv *srv)
+{
+	if (!srv)
+		return;
+	while (srv->conns)
+		conn_close(srv->conns);
+	xfer_listener_free(srv->listener);
+	store_buf_free(&srv->out);
+	free(srv->req);
+	free(srv->rep);
+	free(srv);
+}

@@ -1,0 +1,34 @@
+/*
+ * xfer-stored's listener and connections (conn.c): requests framed as
+ * docs/PROTOCOL.md §7 says, answered by the state in order. On the
+ * server's event_base only.
+ */
+#ifndef XFER_STORED_CONN_INTERNAL_H
+#define XFER_STORED_CONN_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct event_base;
+struct stored;
+struct stored_srv;
+struct xfer_auth;
+
+/**
+ * Listen on @p sa (@p salen bytes) and serve @p state's requests on
+ * @p base. With @p auth (not NULL; kept, not copied), every connection
+ * must prove the secret first (docs/PROTOCOL.md §6).
+ * @return the server, or NULL with errno (EADDRINUSE, EACCES, ENOMEM).
+ */
+struct stored_srv *stored_srv_new(struct event_base *base,
+				  struct stored *state,
+				  const struct xfer_auth *auth,
+				  const struct sockaddr *sa, socklen_t salen);
+
+/** The port it listens on. */
+uint16_t stored_srv_port(const struct stored_srv *srv);
+
+/** Close the listener and every connection (NULL is fine). */
+void stored_srv_free(struct stored_srv *srv);
+
+#endif

@@ -1,0 +1,231 @@
+/*
+ * xfer-stored: the store's master (docs/STORE.md). Mooncake's
+ * mooncake_master's flags, names, defaults and gflags syntax, for what it
+ * implements; any other flag is refused by name. One thread, one
+ * event_base: the listener and connections (conn.c), the state and its
+ * timers (segments.c, objects.c). SIGINT or SIGTERM ends it, status 0.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <openssl/crypto.h>
+
+#include "store/master/conn_internal.h"
+#include "store/master/master_internal.h"
+#include "util/auth_internal.h"
+#include "util/gflags_internal.h"
+#include "util/net_internal.h"
+
+struct flags {
+	long long port, rpc_port, client_ttl, discard_s, release_s;
+	long long max_threads, rpc_thread_num;
+	const char *rpc_address, *lease_ttl;
+	char *secret;
+	double evict_ratio, high_watermark;
+	bool metric_reporting, no_delay;
+};
+
+/*
+ * Mooncake's duration flags: milliseconds, or a number with ms, s, m or h
+ * (its ParseDurationMs). @return 0, -EINVAL.
+ */
+static int parse_duration_ms(const char *s, uint64_t *ms)
+{
+	static const struct { const char *unit; uint64_t ms; } units[] = {
+		{ "", 1 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 },
+		{ "h", 3600000 },
+	};
+	char *end;
+	uint64_t v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(end, units[i].unit)) {
+			if (v > UINT64_MAX / units[i].ms)
+				return -EINVAL;
+			*ms = v * units[i].ms;
+			return *ms ? 0 : -EINVAL;
+		}
+	return -EINVAL;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	event_base_loopbreak(arg);
+}
+
+static int serve(const struct stored_cfg *cfg, const struct flags *f)
+{
+	uint16_t port = (uint16_t)(f->rpc_port ? f->rpc_port : f->port);
+	struct event *sigint = NULL, *sigterm = NULL;
+	struct xfer_auth *auth = NULL;
+	struct stored_srv *srv = NULL;
+	struct sockaddr_storage ss;
+	struct stored *state;
+	struct event_base *base;
+	socklen_t len;
+	int ret = 1;
+
+	if (xfer_net_parse(f->rpc_address, port, &ss, &len)) {
+		fprintf(stderr, "xfer-stored: --rpc_address '%s' is not a "
+			"numeric address\n", f->rpc_address);
+		return 2;
+	}
+	if (f->secret && !(auth = xfer_auth_new(f->secret))) {
+		fprintf(stderr, "xfer-stored: out of memory\n");
+		return 1;
+	}
+	base = event_base_new();
+	state = base ? stored_new(base, cfg) : NULL;
+	if (!state) {
+		fprintf(stderr, "xfer-stored: out of memory\n");
+		goto out;
+	}
+	srv = stored_srv_new(base, state, auth, (struct sockaddr *)&ss, len);
+	if (!srv) {
+		fprintf(stderr, "xfer-stored: cannot listen on %s:%u: %s\n",
+			f->rpc_address, port, strerror(errno));
+		goto out;
+	}
+	sigint = evsignal_new(base, SIGINT, on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	if (!sigint || !sigterm || evsignal_add(sigint, NULL) ||
+	    evsignal_add(sigterm, NULL)) {
+		fprintf(stderr, "xfer-stored: cannot catch signals\n");
+		goto out;
+	}
+	printf("xfer-stored: listening on %s:%u\n", f->rpc_address,
+	       stored_srv_port(srv));
+	fflush(stdout);
+	if (event_base_dispatch(base) == 0)
+		ret = 0;
+out:
+	if (sigterm)
+		event_free(sigterm);
+	if (sigint)
+		event_free(sigint);
+	stored_srv_free(srv);
+	stored_free(state);
+	if (base)
+		event_base_free(base);
+	xfer_auth_free(auth);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct flags f = {
+		.port = 50051, .rpc_address = "0.0.0.0", .lease_ttl = "10000",
+		.client_ttl = 10, .discard_s = 30, .release_s = 600,
+		.evict_ratio = 0.05, .high_watermark = 0.90,
+		.max_threads = 16, .metric_reporting = true, .no_delay = true,
+	};
+	const char *secret = NULL, *env = getenv("XFER_AUTH_SECRET");
+	const struct xfer_gflag flags[] = {
+		{ "port", XFER_GF_INT, &f.port, 0, 65535,
+		  "port to listen on, 0 for any (50051)" },
+		{ "rpc_port", XFER_GF_INT, &f.rpc_port, 0, 65535,
+		  "port to listen on; 0: --port (0)" },
+		{ "rpc_address", XFER_GF_STRING, &f.rpc_address, 0, 0,
+		  "numeric address to listen on (0.0.0.0)" },
+		{ "default_kv_lease_ttl", XFER_GF_STRING, &f.lease_ttl, 0, 0,
+		  "lease a query grants: ms, or with ms, s, m, h (10000)" },
+		{ "eviction_ratio", XFER_GF_DOUBLE, &f.evict_ratio, 0, 1,
+		  "share of capacity one eviction frees (0.05)" },
+		{ "eviction_high_watermark_ratio", XFER_GF_DOUBLE,
+		  &f.high_watermark, 0, 1,
+		  "share of capacity in use that starts eviction (0.90)" },
+		{ "client_ttl", XFER_GF_INT, &f.client_ttl, 1, 86400,
+		  "seconds without a ping before a client's segments are "
+		  "unmounted (10)" },
+		{ "put_start_discard_timeout_sec", XFER_GF_INT, &f.discard_s,
+		  1, 86400, "seconds before a put never ended is discarded "
+		  "(30)" },
+		{ "put_start_release_timeout_sec", XFER_GF_INT, &f.release_s,
+		  1, 86400, "seconds before its space is reused (600)" },
+		{ "auth_secret", XFER_GF_STRING, &secret, 0, 0,
+		  "cluster secret clients must prove (xfer's; default "
+		  "$XFER_AUTH_SECRET)" },
+		/* tuning only: one thread serves, TCP_NODELAY is always on,
+		 * nothing is reported periodically */
+		{ "max_threads", XFER_GF_INT, &f.max_threads, 1, 1024,
+		  "tuning only, no effect (16)" },
+		{ "rpc_thread_num", XFER_GF_INT, &f.rpc_thread_num, 0, 1024,
+		  "tuning only, no effect (0)" },
+		{ "rpc_enable_tcp_no_delay", XFER_GF_BOOL, &f.no_delay, 0, 0,
+		  "tuning only, no effect (true)" },
+		{ "enable_metric_reporting", XFER_GF_BOOL, &f.metric_reporting,
+		  0, 0, "tuning only, no effect (true)" },
+		{ NULL, 0, NULL, 0, 0, NULL },
+	};
+	struct stored_cfg cfg;
+	char err[256];
+	int i, ret;
+
+	if (argc == 2 && (!strcmp(argv[1], "--help") ||
+			  !strcmp(argv[1], "-h"))) {
+		xfer_gflags_usage(stdout, "usage: xfer-stored [--flag=value "
+				  "...]\n", flags);
+		return 0;
+	}
+	i = xfer_gflags_parse(argc, argv, flags, err, sizeof(err));
+	if (i >= 0 && i < argc) {
+		snprintf(err, sizeof(err), "unexpected argument '%s'", argv[i]);
+		i = -EINVAL;
+	}
+	if (i < 0) {
+		fprintf(stderr, "xfer-stored: %s\n", err);
+		return 2;
+	}
+	cfg = (struct stored_cfg){
+		.high_watermark = f.high_watermark,
+		.evict_ratio = f.evict_ratio,
+		.client_ttl_ms = (uint64_t)f.client_ttl * 1000,
+		.discard_ms = (uint64_t)f.discard_s * 1000,
+		.release_ms = (uint64_t)f.release_s * 1000,
+	};
+	if (parse_duration_ms(f.lease_ttl, &cfg.lease_ms)) {
+		fprintf(stderr, "xfer-stored: --default_kv_lease_ttl: '%s' is "
+			"not a duration (ms, or a number with ms, s, m, h)\n",
+			f.lease_ttl);
+		return 2;
+	}
+	if (f.release_s < f.discard_s) {
+		fprintf(stderr, "xfer-stored: --put_start_release_timeout_sec "
+			"must be at least --put_start_discard_timeout_sec\n");
+		return 2;
+	}
+	if (!secret && env && *env)
+		secret = env;
+	if (secret && !*secret) {
+		fprintf(stderr, "xfer-stored: empty --auth_secret\n");
+		return 2;
+	}
+	if (secret && !(f.secret = strdup(secret))) {
+		fprintf(stderr, "xfer-stored: out of memory\n");
+		return 1;
+	}
+	/* out of /proc/PID/cmdline (ps) from now on */
+	if (secret && secret != env)
+		memset((char *)secret, 'x', strlen(secret));
+	/* a client gone before its reply is written must not end us */
+	signal(SIGPIPE, SIG_IGN);
+	ret = serve(&cfg, &f);
+	if (f.secret) {
+		OPENSSL_cleanse(f.secret, strlen(f.secret));
+		free(f.secret);
+	}
+	return ret;
+}

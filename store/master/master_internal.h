@@ -1,0 +1,69 @@
+/*
+ * xfer-stored's state: clients, their mounted segments (each with an
+ * allocator, store/alloc.c), and the objects whose replicas live in them.
+ * One event_base owns all of it (no locks): the connections' requests
+ * (conn.c) and the timers that expire clients, discard stale puts and
+ * evict call in here in turn. Semantics and error numbers are Mooncake's
+ * master's (docs/PROTOCOL.md §7).
+ */
+#ifndef XFER_STORED_MASTER_INTERNAL_H
+#define XFER_STORED_MASTER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/proto_internal.h"
+
+/* Mooncake's ErrorCode numbers (its mooncake-store/include/types.h). */
+enum {
+	MC_INTERNAL_ERROR = -1,
+	MC_SEGMENT_NOT_FOUND = -101,
+	MC_SEGMENT_ALREADY_EXISTS = -102,
+	MC_NO_AVAILABLE_HANDLE = -200,
+	MC_INVALID_PARAMS = -600,
+	MC_ILLEGAL_CLIENT = -601,
+	MC_INVALID_WRITE = -700,
+	MC_REPLICA_IS_NOT_READY = -703,
+	MC_OBJECT_NOT_FOUND = -704,
+	MC_OBJECT_ALREADY_EXISTS = -705,
+	MC_OBJECT_HAS_LEASE = -706,
+};
+
+/* put_start flags (ReplicateConfig): pins keep an object from eviction,
+ * a soft pin only until nothing else is left to evict. */
+#define STORED_SOFT_PIN 1
+#define STORED_HARD_PIN 2
+
+/* What the flags set (main.c). */
+struct stored_cfg {
+	uint64_t lease_ms;             /* --default_kv_lease_ttl */
+	double high_watermark;         /* --eviction_high_watermark_ratio */
+	double evict_ratio;            /* --eviction_ratio */
+	uint64_t client_ttl_ms;        /* --client_ttl */
+	uint64_t discard_ms;           /* --put_start_discard_timeout_sec */
+	uint64_t release_ms;           /* --put_start_release_timeout_sec */
+};
+
+struct stored;
+
+/**
+ * The state, with its timers on @p base (a tick every 100 ms: client
+ * expiry, stale puts; eviction when above the watermark). @p cfg is
+ * copied. @return it, or NULL with errno ENOMEM.
+ */
+struct stored *stored_new(struct event_base *base,
+			  const struct stored_cfg *cfg);
+
+/** Free everything (NULL is fine). With the base stopped or on its
+ *  thread. */
+void stored_free(struct stored *s);
+
+/**
+ * Answer request @p req (decoded, a request of a known type) into
+ * @p rep: header (type, reply flag, seq) and fields. Strings in @p rep
+ * point into @p req or the state, valid until the next call.
+ */
+void stored_handle(struct stored *s, const struct store_msg *req,
+		   struct store_msg *rep);
+
+#endif

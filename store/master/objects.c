@@ -1,0 +1,442 @@
+/*
+ * xfer-stored's objects: a chained hash table by key (FNV-1a, doubled
+ * as it fills), puts (start, end, revoke), queries with leases, removal,
+ * stale puts set aside and freed later, and eviction in LRU order
+ * (state_internal.h). Complete objects sit on one list, most recently
+ * used first; puts in progress on another, oldest first.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "store/alloc_internal.h"
+#include "store/master/state_internal.h"
+
+#define BUCKETS_MIN 1024
+/* Objects one eviction pass looks at: bounds the time an event waits. */
+#define EVICT_SCAN_MAX 20000
+
+static uint64_t fnv1a(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (n--) {
+		h ^= (uint8_t)*p++;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+int objects_init(struct stored *s)
+{
+	list_init(&s->pending);
+	list_init(&s->lru);
+	list_init(&s->discarded);
+	s->nbuckets = BUCKETS_MIN;
+	s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+	return s->buckets ? 0 : -ENOMEM;
+}
+
+static struct object **find(struct stored *s, const struct store_str *key,
+			    uint64_t hash)
+{
+	struct object **po = &s->buckets[hash & (s->nbuckets - 1)];
+
+	for (; *po; po = &(*po)->hnext)
+		if ((*po)->hash == hash && (*po)->klen == key->len &&
+		    !memcmp((*po)->key, key->p, key->len))
+			break;
+	return po;
+}
+
+/* Double the table; on ENOMEM it stays as it is (chains grow). */
+static void grow(struct stored *s)
+{
+	size_t n = s->nbuckets * 2;
+	struct object **b = calloc(n, sizeof(*b)), *o;
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		while ((o = s->buckets[i])) {
+			s->buckets[i] = o->hnext;
+			o->hnext = b[o->hash & (n - 1)];
+			b[o->hash & (n - 1)] = o;
+		}
+	}
+	free(s->buckets);
+	s->buckets = b;
+	s->nbuckets = n;
+}
+
+static void hash_remove(struct stored *s, struct object *o)
+{
+	struct object **po = &s->buckets[o->hash & (s->nbuckets - 1)];
+
+	while (*po != o)
+		po = &(*po)->hnext;
+	*po = o->hnext;
+	s->nobjects--;
+}
+
+/* Give back @p r's range, if its segment is still there. */
+static void replica_release(struct stored *s, struct replica *r)
+{
+	if (!r->seg)
+		return;
+	s->used -= store_alloc_len(r->seg->alloc, r->alloc_id);
+	store_alloc_release(r->seg->alloc, r->alloc_id);
+	list_del(&r->in_seg);
+	r->seg = NULL;
+	r->obj->nlive--;
+}
+
+static uint64_t obj_free(struct stored *s, struct object *o)
+{
+	uint64_t freed = s->used;
+
+	for (unsigned i = 0; i < o->nrep; i++)
+		replica_release(s, &o->rep[i]);
+	freed -= s->used;
+	list_del(&o->link);
+	if (o->state != OBJ_DISCARDED)
+		hash_remove(s, o);
+	free(o);
+	return freed;
+}
+
+void objects_drop_replica(struct stored *s, struct replica *r)
+{
+	struct object *o = r->obj;
+
+	replica_release(s, r);
+	if (!o->nlive)
+		obj_free(s, o);
+}
+
+void objects_fini(struct stored *s)
+{
+	struct list *heads[] = { &s->pending, &s->lru, &s->discarded };
+
+	/* the segments went first: no replica is left to release */
+	for (unsigned i = 0; i < 3 && s->buckets; i++)
+		while (!list_empty(heads[i]))
+			obj_free(s, container_of(heads[i]->next,
+						 struct object, link));
+	free(s->buckets);
+	s->buckets = NULL;
+}
+
+/* A put that was never ended: out of the table (the key is free again),
+ * its ranges kept until release_ms after its start (its writer may still
+ * be writing them). */
+static void discard(struct stored *s, struct object *o)
+{
+	hash_remove(s, o);
+	list_del(&o->link);
+	o->state = OBJ_DISCARDED;
+	list_add_before(&o->link, &s->discarded);
+}
+
+void objects_sweep(struct stored *s, int64_t now)
+{
+	struct list *l, *next;
+
+	while (!list_empty(&s->pending)) {
+		struct object *o = container_of(s->pending.next, struct object,
+						link);
+
+		if (now - o->put_start_ms < (int64_t)s->cfg.discard_ms)
+			break;
+		discard(s, o);
+	}
+	/* a few; discarded as the sweep found them or a new put did */
+	for (l = s->discarded.next; l != &s->discarded; l = next) {
+		struct object *o = container_of(l, struct object, link);
+
+		next = l->next;
+		if (now - o->put_start_ms >= (int64_t)s->cfg.release_ms)
+			obj_free(s, o);
+	}
+}
+
+/* Free up to @p target bytes in LRU order, leased and hard-pinned objects
+ * skipped, soft-pinned ones only in a second pass. @return bytes freed. */
+static uint64_t evict(struct stored *s, uint64_t target)
+{
+	int64_t now = stored_now_ms();
+	uint64_t freed = 0;
+	unsigned scanned = 0;
+
+	for (int pass = 0; pass < 2 && freed < target; pass++) {
+		struct list *l = s->lru.prev, *prev;
+
+		for (; l != &s->lru && freed < target &&
+		       scanned < EVICT_SCAN_MAX; l = prev, scanned++) {
+			struct object *o = container_of(l, struct object, link);
+
+			prev = l->prev;
+			if (o->lease_until_ms > now ||
+			    (o->flags & STORED_HARD_PIN) ||
+			    (!pass && (o->flags & STORED_SOFT_PIN)))
+				continue;
+			freed += obj_free(s, o);
+		}
+	}
+	return freed;
+}
+
+static bool above_watermark(const struct stored *s)
+{
+	return (double)s->used > s->cfg.high_watermark * (double)s->capacity;
+}
+
+void objects_evict_watermark(struct stored *s)
+{
+	uint64_t target = (uint64_t)(s->cfg.evict_ratio * (double)s->capacity);
+
+	if (!above_watermark(s))
+		return;
+	/* more to do: go on after the events waiting now */
+	if (evict(s, target ? target : 1) && above_watermark(s))
+		event_active(s->evict_ev, 0, 0);
+}
+
+static bool has_segment(const struct object *o, const struct segment *g)
+{
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (o->rep[i].seg == g)
+			return true;
+	return false;
+}
+
+static void try_segment(struct stored *s, struct object *o,
+			struct segment *g)
+{
+	struct replica *r = &o->rep[o->nrep];
+
+	if (has_segment(o, g) ||
+	    store_alloc_get(g->alloc, o->len, &r->off, &r->alloc_id))
+		return;
+	s->used += store_alloc_len(g->alloc, r->alloc_id);
+	r->obj = o;
+	r->seg = g;
+	list_add_before(&r->in_seg, &g->replicas);
+	o->nrep++;
+	o->nlive++;
+}
+
+/* Up to @p want replicas of @p o on distinct segments: the one named
+ * @p preferred first, then from a random one on. */
+static void place(struct stored *s, struct object *o, unsigned want,
+		  const struct store_str *preferred)
+{
+	size_t start;
+
+	if (!s->nsegs)
+		return;
+	for (size_t i = 0; preferred->len && i < s->nsegs; i++) {
+		struct segment *g = s->segs[i];
+
+		if (g->name_len == preferred->len &&
+		    !memcmp(g->name, preferred->p, preferred->len)) {
+			try_segment(s, o, g);
+			break;
+		}
+	}
+	s->rng ^= s->rng << 13;
+	s->rng ^= s->rng >> 7;
+	s->rng ^= s->rng << 17;
+	start = s->rng % s->nsegs;
+	for (size_t k = 0; k < s->nsegs && o->nrep < want; k++)
+		try_segment(s, o, s->segs[(start + k) % s->nsegs]);
+}
+
+static int put_start_one(struct stored *s, const struct store_msg *req,
+			 const struct store_item *it, int64_t now,
+			 struct store_item *out)
+{
+	uint64_t hash = fnv1a(it->key.p, it->key.len);
+	struct object **po, *o = *find(s, &it->key, hash);
+
+	if (!it->key.len || !it->len || !req->replicas ||
+	    req->replicas > STORE_REPLICA_MAX)
+		return MC_INVALID_PARAMS;
+	if (o) {
+		if (o->state == OBJ_COMPLETE ||
+		    now - o->put_start_ms < (int64_t)s->cfg.discard_ms)
+			return MC_OBJECT_ALREADY_EXISTS;
+		discard(s, o);
+	}
+	o = calloc(1, sizeof(*o) + it->key.len +
+		   req->replicas * sizeof(struct replica) +
+		   _Alignof(struct replica));
+	if (!o)
+		return MC_INTERNAL_ERROR;
+	o->rep = (struct replica *)(((uintptr_t)(o->key + it->key.len) +
+				     _Alignof(struct replica) - 1) &
+				    ~(uintptr_t)(_Alignof(struct replica) - 1));
+	o->len = it->len;
+	place(s, o, req->replicas, &req->preferred);
+	if (!o->nrep && evict(s, it->len))
+		place(s, o, req->replicas, &req->preferred);
+	if (!o->nrep) {
+		free(o);
+		return MC_NO_AVAILABLE_HANDLE;
+	}
+	memcpy(o->key, it->key.p, it->key.len);
+	o->klen = it->key.len;
+	o->hash = hash;
+	memcpy(o->writer, req->client, STORE_ID_LEN);
+	o->put_start_ms = now;
+	o->flags = req->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
+	o->state = OBJ_PENDING;
+	/* eviction above may have changed the chain */
+	po = find(s, &it->key, hash);
+	o->hnext = *po;
+	*po = o;
+	s->nobjects++;
+	list_add_before(&o->link, &s->pending);
+	out->nrep = o->nrep;
+	for (unsigned i = 0; i < o->nrep; i++) {
+		struct segment *g = o->rep[i].seg;
+
+		out->rep[i] = (struct store_replica){
+			.addr = g->base + o->rep[i].off, .len = o->len,
+			.endpoint = { g->name, g->name_len },
+		};
+	}
+	if (s->nobjects > s->nbuckets)
+		grow(s);
+	return 0;
+}
+
+void objects_put_start(struct stored *s, const struct store_msg *req,
+		       struct store_msg *rep)
+{
+	int64_t now = stored_now_ms();
+
+	rep->n = req->n;
+	for (uint32_t i = 0; i < req->n; i++) {
+		rep->items[i].nrep = 0;
+		rep->items[i].err = put_start_one(s, req, &req->items[i], now,
+						  &rep->items[i]);
+	}
+	if (above_watermark(s))
+		event_active(s->evict_ev, 0, 0);
+}
+
+static struct object *lookup(struct stored *s, const struct store_str *key)
+{
+	return *find(s, key, fnv1a(key->p, key->len));
+}
+
+void objects_put_end(struct stored *s, const struct store_msg *req,
+		     struct store_msg *rep, bool revoke)
+{
+	rep->n = req->n;
+	for (uint32_t i = 0; i < req->n; i++) {
+		struct object *o = lookup(s, &req->items[i].key);
+		int32_t *err = &rep->items[i].err;
+
+		*err = 0;
+		if (!o)
+			*err = MC_OBJECT_NOT_FOUND;
+		else if (o->state != OBJ_PENDING)
+			*err = MC_INVALID_WRITE;
+		else if (memcmp(o->writer, req->client, STORE_ID_LEN))
+			*err = MC_ILLEGAL_CLIENT;
+		else if (revoke)
+			obj_free(s, o);
+		else {
+			o->state = OBJ_COMPLETE;
+			list_del(&o->link);
+			list_add_before(&o->link, s->lru.next);
+		}
+	}
+}
+
+/* A read lease from now, and the object is the most recent. */
+static void touch(struct stored *s, struct object *o, int64_t now)
+{
+	o->lease_until_ms = now + (int64_t)s->cfg.lease_ms;
+	list_del(&o->link);
+	list_add_before(&o->link, s->lru.next);
+}
+
+void objects_query(struct stored *s, const struct store_msg *req,
+		   struct store_msg *rep, bool exist)
+{
+	int64_t now = stored_now_ms();
+
+	rep->n = req->n;
+	for (uint32_t i = 0; i < req->n; i++) {
+		struct object *o = lookup(s, &req->items[i].key);
+		struct store_item *out = &rep->items[i];
+
+		out->nrep = 0;
+		out->len = out->lease_ms = 0;
+		if (!o || o->state != OBJ_COMPLETE) {
+			out->err = exist ? 0 : !o ? MC_OBJECT_NOT_FOUND :
+						    MC_REPLICA_IS_NOT_READY;
+			continue;
+		}
+		touch(s, o, now);
+		out->err = exist;
+		if (exist)
+			continue;
+		out->len = o->len;
+		out->lease_ms = s->cfg.lease_ms;
+		for (unsigned k = 0; k < o->nrep; k++) {
+			struct segment *g = o->rep[k].seg;
+
+			if (g)
+				out->rep[out->nrep++] = (struct store_replica){
+					.addr = g->base + o->rep[k].off,
+					.len = o->len,
+					.endpoint = { g->name, g->name_len },
+				};
+		}
+	}
+}
+
+void objects_remove(struct stored *s, const struct store_msg *req,
+		    struct store_msg *rep)
+{
+	int64_t now = stored_now_ms();
+
+	rep->n = req->n;
+	for (uint32_t i = 0; i < req->n; i++) {
+		struct object *o = lookup(s, &req->items[i].key);
+		int32_t *err = &rep->items[i].err;
+
+		*err = 0;
+		if (!o)
+			*err = MC_OBJECT_NOT_FOUND;
+		else if (o->state != OBJ_COMPLETE)
+			*err = MC_REPLICA_IS_NOT_READY;
+		else if (!req->force && o->lease_until_ms > now)
+			*err = MC_OBJECT_HAS_LEASE;
+		else
+			obj_free(s, o);
+	}
+}
+
+int64_t objects_remove_all(struct stored *s, bool force)
+{
+	int64_t now = stored_now_ms(), n = 0;
+	struct list *l, *next;
+
+	for (l = s->lru.next; l != &s->lru; l = next) {
+		struct object *o = container_of(l, struct object, link);
+
+		next = l->next;
+		if (force || o->lease_until_ms <= now) {
+			obj_free(s, o);
+			n++;
+		}
+	}
+	return n;
+}

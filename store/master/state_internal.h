@@ -1,0 +1,137 @@
+/*
+ * The records behind struct stored, shared by segments.c (clients,
+ * segments, the tick, dispatch) and objects.c (objects, puts, gets,
+ * eviction). Lists are circular, with a head that is no element.
+ */
+#ifndef XFER_STORED_STATE_INTERNAL_H
+#define XFER_STORED_STATE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/master/master_internal.h"
+#include "util/container_internal.h"
+
+struct event;
+struct store_alloc;
+
+struct list {
+	struct list *prev, *next;
+};
+
+static inline void list_init(struct list *h)
+{
+	h->prev = h->next = h;
+}
+
+static inline bool list_empty(const struct list *h)
+{
+	return h->next == h;
+}
+
+/* Insert @p x before @p at (at the tail when @p at is the head). */
+static inline void list_add_before(struct list *x, struct list *at)
+{
+	x->prev = at->prev;
+	x->next = at;
+	at->prev->next = x;
+	at->prev = x;
+}
+
+static inline void list_del(struct list *x)
+{
+	x->prev->next = x->next;
+	x->next->prev = x->prev;
+	x->prev = x->next = x;
+}
+
+struct client {
+	struct list link;              /* stored.clients */
+	uint8_t id[STORE_ID_LEN];
+	int64_t last_ping_ms;
+	struct list segments;          /* segment.in_client */
+};
+
+struct segment {
+	struct list in_client;
+	size_t index;                  /* in stored.segs */
+	uint8_t id[STORE_ID_LEN];
+	struct client *client;
+	char *name;                    /* the owner's engine segment */
+	uint16_t name_len;
+	uint64_t base, size;
+	struct store_alloc *alloc;
+	struct list replicas;          /* replica.in_seg */
+};
+
+struct object;
+
+struct replica {
+	struct list in_seg;
+	struct object *obj;
+	struct segment *seg;           /* NULL once its segment is gone */
+	uint64_t off;                  /* in the segment */
+	uint32_t alloc_id;
+};
+
+enum obj_state { OBJ_PENDING, OBJ_COMPLETE, OBJ_DISCARDED };
+
+struct object {
+	struct object *hnext;          /* hash chain (not when discarded) */
+	uint64_t hash;
+	/* stored.pending, .lru (front: most recent) or .discarded */
+	struct list link;
+	uint8_t writer[STORE_ID_LEN];
+	uint64_t len;
+	int64_t put_start_ms, lease_until_ms;
+	uint8_t state, flags, nrep, nlive;
+	uint16_t klen;
+	struct replica *rep;           /* nrep, after the key */
+	char key[];
+};
+
+struct stored {
+	struct event_base *base;
+	struct stored_cfg cfg;
+	struct event *tick, *evict_ev;
+	struct list clients;
+	struct segment **segs;
+	size_t nsegs, segs_cap;
+	uint64_t capacity, used;       /* bytes over every segment */
+	struct object **buckets;
+	size_t nbuckets, nobjects;
+	struct list pending, lru, discarded;
+	uint64_t rng;
+};
+
+/** Monotonic milliseconds. */
+int64_t stored_now_ms(void);
+
+/* ---- objects.c ---- */
+
+/** Set up and free the object table. @return 0, -ENOMEM. */
+int objects_init(struct stored *s);
+void objects_fini(struct stored *s);
+
+/** Replica @p r's segment is going: drop it; an object left with no
+ *  replica goes too. */
+void objects_drop_replica(struct stored *s, struct replica *r);
+
+/** Move puts older than the discard timeout aside and free those older
+ *  than the release timeout. */
+void objects_sweep(struct stored *s, int64_t now);
+
+/** Evict (bounded work) while above the watermark. */
+void objects_evict_watermark(struct stored *s);
+
+void objects_put_start(struct stored *s, const struct store_msg *req,
+		       struct store_msg *rep);
+void objects_put_end(struct stored *s, const struct store_msg *req,
+		     struct store_msg *rep, bool revoke);
+void objects_query(struct stored *s, const struct store_msg *req,
+		   struct store_msg *rep, bool exist);
+void objects_remove(struct stored *s, const struct store_msg *req,
+		    struct store_msg *rep);
+int64_t objects_remove_all(struct stored *s, bool force);
+
+#endif

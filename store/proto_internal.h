@@ -1,0 +1,119 @@
+/*
+ * The store's RPC between clients and the master, xfer-stored
+ * (docs/PROTOCOL.md §7): frames of a 16-byte header and a body whose
+ * fields each message type lists in one table (proto.c). One codec
+ * serves both directions and both ends: decoding checks every length
+ * against the limits below before anything is read past it, and points
+ * into the body (no allocation); encoding writes what decoding reads.
+ * Thread rules: none (no shared state).
+ */
+#ifndef XFER_STORE_PROTO_INTERNAL_H
+#define XFER_STORE_PROTO_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_MAGIC 0x31525358u        /* "XSR1" on the wire */
+#define STORE_HDR_LEN 16
+#define STORE_FRAME_MAX (8u << 20)     /* body bytes */
+#define STORE_KEY_MAX 4096             /* key bytes */
+#define STORE_NAME_MAX 255             /* segment names, endpoints */
+#define STORE_BATCH_MAX 1024           /* keys in one request */
+#define STORE_REPLICA_MAX 16           /* replicas of one object */
+#define STORE_ID_LEN 16                /* client and segment ids */
+
+#define STORE_F_REPLY 1                /* header flags */
+
+enum store_type {
+	STORE_PING = 1,
+	STORE_MOUNT,
+	STORE_UNMOUNT,
+	STORE_PUT_START,
+	STORE_PUT_END,
+	STORE_PUT_REVOKE,
+	STORE_QUERY,
+	STORE_EXIST,
+	STORE_REMOVE,
+	STORE_REMOVE_ALL,
+	STORE_TYPE_END
+};
+
+struct store_hdr {
+	uint16_t type, flags;
+	uint32_t seq, len;
+};
+
+/* A string of the body: not NUL-ended. */
+struct store_str {
+	const char *p;
+	uint16_t len;
+};
+
+struct store_replica {
+	uint64_t addr, len;              /* in the endpoint's segment */
+	struct store_str endpoint;       /* the segment's engine name */
+};
+
+/* One key of a batch, request or reply (PROTOCOL.md §7 says which
+ * fields each carries). */
+struct store_item {
+	struct store_str key;
+	uint64_t len;                    /* value bytes */
+	int32_t err;                     /* 0 or a Mooncake ErrorCode */
+	uint64_t lease_ms;
+	uint8_t nrep;
+	struct store_replica rep[STORE_REPLICA_MAX];
+};
+
+/* Any message, either direction: the fields its type uses are set. */
+struct store_msg {
+	struct store_hdr h;
+	uint8_t client[STORE_ID_LEN], segment[STORE_ID_LEN];
+	uint64_t base, size;
+	struct store_str name, preferred;
+	uint8_t replicas, flags, force;
+	int32_t err;
+	int64_t count;
+	uint32_t n;
+	struct store_item items[STORE_BATCH_MAX];
+};
+
+/** The name of message type @p type ("put_start"), or NULL if unknown. */
+const char *store_type_name(unsigned type);
+
+/**
+ * Read the header at @p buf (STORE_HDR_LEN bytes) into @p h.
+ * @return 0; -EPROTO (not our magic, an unknown type, flag bits that are
+ *         not defined); -EMSGSIZE (a body over STORE_FRAME_MAX).
+ */
+int store_hdr_decode(const uint8_t *buf, struct store_hdr *h);
+
+/**
+ * Decode the body of @p m->h (already decoded: type, reply flag, length)
+ * at @p body into @p m. Strings point into @p body, which must outlive
+ * their use.
+ * @return 0; -EPROTO if the body does not hold exactly the fields of its
+ *         type, or a length, count or flag is past its limit (requests:
+ *         a batch of at least one key).
+ */
+int store_msg_decode(const uint8_t *body, struct store_msg *m);
+
+/** A growing buffer to encode frames into. */
+struct store_buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+void store_buf_free(struct store_buf *b);
+
+/**
+ * Append the frame of @p m (header from m->h.type, flags, seq; the length
+ * computed) to @p b.
+ * @return 0; -EINVAL (a field past its limit: it would not decode);
+ *         -EMSGSIZE (over STORE_FRAME_MAX); -ENOMEM. On error @p b is as
+ *         it was.
+ */
+int store_msg_encode(struct store_buf *b, const struct store_msg *m);
+
+#endif

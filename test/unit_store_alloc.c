@@ -1,0 +1,225 @@
+/*
+ * The store's segment allocator (store/alloc.c): ranges never overlap,
+ * neighbours merge when released, a full segment refuses and serves again
+ * once space comes back, and random traffic agrees with a bitmap model.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/alloc_internal.h"
+
+static void test_bad_args(void **state)
+{
+	struct store_alloc *a;
+	uint64_t off;
+	uint32_t id;
+
+	(void)state;
+	errno = 0;
+	assert_null(store_alloc_new(1 << 20, 3, 16));
+	assert_int_equal(errno, EINVAL);
+	assert_null(store_alloc_new(1 << 20, 0, 16));
+	assert_null(store_alloc_new(1 << 20, 2u << 20, 16));
+	assert_null(store_alloc_new(100, 128, 16));       /* under one unit */
+	assert_null(store_alloc_new(1 << 20, 64, 0));
+	a = store_alloc_new((1 << 20) + 50, 64, 16);
+	assert_non_null(a);
+	assert_int_equal(store_alloc_size(a), 1 << 20);   /* aligned down */
+	assert_int_equal(store_alloc_get(a, 0, &off, &id), -EINVAL);
+	assert_int_equal(store_alloc_get(a, UINT64_MAX, &off, &id), -EINVAL);
+	assert_int_equal(store_alloc_get(a, (1 << 20) + 1, &off, &id),
+			 -ENOSPC);
+	assert_int_equal(store_alloc_release(a, 0), -EINVAL); /* a free range */
+	assert_int_equal(store_alloc_release(a, 12345), -EINVAL);
+	assert_int_equal(store_alloc_get(a, 1, &off, &id), 0);
+	assert_int_equal(store_alloc_len(a, id), 64);      /* rounded up */
+	assert_int_equal(store_alloc_used(a), 64);
+	assert_int_equal(store_alloc_release(a, id), 0);
+	assert_int_equal(store_alloc_release(a, id), -EINVAL); /* twice */
+	assert_int_equal(store_alloc_used(a), 0);
+	assert_int_equal(store_alloc_count(a), 0);
+	store_alloc_free(a);
+	store_alloc_free(NULL);
+}
+
+/* 256 pages fill 1 MiB exactly; the 257th is refused; a page released
+ * in the middle is served again, two released neighbours serve a
+ * request of both. */
+static void test_full_then_free(void **state)
+{
+	struct store_alloc *a = store_alloc_new(1 << 20, 4096, 1024);
+	uint64_t off[256], o;
+	uint32_t id[256], i2;
+
+	(void)state;
+	assert_non_null(a);
+	for (int i = 0; i < 256; i++) {
+		assert_int_equal(store_alloc_get(a, 4096, &off[i], &id[i]), 0);
+		assert_int_equal(off[i], (uint64_t)i * 4096);
+	}
+	assert_int_equal(store_alloc_used(a), 1 << 20);
+	assert_int_equal(store_alloc_get(a, 1, &o, &i2), -ENOSPC);
+	assert_int_equal(store_alloc_release(a, id[100]), 0);
+	assert_int_equal(store_alloc_get(a, 8192, &o, &i2), -ENOSPC);
+	assert_int_equal(store_alloc_get(a, 4096, &o, &id[100]), 0);
+	assert_int_equal(o, 100 * 4096);
+	assert_int_equal(store_alloc_release(a, id[100]), 0);
+	assert_int_equal(store_alloc_release(a, id[101]), 0);
+	assert_int_equal(store_alloc_get(a, 8192, &o, &i2), 0);
+	assert_int_equal(o, 100 * 4096);
+	store_alloc_free(a);
+}
+
+/* At most max_allocs live, whatever the space. */
+static void test_max_allocs(void **state)
+{
+	struct store_alloc *a = store_alloc_new(1 << 20, 64, 3);
+	uint64_t o;
+	uint32_t id[4];
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(store_alloc_get(a, 64, &o, &id[i]), 0);
+	assert_int_equal(store_alloc_get(a, 64, &o, &id[3]), -ENOSPC);
+	assert_int_equal(store_alloc_release(a, id[1]), 0);
+	assert_int_equal(store_alloc_get(a, 64, &o, &id[3]), 0);
+	store_alloc_free(a);
+}
+
+/* Everything released in random order merges back into one range: the
+ * whole segment can be had again. */
+static void test_coalesce_all(void **state)
+{
+	enum { N = 2000 };
+	struct store_alloc *a = store_alloc_new(64 << 20, 64, N);
+	uint32_t id[N], t;
+	uint64_t o;
+	int n = 0;
+
+	(void)state;
+	srand(7);
+	while (n < N && !store_alloc_get(a, 64 + (uint64_t)(rand() % 40000),
+					 &o, &id[n]))
+		n++;
+	assert_true(n > 100);
+	for (int i = n - 1; i > 0; i--) {        /* shuffle */
+		int j = rand() % (i + 1);
+
+		t = id[i];
+		id[i] = id[j];
+		id[j] = t;
+	}
+	for (int i = 0; i < n; i++)
+		assert_int_equal(store_alloc_release(a, id[i]), 0);
+	assert_int_equal(store_alloc_used(a), 0);
+	assert_int_equal(store_alloc_get(a, 64 << 20, &o, &t), 0);
+	assert_int_equal(o, 0);
+	store_alloc_free(a);
+}
+
+/* ---- random traffic against a bitmap of the units in use ---- */
+
+#define UNITS 65536          /* of 64 bytes: 4 MiB */
+#define MAXLIVE 4096
+
+static uint8_t used_map[UNITS / 8];
+
+static bool bit(uint64_t u)
+{
+	return used_map[u / 8] & (1u << (u % 8));
+}
+
+static void mark(uint64_t u, uint64_t n, bool on)
+{
+	for (uint64_t k = u; k < u + n; k++) {
+		assert_int_equal(bit(k), !on);     /* no overlap, no double free */
+		if (on)
+			used_map[k / 8] |= (uint8_t)(1u << (k % 8));
+		else
+			used_map[k / 8] &= (uint8_t)~(1u << (k % 8));
+	}
+}
+
+static uint64_t longest_free_run(void)
+{
+	uint64_t best = 0, run = 0;
+
+	for (uint64_t k = 0; k < UNITS; k++) {
+		run = bit(k) ? 0 : run + 1;
+		if (run > best)
+			best = run;
+	}
+	return best;
+}
+
+static void test_random_model(void **state)
+{
+	struct store_alloc *a = store_alloc_new(UNITS * 64, 64, MAXLIVE);
+	struct { uint32_t id; uint64_t off, len; } live[MAXLIVE];
+	uint64_t used = 0, off, len;
+	int n = 0, refusals = 0;
+	uint32_t id;
+
+	(void)state;
+	memset(used_map, 0, sizeof(used_map));
+	srand(11);
+	for (int op = 0; op < 200000; op++) {
+		if (n && (n == MAXLIVE || rand() % 100 < 45)) {
+			int k = rand() % n;
+
+			assert_int_equal(store_alloc_release(a, live[k].id), 0);
+			mark(live[k].off / 64, live[k].len / 64, false);
+			used -= live[k].len;
+			live[k] = live[--n];
+			continue;
+		}
+		/* mostly small, some large: up to 1/16 of the segment */
+		len = rand() % 10 ? 1 + (uint64_t)(rand() % 8192)
+				  : 1 + (uint64_t)(rand() % (UNITS * 4));
+		int ret = store_alloc_get(a, len, &off, &id);
+		if (ret) {
+			uint64_t units = (len + 63) / 64;
+
+			assert_int_equal(ret, -ENOSPC);
+			/* refused only if no free run could hold it: bins lose
+			 * at most 1/8 of a request */
+			if (refusals++ % 50 == 0)
+				assert_true(longest_free_run() <
+					    units + units / 8 + 8);
+			continue;
+		}
+		assert_int_equal(off % 64, 0);
+		assert_true(off + len <= UNITS * 64);
+		assert_int_equal(store_alloc_len(a, id), (len + 63) / 64 * 64);
+		live[n].id = id;
+		live[n].off = off;
+		live[n].len = (len + 63) / 64 * 64;
+		mark(off / 64, live[n].len / 64, true);
+		used += live[n++].len;
+		assert_int_equal(store_alloc_used(a), used);
+		assert_int_equal(store_alloc_count(a), n);
+	}
+	assert_true(refusals > 0);              /* the segment did fill */
+	store_alloc_free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_args),
+		cmocka_unit_test(test_full_then_free),
+		cmocka_unit_test(test_max_allocs),
+		cmocka_unit_test(test_coalesce_all),
+		cmocka_unit_test(test_random_model),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,303 @@
+/*
+ * The store's RPC codec (store/proto.c): every message type encodes and
+ * decodes back to the same fields and bytes, a frame cut short or with a
+ * byte too many is refused, and every limit (key, name, batch, replicas,
+ * frame) is refused by the encoder and the decoder alike.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/proto_internal.h"
+
+static struct store_msg *msg(unsigned type, bool reply)
+{
+	struct store_msg *m = calloc(1, sizeof(*m));
+
+	assert_non_null(m);
+	m->h.type = (uint16_t)type;
+	m->h.flags = reply ? STORE_F_REPLY : 0;
+	m->h.seq = 0x01020304u + type;
+	return m;
+}
+
+static struct store_str S(const char *s)
+{
+	return (struct store_str){ s, (uint16_t)strlen(s) };
+}
+
+/* Decode the frame at @p b, its whole length. @return the decoder's
+ * result; the message in *@p out (calloc'd). */
+static int decode(const struct store_buf *b, struct store_msg **out)
+{
+	struct store_msg *m = calloc(1, sizeof(*m));
+	int ret;
+
+	assert_non_null(m);
+	*out = m;
+	assert_true(b->len >= STORE_HDR_LEN);
+	ret = store_hdr_decode(b->p, &m->h);
+	if (ret)
+		return ret;
+	assert_int_equal(m->h.len, b->len - STORE_HDR_LEN);
+	return store_msg_decode(b->p + STORE_HDR_LEN, m);
+}
+
+/* Every field of every type: encode, decode, encode again; the bytes
+ * agree, and so do the fields. */
+static void test_round_trip(void **state)
+{
+	(void)state;
+	for (unsigned t = STORE_PING; t < STORE_TYPE_END; t++) {
+		for (int reply = 0; reply < 2; reply++) {
+			struct store_msg *m = msg(t, reply), *d;
+			struct store_buf b = { 0 }, b2 = { 0 };
+
+			memset(m->client, 0xc1, STORE_ID_LEN);
+			memset(m->segment, 0x5e, STORE_ID_LEN);
+			m->base = 0x1000;
+			m->size = 1 << 30;
+			m->name = S("127.0.0.1:12345");
+			m->preferred = S("");
+			m->replicas = 2;
+			m->flags = 1;
+			m->force = 1;
+			m->err = -706;
+			m->count = -3;
+			m->n = 3;
+			for (unsigned i = 0; i < 3; i++) {
+				struct store_item *it = &m->items[i];
+
+				it->key = S(i == 1 ? "" : "some/key");
+				it->len = 4096u * (i + 1);
+				it->err = i == 2 ? -200 : (int)i;
+				it->lease_ms = 10000;
+				it->nrep = (uint8_t)i;
+				for (unsigned r = 0; r < i; r++)
+					it->rep[r] = (struct store_replica){
+						.addr = 0x7f0000000000ull + r,
+						.len = it->len,
+						.endpoint = S("h:1"),
+					};
+			}
+			assert_int_equal(store_msg_encode(&b, m), 0);
+			assert_int_equal(decode(&b, &d), 0);
+			assert_int_equal(d->h.type, t);
+			assert_int_equal(d->h.seq, m->h.seq);
+			assert_int_equal(d->h.flags, m->h.flags);
+			assert_int_equal(store_msg_encode(&b2, d), 0);
+			assert_int_equal(b2.len, b.len);
+			assert_memory_equal(b2.p, b.p, b.len);
+			if (t == STORE_PUT_START && reply) {
+				assert_int_equal(d->n, 3);
+				assert_int_equal(d->items[2].err, -200);
+				assert_int_equal(d->items[2].nrep, 2);
+				assert_int_equal(d->items[2].rep[1].addr,
+						 0x7f0000000001ull);
+				assert_int_equal(d->items[2].rep[1].endpoint.len,
+						 3);
+			}
+			if (t == STORE_MOUNT && !reply) {
+				assert_int_equal(d->size, 1 << 30);
+				assert_memory_equal(d->segment, m->segment,
+						    STORE_ID_LEN);
+			}
+			if (t == STORE_REMOVE_ALL && reply)
+				assert_int_equal(d->count, -3);
+			store_buf_free(&b);
+			store_buf_free(&b2);
+			free(m);
+			free(d);
+		}
+	}
+}
+
+/* A body cut at any byte, or with one more, does not decode. */
+static void test_short_and_long(void **state)
+{
+	struct store_msg *m = msg(STORE_QUERY, true), *d = msg(0, 0);
+	struct store_buf b = { 0 };
+	size_t body;
+
+	(void)state;
+	m->n = 2;
+	m->items[0].nrep = 1;
+	m->items[0].rep[0].endpoint = S("seg");
+	assert_int_equal(store_msg_encode(&b, m), 0);
+	body = b.len - STORE_HDR_LEN;
+	for (size_t cut = 0; cut < body; cut++) {
+		assert_int_equal(store_hdr_decode(b.p, &d->h), 0);
+		d->h.len = (uint32_t)cut;
+		assert_int_equal(store_msg_decode(b.p + STORE_HDR_LEN, d),
+				 -EPROTO);
+	}
+	b.p = realloc(b.p, b.len + 1);
+	b.p[b.len] = 0;
+	d->h.len = (uint32_t)body + 1;
+	assert_int_equal(store_msg_decode(b.p + STORE_HDR_LEN, d), -EPROTO);
+	d->h.len = (uint32_t)body;
+	assert_int_equal(store_msg_decode(b.p + STORE_HDR_LEN, d), 0);
+	store_buf_free(&b);
+	free(m);
+	free(d);
+}
+
+static void test_header(void **state)
+{
+	uint8_t h[STORE_HDR_LEN] = { 'X', 'S', 'R', '1', STORE_EXIST, 0,
+				     STORE_F_REPLY, 0, 7, 0, 0, 0, 0, 0, 0x80,
+				     0 };
+	struct store_hdr hd;
+
+	(void)state;
+	assert_int_equal(store_hdr_decode(h, &hd), 0);
+	assert_int_equal(hd.type, STORE_EXIST);
+	assert_int_equal(hd.seq, 7);
+	assert_int_equal(hd.len, STORE_FRAME_MAX);
+	h[14] = 0x81;                    /* 1 byte past the limit */
+	assert_int_equal(store_hdr_decode(h, &hd), -EMSGSIZE);
+	h[14] = 0;
+	h[6] = 2;                        /* a flag not defined */
+	assert_int_equal(store_hdr_decode(h, &hd), -EPROTO);
+	h[6] = 0;
+	h[4] = STORE_TYPE_END;
+	assert_int_equal(store_hdr_decode(h, &hd), -EPROTO);
+	h[4] = 0;
+	assert_int_equal(store_hdr_decode(h, &hd), -EPROTO);
+	h[4] = STORE_PING;
+	h[0] = 'Y';
+	assert_int_equal(store_hdr_decode(h, &hd), -EPROTO);
+	assert_string_equal(store_type_name(STORE_PUT_START), "put_start");
+	assert_null(store_type_name(STORE_TYPE_END));
+}
+
+/* Encode @p m and expect -EINVAL; then set the field past its limit in
+ * a valid frame's bytes by hand (at @p at, @p len bytes of @p v) and
+ * expect the decoder to refuse. */
+static void refuse_both(struct store_msg *m, void (*spoil)(struct store_msg *),
+			size_t at, unsigned len, uint64_t v)
+{
+	struct store_msg *d = msg(0, 0);
+	struct store_buf b = { 0 };
+
+	assert_int_equal(store_msg_encode(&b, m), 0);
+	for (unsigned i = 0; i < len; i++)
+		b.p[STORE_HDR_LEN + at + i] = (uint8_t)(v >> (8 * i));
+	assert_int_equal(store_hdr_decode(b.p, &d->h), 0);
+	assert_int_equal(store_msg_decode(b.p + STORE_HDR_LEN, d), -EPROTO);
+	spoil(m);
+	b.len = 0;
+	assert_int_equal(store_msg_encode(&b, m), -EINVAL);
+	assert_int_equal(b.len, 0);
+	store_buf_free(&b);
+	free(d);
+}
+
+static void long_key(struct store_msg *m)
+{
+	static char k[STORE_KEY_MAX + 1];
+
+	m->items[0].key = (struct store_str){ k, sizeof(k) };
+}
+
+static void big_batch(struct store_msg *m)
+{
+	m->n = STORE_BATCH_MAX + 1;
+}
+
+static void empty_batch(struct store_msg *m)
+{
+	m->n = 0;
+}
+
+static void many_replicas(struct store_msg *m)
+{
+	m->items[0].nrep = STORE_REPLICA_MAX + 1;
+}
+
+static void bad_force(struct store_msg *m)
+{
+	m->force = 2;
+}
+
+static void empty_name(struct store_msg *m)
+{
+	m->name = S("");
+}
+
+static void test_limits(void **state)
+{
+	struct store_msg *m = msg(STORE_EXIST, false);
+
+	(void)state;
+	m->n = 1;
+	m->items[0].key = S("k");
+	/* body: u32 n, u16 key length */
+	refuse_both(m, long_key, 4, 2, STORE_KEY_MAX + 1);
+	m->items[0].key = S("k");
+	refuse_both(m, big_batch, 0, 4, STORE_BATCH_MAX + 1);
+	m->n = 1;
+	refuse_both(m, empty_batch, 0, 4, 0);
+	free(m);
+
+	m = msg(STORE_QUERY, true);
+	m->n = 1;
+	/* body: i32 err, u32 n, i32 err, u64 len, u64 lease, u8 nrep */
+	refuse_both(m, many_replicas, 28, 1, STORE_REPLICA_MAX + 1);
+	free(m);
+
+	m = msg(STORE_REMOVE_ALL, false);
+	refuse_both(m, bad_force, 0, 1, 2);
+	free(m);
+
+	m = msg(STORE_MOUNT, false);
+	m->name = S("n");
+	/* body: two ids, base, size, u16 name length */
+	refuse_both(m, empty_name, 48, 2, 0);
+	free(m);
+}
+
+/* The largest request and reply the limits allow fit in a frame. */
+static void test_frame_limit(void **state)
+{
+	static char k[STORE_KEY_MAX];
+	struct store_msg *m = msg(STORE_PUT_END, false);
+	struct store_buf b = { 0 };
+
+	(void)state;
+	m->n = STORE_BATCH_MAX;
+	for (unsigned i = 0; i < m->n; i++)
+		m->items[i].key = (struct store_str){ k, sizeof(k) };
+	assert_int_equal(store_msg_encode(&b, m), 0); /* 4 MiB fits */
+	m->h.type = STORE_QUERY;
+	m->h.flags = STORE_F_REPLY;
+	for (unsigned i = 0; i < m->n; i++) {
+		m->items[i].nrep = STORE_REPLICA_MAX;
+		for (unsigned r = 0; r < STORE_REPLICA_MAX; r++)
+			m->items[i].rep[r].endpoint =
+				(struct store_str){ k, STORE_NAME_MAX };
+	}
+	b.len = 0;
+	assert_int_equal(store_msg_encode(&b, m), 0); /* 4.5 MiB fits */
+	store_buf_free(&b);
+	free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_short_and_long),
+		cmocka_unit_test(test_header),
+		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_frame_limit),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
