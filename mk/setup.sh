@@ -7,8 +7,8 @@ set -e
 # redis-server runs the tests' servers and their sentinels too
 # (redis-server --sentinel: the redis-sentinel package only adds a service);
 # etcd-server and etcd-client, their etcd clusters and etcdctl; linux-perf,
-# bench/rdma_profile.sh.
-PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libssl-dev libcmocka-dev libsqlite3-dev libibverbs-dev libnuma-dev liburing-dev rdma-core ibverbs-providers ibverbs-utils perftest linux-perf numactl time redis-server etcd-server etcd-client iperf3 sockperf fio iproute2 python3 doxygen python3-dev python3-setuptools python3-pip python3-venv python3-pytest python3-numpy clang libclang-rt-14-dev llvm"
+# bench/rdma_profile.sh; gnuplot-nox, the pictures of bench/sweep.sh.
+PKGS="build-essential pkg-config libevent-dev libyajl-dev libhiredis-dev libssl-dev libcmocka-dev libsqlite3-dev libibverbs-dev libnuma-dev liburing-dev rdma-core ibverbs-providers ibverbs-utils perftest linux-perf numactl time redis-server etcd-server etcd-client iperf3 sockperf fio iproute2 python3 doxygen python3-dev python3-setuptools python3-pip python3-venv python3-pytest python3-numpy gnuplot-nox clang libclang-rt-14-dev llvm"
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# A sweep over block sizes, as perftest -a does: for each size from 4 KiB
+# to 16 MiB, xfer's throughput and its one-request round trip (p50, p99)
+# next to the reference tool's on the same path, in one run:
+#   --protocol tcp   two xfer-bench processes over loopback TCP (batches
+#                    of 16 WRITEs, one thread) vs iperf3 -l SIZE; latency
+#                    (one WRITE a batch) vs sockperf ping-pong of SIZE
+#                    (sockperf's messages stop at 64 KiB: no reference
+#                    latency above)
+#   --protocol file  xfer-bench --mode loopback --file on tmpfs (WRITEs,
+#                    queue depth 32) vs fio --ioengine=io_uring, same
+#                    block size, depth and footprint; latency at depth 1
+#                    vs fio's completion latency at depth 1
+# Writes OUT/sweep-PROTO.csv and OUT/sweep-PROTO.svg (gnuplot): GB/s and
+# microseconds against the block size, both tools. Fails only when a tool
+# fails.
+#   bench/sweep.sh [--protocol tcp|file] [--out DIR]   (DURATION=2 s a
+#   run; SIZES="4096 ... 16777216"; IPERF_PORT=5201, SOCKPERF_PORT=11111)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-2}
+SIZES=${SIZES:-"4096 16384 65536 262144 1048576 4194304 16777216"}
+IPERF_PORT=${IPERF_PORT:-5201}
+SOCKPERF_PORT=${SOCKPERF_PORT:-11111}
+BENCH=${BENCH:-build/xfer-bench}
+PROTO=tcp
+OUT=build/sweep
+QD=32
+
+die() { echo "sweep.sh: $1" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--protocol) PROTO=${2:?--protocol tcp|file}; shift 2 ;;
+	--protocol=*) PROTO=${1#*=}; shift ;;
+	--out) OUT=${2:?--out DIR}; shift 2 ;;
+	--out=*) OUT=${1#*=}; shift ;;
+	*) die "usage: bench/sweep.sh [--protocol tcp|file] [--out DIR]" ;;
+	esac
+done
+case $PROTO in
+tcp) tools="iperf3 sockperf gnuplot" ;;
+file) tools="fio gnuplot" ;;
+*) die "--protocol is tcp or file (RDMA: bench/rdma_speed.sh)" ;;
+esac
+[ -x "$BENCH" ] || make -s
+for t in $tools; do
+	command -v "$t" >/dev/null || die "$t not found (make setup)"
+done
+mkdir -p "$OUT"
+
+pids=()
+tmp=$(mktemp -d)
+file=$(mktemp /dev/shm/xfer-sweep.XXXXXX)
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp" "$file"' EXIT
+. bench/target.sh
+
+# json FIELD: the field of the JSON object on stdin (a.b.0: nested).
+json() {
+	python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+for p in sys.argv[1].split("."):
+    v = v[int(p)] if isinstance(v, list) else v[p]
+print("nan" if v is None else v)' "$1"
+}
+
+listening() {
+	for _ in $(seq 200); do
+		ss -Hltn "sport = :$1" | grep -q . && return
+		sleep 0.05
+	done
+	die "nothing listens on port $1"
+}
+
+# xfer_tcp BS BATCH: GBPS, P50, P99 of an initiator against a fresh target.
+xfer_tcp() {
+	local bs=$1 batch=$2 size out
+	size=$((bs * batch > (8 << 20) ? bs * batch : 8 << 20))
+	target_start --duration 0 --buffer_size "$size"
+	out=$(timeout $((DURATION + 60)) "$BENCH" --mode initiator \
+		--protocol tcp --segment_id "$target_name" --buffer_size "$size" \
+		--block_size "$bs" --batch_size "$batch" --threads 1 \
+		--duration "$DURATION" --operation write --json) ||
+		die "xfer-bench $bs x $batch failed"
+	target_stop
+	GBPS=$(json throughput_gbps <<<"$out")
+	P50=$(json lat_p50_us <<<"$out")
+	P99=$(json lat_p99_us <<<"$out")
+}
+
+# xfer_file BS DEPTH: the same, the local file path on tmpfs.
+xfer_file() {
+	local bs=$1 depth=$2 out
+	out=$(XFER_FILE_QUEUE_DEPTH=$depth timeout $((DURATION + 60)) \
+		"$BENCH" --mode loopback --protocol tcp --file "$file" \
+		--buffer_size $((bs * depth)) --block_size "$bs" \
+		--batch_size "$depth" --threads 1 --duration "$DURATION" \
+		--operation write --json) || die "xfer-bench --file $bs failed"
+	GBPS=$(json throughput_gbps <<<"$out")
+	P50=$(json lat_p50_us <<<"$out")
+	P99=$(json lat_p99_us <<<"$out")
+}
+
+# ref_tcp BS: RGBPS from iperf3 -l BS, RP50/RP99 from sockperf (or nan).
+ref_tcp() {
+	local bs=$1 out spid
+	out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
+		-t "$DURATION" -l "$bs" -J) || die "iperf3 -l $bs failed"
+	RGBPS=$(json end.sum_received.bits_per_second <<<"$out" |
+		awk '{ printf "%.3f", $1 / 8e9 }')
+	RP50=nan RP99=nan
+	[ "$bs" -le 65536 ] || return 0
+	sockperf sr --tcp -i 127.0.0.1 -p "$SOCKPERF_PORT" >/dev/null 2>&1 &
+	spid=$!
+	pids+=("$spid")
+	listening "$SOCKPERF_PORT"
+	out=$(timeout $((DURATION + 30)) sockperf pp --tcp -i 127.0.0.1 \
+		-p "$SOCKPERF_PORT" -m "$bs" -t "$DURATION" --full-rtt 2>&1) ||
+		die "sockperf pp -m $bs failed"
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	read -r RP50 RP99 <<<"$(awk '
+		/percentile 50.000 =/ { p50 = $NF }
+		/percentile 99.000 =/ { p99 = $NF }
+		END { print p50, p99 }' <<<"$out")"
+}
+
+# fio_file BS DEPTH: GB/s, p50 and p99 completion latency (us) of fio
+# writing the same footprint.
+fio_file() {
+	local bs=$1 depth=$2 out
+	out=$(timeout $((DURATION + 60)) fio --name=sweep --filename="$file" \
+		--ioengine=io_uring --rw=write --bs="$bs" --iodepth="$depth" \
+		--size=$((bs * depth)) --runtime="$DURATION" --time_based \
+		--output-format=json) || die "fio $bs failed"
+	read -r FGBPS FP50 FP99 <<<"$(python3 -c '
+import json, sys
+w = json.load(sys.stdin)["jobs"][0]["write"]
+p = w["clat_ns"]["percentile"]
+print("%.3f %.1f %.1f" % (w["bw_bytes"] / 1e9, p["50.000000"] / 1e3,
+                          p["99.000000"] / 1e3))' <<<"$out")"
+}
+
+csv=$OUT/sweep-$PROTO.csv
+echo "block_bytes,xfer_gbps,ref_gbps,xfer_p50_us,xfer_p99_us,ref_p50_us,ref_p99_us" >"$csv"
+if [ "$PROTO" = tcp ]; then
+	iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &
+	pids+=("$!")
+	listening "$IPERF_PORT"
+	ref="iperf3 -l SIZE / sockperf pp -m SIZE"
+else
+	ref="fio io_uring, depth $QD / depth 1"
+fi
+for bs in $SIZES; do
+	if [ "$PROTO" = tcp ]; then
+		xfer_tcp "$bs" 16
+		g=$GBPS
+		xfer_tcp "$bs" 1
+		ref_tcp "$bs"
+		rg=$RGBPS rp50=$RP50 rp99=$RP99
+	else
+		xfer_file "$bs" "$QD"
+		g=$GBPS
+		fio_file "$bs" "$QD"
+		rg=$FGBPS
+		fio_file "$bs" 1
+		rp50=$FP50 rp99=$FP99
+		xfer_file "$bs" 1
+	fi
+	echo "$bs,$g,$rg,$P50,$P99,$rp50,$rp99" >>"$csv"
+	echo "$bs bytes: xfer $g GB/s (ref $rg), p50 $P50 us (ref $rp50)" >&2
+done
+
+gnuplot <<EOF
+set terminal svg size 900,420 dynamic font "sans,11"
+set output "$OUT/sweep-$PROTO.svg"
+set datafile separator ","
+set datafile missing "nan"
+set key autotitle columnhead
+set multiplot layout 1,2 title "xfer $PROTO vs $ref, $(nproc) cores, $(date +%Y-%m-%d)"
+set logscale x 2
+set format x "%.0b%B"
+set xlabel "block size (bytes)"
+set grid
+set ylabel "GB/s"
+set key top left
+plot "$csv" using 1:2 with linespoints title "xfer", \
+     "" using 1:3 with linespoints title "reference"
+set logscale y 10
+set ylabel "round trip of one request (us)"
+plot "$csv" using 1:4 with linespoints title "xfer p50", \
+     "" using 1:5 with linespoints title "xfer p99", \
+     "" using 1:6 with linespoints title "reference p50", \
+     "" using 1:7 with linespoints title "reference p99"
+unset multiplot
+EOF
+echo "wrote $csv and $OUT/sweep-$PROTO.svg"
