@@ -27,7 +27,13 @@ from . import _xfer
 from ._engine import Engine
 from ._types import Status
 
-__all__ = ["TransferEngine", "TransferOpcode", "TransferNotify"]
+__all__ = [
+    "TransferEngine", "TransferOpcode", "TransferNotify",
+    "SUPPORT_CUDA", "SUPPORT_EFA", "SUPPORT_HIP", "SUPPORT_MNNVL",
+    "SUPPORT_INTRA_NVLINK",
+    "ERR_INVALID_ARGUMENT", "ERR_ADDRESS_NOT_REGISTERED",
+    "ERR_ADDRESS_OVERLAPPED", "ERR_MEMORY",
+]
 
 # What Mooncake's module says of its build: xfer moves host memory over
 # TCP and RDMA, and none of these.
