@@ -3,6 +3,7 @@ them (the import guards of SGLang's and vLLM's connectors, the calls of
 Mooncake's own transfer engine tests), kept unmodified: the tests run it
 where only xfer and xfer-mooncake are installed. It prints one line per
 step and exits 0 once every byte moved is checked."""
+import json
 import sys
 
 try:
@@ -27,10 +28,12 @@ def start(name):
 
 
 def main():
-    print("cuda", mc.SUPPORT_CUDA)
+    print("cuda", mc.SUPPORT_CUDA, "musa", mc.SUPPORT_MUSA)
     prefill, prefill_id = start("127.0.0.1")
     decode, decode_id = start("127.0.0.1")
+    assert prefill.get_engine() is not None
     assert prefill.get_engine_ptr() != 0
+    json.loads(prefill.get_local_topology())
 
     kv = prefill.allocate_managed_buffer(4 * MiB)
     dst = decode.allocate_managed_buffer(4 * MiB)
@@ -71,7 +74,13 @@ def main():
     assert [(n.name, n.msg) for n in notes] == [("req-1", "kv ready")]
     print("notify ok")
 
+    # Mooncake's test_async_submit_to_unknown_peer_returns_zero
+    assert prefill.batch_transfer_async_write("unreachable_peer:9", [0],
+                                              [0], [16]) == 0
+    assert prefill.transfer_submit_write("unreachable_peer:9", 0, 0,
+                                         16) == 0
     assert prefill.send_probe(decode_id) == 0
+    print("unknown peer ok")
 
     try:
         from mooncake.store import MooncakeDistributedStore  # noqa: F401
