@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <xfer/event.h>
 
@@ -72,6 +73,12 @@ struct xfer_engine *bench_engine_new(const struct bench_opts *o,
 	} else {
 		e = xfer_engine_new(cfg);
 	}
+	if (!e && errno == ENODEV && !strcmp(o->protocol, "rdma"))
+		die("--protocol=rdma (Mooncake's default): no RDMA device "
+		    "could be opened%s%s (looked in /sys/class/infiniband); "
+		    "pass --protocol=tcp to run over TCP", o->device_names ?
+		    " among --device_name=" : "", o->device_names ?
+		    o->device_names : "");
 	if (!e)
 		die_api(NULL, base ? "xfer_engine_new_on_base" :
 			"xfer_engine_new", -errno);

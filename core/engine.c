@@ -410,7 +410,9 @@ err_reactors:
 		xfer_reactor_destroy(&e->workers[i]);
 	xfer_reactor_destroy(&e->control);
 err_free:
-	xfer_log(XFER_LOG_ERROR, "engine: %s", strerror(-ret));
+	/* the step that failed said why (no RDMA device, which one ...) */
+	xfer_log(XFER_LOG_ERROR, "engine: %s%s%s", strerror(-ret),
+		 e->err.msg[0] ? ": " : "", e->err.msg);
 	engine_release(e);
 	errno = -ret;
 	return NULL;

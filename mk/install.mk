@@ -5,8 +5,10 @@
 # only: it never writes the source tree.
 #   make install [PREFIX=/usr/local] [DESTDIR=] [NODOCS=1]
 # LIBDIR, INCLUDEDIR, BINDIR, PKGCONFIGDIR, MANDIR and DOCDIR follow
-# PREFIX unless given.
+# PREFIX unless given. Installing into the system (no DESTDIR) as root
+# runs LDCONFIG afterwards, so that programs find the new libraries.
 PREFIX  ?= /usr/local
+LDCONFIG ?= ldconfig
 DOC_DIR := $(BUILD)/doc
 
 docs: config-doc
@@ -26,7 +28,7 @@ $(DOC_DIR)/stamp: $(wildcard include/xfer/*.h) mk/Doxyfile
 
 INSTALL_ENV = BUILD=$(BUILD) VERSION=$(VERSION) \
 	VERSION_MAJOR=$(VERSION_MAJOR) PKGS="$(PKGS)" PREFIX=$(PREFIX) \
-	DESTDIR=$(DESTDIR) NODOCS=$(NODOCS) \
+	DESTDIR=$(DESTDIR) NODOCS=$(NODOCS) LDCONFIG="$(LDCONFIG)" \
 	$(foreach v,BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR MANDIR DOCDIR,\
 		$(if $($(v)),$(v)=$($(v))))
 

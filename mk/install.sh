@@ -10,14 +10,54 @@
 # install writes the list of what it put in DOCDIR/install_manifest.txt;
 # uninstall removes exactly that list, then the folders that are xfer's
 # own (INCLUDEDIR/xfer, DOCDIR) once empty.
+# Into the system (no DESTDIR) as root, both then run LDCONFIG (default
+# ldconfig) and say so: the loader's cache must know the libraries before
+# a program linked with -ltransfer_engine starts. A LIBDIR the loader
+# does not search (one of /opt, a home) gets a RUNPATH in the pkg-config
+# files' Libs instead.
 set -eu
 action=${1:?usage: mk/install.sh install|uninstall}
 : "${BUILD:=build}" "${PREFIX:=/usr/local}" "${DESTDIR:=}" "${NODOCS:=}"
+: "${LDCONFIG:=ldconfig}"
 : "${BINDIR:=$PREFIX/bin}" "${LIBDIR:=$PREFIX/lib}"
 : "${INCLUDEDIR:=$PREFIX/include}" "${PKGCONFIGDIR:=$LIBDIR/pkgconfig}"
 : "${MANDIR:=$PREFIX/share/man}" "${DOCDIR:=$PREFIX/share/doc/xfer}"
 D=$DESTDIR
 manifest=$DOCDIR/install_manifest.txt
+PATH=$PATH:/sbin:/usr/sbin
+
+# Whether the loader searches LIBDIR: a folder of ld.so.conf or a built-in
+# one, as this host's ldconfig lists them (-N -X: it changes nothing).
+on_loader_path() {
+	want=$(readlink -m "$LIBDIR")
+	for dir in /lib /usr/lib /lib64 /usr/lib64 $(ldconfig -v -N -X \
+		2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p'); do
+		[ "$(readlink -m "$dir")" = "$want" ] && return 0
+	done
+	return 1
+}
+
+# After install or uninstall: the loader's cache, when it is ours to update.
+update_cache() {
+	if [ -n "$D" ]; then
+		on_loader_path && echo "DESTDIR install: run ldconfig on" \
+			"the target system once the files are there"
+		return 0
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		on_loader_path && echo "not root, so ldconfig was not run:" \
+			"run it as root before starting programs linked" \
+			"against $LIBDIR"
+		return 0
+	fi
+	$LDCONFIG || { echo "$LDCONFIG failed" >&2; exit 1; }
+	if on_loader_path; then
+		echo "ran $LDCONFIG: the loader finds the libraries in $LIBDIR"
+	else
+		echo "ran $LDCONFIG; $LIBDIR is not on the loader's path:" \
+			"programs linked with pkg-config carry a RUNPATH to it"
+	fi
+}
 
 if [ "$action" = uninstall ]; then
 	[ -f "$D$manifest" ] || {
@@ -33,6 +73,7 @@ if [ "$action" = uninstall ]; then
 			find "$D$dir" -depth -type d -empty -exec rmdir {} \;
 	done
 	echo "uninstalled xfer from ${D:-}$PREFIX"
+	update_cache
 	exit 0
 fi
 [ "$action" = install ] || { echo "mk/install.sh: $action?" >&2; exit 1; }
@@ -63,9 +104,12 @@ library() {
 }
 
 # A pkg-config file from mk/NAME.pc.in.
+rpath='-Wl,-rpath,${libdir} '
+on_loader_path && rpath=
 pc() {
 	install -d "$D$PKGCONFIGDIR"
 	sed -e "s|@PREFIX@|$PREFIX|" -e "s|@LIBDIR@|$LIBDIR|" \
+	    -e "s|@RPATH@|$rpath|" \
 	    -e "s|@INCLUDEDIR@|$INCLUDEDIR|" -e "s|@VERSION@|$VERSION|" \
 	    -e "s|@PKGS@|$(echo "$PKGS" | sed 's/  */, /g')|" \
 	    "mk/$1.pc.in" >"$D$PKGCONFIGDIR/$1.pc"
@@ -105,3 +149,4 @@ install -d "$D$DOCDIR"
 echo "$manifest" >>"$list"
 sed 's|/\./|/|; s|/\.$||' "$list" >"$D$manifest"
 echo "installed xfer $VERSION in ${D:-}$PREFIX ($(wc -l <"$list") files)"
+update_cache

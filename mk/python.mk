@@ -1,6 +1,8 @@
 # The Python package (python/): xfer._xfer, a C extension module, built in
 # place against libxfer.a for the tests (make python); installed with
 #   pip install --no-build-isolation ./python
+# and python/mooncake-compat, the `mooncake` package (mooncake.engine) for
+# programs written for Mooncake, installed beside it.
 # PYTHON is Debian's interpreter, whose packages (python3-pytest) the
 # tests use.
 PYTHON  ?= $(firstword $(wildcard /usr/bin/python3) python3)
@@ -20,7 +22,8 @@ $(PY_EXT): $(PY_DEPS) $(LIB_A)
 		--build-lib $(PY_TMP)/lib $(if $(Q),>/dev/null)
 
 # Two-process transfers, asyncio, interop with xfer-bench, xfer-metad and
-# redis, reference counts, and a pip install into a venv.
+# redis, reference counts, and a pip install of both packages into a venv
+# where a program written for Mooncake runs unmodified.
 test-python: $(PY_EXT) $(BENCH) $(METAD)
 	@echo "== pytest python/tests"
 	@cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q \
@@ -28,6 +31,7 @@ test-python: $(PY_EXT) $(BENCH) $(METAD)
 
 clean: python-clean
 python-clean:
-	rm -rf python/xfer/_xfer*.so python/build python/*.egg-info
+	rm -rf python/xfer/_xfer*.so python/build python/*.egg-info \
+		python/mooncake-compat/build python/mooncake-compat/*.egg-info
 
 .PHONY: python test-python python-clean

@@ -28,6 +28,16 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
 set -- $ports
 etcd_port=$1 peer_port=$2 target_port=$3 initiator_port=$4 target2_port=$5
 
+# A device that is not there: what was looked for, and the way out, from
+# the engine (its log) and from the bench.
+if out=$("$bench" --mode=loopback --device_name=nosuchdev0 2>&1); then
+	fail "a bench on a missing RDMA device ran"
+fi
+echo "$out" | grep -q 'engine: No such device: rdma: .*looked in /sys/class/infiniband.*; protocol "tcp" (XFER_PROTOCOL=tcp) needs none' ||
+	fail "the engine does not say which device is missing: $out"
+echo "$out" | grep -q 'no RDMA device could be opened among --device_name=nosuchdev0 (looked in /sys/class/infiniband); pass --protocol=tcp' ||
+	fail "the bench does not say what to pass: $out"
+
 # This host's RDMA device, or TCP (the seeds' erdma_0 / erdma_1).
 dev=$(ls /sys/class/infiniband 2>/dev/null | head -n 1 || true)
 if [ -n "$dev" ]; then

@@ -4,6 +4,10 @@
 # pages; programs outside the tree built with `pkg-config --cflags --libs`
 # against it (xfer's API, Mooncake's C API, and the C API linked
 # statically) must run; make uninstall must leave no file behind.
+# Then without LD_LIBRARY_PATH: a program linked against the build tree,
+# and one built with the docs' line `cc prog.c $(pkg-config --cflags
+# --libs transfer_engine)` against a prefix installed without DESTDIR
+# (where root runs ldconfig: a stand-in here records that it ran).
 #   test/check_install.sh [BUILD]      (from the repository root)
 set -eu
 build=${1:-build}
@@ -126,13 +130,50 @@ ldd "$D/with_te_static" | grep -q "libxfer\|libtransfer_engine" &&
 	fail "with_te_static loads a shared xfer"
 "$D/with_te_static" | sed 's/^/static /' || fail "with_te_static failed"
 
+# Without LD_LIBRARY_PATH. The build tree: libtransfer_engine's RUNPATH
+# $ORIGIN finds libxfer.so.1 beside it, at link and at run time.
+readelf -d "$build/libtransfer_engine.so" | grep -q 'RUNPATH.*\[\$ORIGIN\]' ||
+	fail "libtransfer_engine.so has no RUNPATH \$ORIGIN"
+tree=$(cd "$build" && pwd)
+cc -o "$D/tree_te" "$D/with_te.c" -Iinclude/xfer -L"$tree" -ltransfer_engine \
+	-Wl,-rpath,"$tree" || fail "with_te.c does not link against $build"
+env -u LD_LIBRARY_PATH "$D/tree_te" >/dev/null ||
+	fail "a program linked against $build does not run"
+# A prefix installed without DESTDIR, as `make install` into the system.
+S=$D/stage
+printf '#!/bin/sh\necho ran >>"%s"\n' "$D/ldconfig.calls" >"$D/ldconfig"
+chmod +x "$D/ldconfig"
+out=$($make -s install BUILD="$build" PREFIX="$S" NODOCS=1 \
+	LDCONFIG="$D/ldconfig") || fail "make install PREFIX=$S failed"
+if [ "$(id -u)" = 0 ]; then
+	[ "$(cat "$D/ldconfig.calls" 2>/dev/null)" = ran ] ||
+		fail "make install as root did not run ldconfig once"
+	echo "$out" | grep -q "^ran $D/ldconfig" ||
+		fail "make install did not say it ran ldconfig: $out"
+elif [ -e "$D/ldconfig.calls" ]; then
+	fail "make install ran ldconfig without being root"
+fi
+grep -q '^Libs: .*-Wl,-rpath,${libdir}' "$S/lib/pkgconfig/transfer_engine.pc" ||
+	fail "transfer_engine.pc: no RUNPATH for a libdir off the loader's path"
+# shellcheck disable=SC2046
+cc -o "$D/staged_te" "$D/with_te.c" $(PKG_CONFIG_PATH="$S/lib/pkgconfig" \
+	PKG_CONFIG_SYSROOT_DIR= pkg-config --cflags --libs transfer_engine) ||
+	fail "with_te.c does not build with the docs' pkg-config line"
+env -u LD_LIBRARY_PATH ldd "$D/staged_te" |
+	grep -q "$S/lib/libxfer.so.1" || fail "staged_te does not load $S's libxfer"
+env -u LD_LIBRARY_PATH "$D/staged_te" >/dev/null ||
+	fail "a program built against $S does not run"
+$make -s uninstall BUILD="$build" PREFIX="$S" LDCONFIG="$D/ldconfig" \
+	>/dev/null || fail "make uninstall PREFIX=$S failed"
+
 $make -s uninstall BUILD="$build" DESTDIR="$D" PREFIX="$P" >/dev/null ||
 	fail "make uninstall failed"
-left=$(cd "$D" && find ./opt ! -type d)
+left=$(cd "$D" && find ./opt ./stage ! -type d)
 [ -z "$left" ] || fail "left after uninstall: $left"
 if $make -s uninstall BUILD="$build" DESTDIR="$D" PREFIX="$P" \
 	>/dev/null 2>&1; then
 	fail "a second uninstall did not say there is nothing to remove"
 fi
 echo "install: headers, libraries, pkg-config, programs, man pages in" \
-     "DESTDIR; outside programs built and run; uninstalled clean"
+     "DESTDIR; outside programs built and run, also without" \
+     "LD_LIBRARY_PATH (build tree, staged prefix); uninstalled clean"

@@ -128,3 +128,34 @@ def build_tool(name):
 def dead_session():
     """A host:port where nothing listens."""
     return f"127.0.0.1:{free_port()}"
+
+
+def make_venv(path):
+    """A venv that sees Debian's packages (python3-pip among them) and
+    reaches no package index: (its python, the environment to run it
+    with)."""
+    import venv
+    venv.create(path, system_site_packages=True, with_pip=False)
+    env = dict(os.environ, VIRTUAL_ENV=str(path), PIP_NO_INDEX="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("PYTHONPATH", None)
+    return str(path / "bin" / "python"), env
+
+
+def pip_install(py, env, *args, cwd, check=True):
+    """The system's pip (python3-pip) installing into py's venv."""
+    return subprocess.run([py, "-m", "pip", "install", "--no-build-isolation",
+                           *args], check=check, env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory):
+    """A venv with xfer and xfer-mooncake installed by pip from python/
+    and python/mooncake-compat, offline, as the docs say: (python, env,
+    a folder outside the tree to run in)."""
+    tmp = tmp_path_factory.mktemp("installed")
+    py, env = make_venv(tmp / "venv")
+    pip_install(py, env, "-q", os.path.join(ROOT, "python"),
+                os.path.join(ROOT, "python", "mooncake-compat"), cwd=tmp)
+    return py, env, tmp

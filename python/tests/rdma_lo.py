@@ -1,7 +1,9 @@
 """The Python case of the RDMA tier, run inside an rdmavm guest (--topo
 lo) by rdma.sh: a peer process and this one, both with protocol "rdma",
 move 4 MiB each way over rxe0 through xfer.mooncake, every byte checked,
-and the bytes are seen on the device."""
+and the bytes are seen on the device; get_local_topology() gives the
+priority matrix over rxe0."""
+import json
 import os
 import sys
 
@@ -29,7 +31,13 @@ def main():
         assert te.read_bytes_from_buffer(local, n) == pattern(2, n)
         stats = te.engine.device_stats()
         assert sum(b for _, b in stats) >= 2 * n, stats
-        print(f"rdma python: 4 MiB each way over {stats}: ok")
+        topo = json.loads(te.get_local_topology())
+        assert any("rxe0" in pref + rest for pref, rest in topo.values()), \
+            topo
+        assert json.loads(te.get_local_topology("rxe0")) == topo
+        assert te.get_local_topology("nosuchdev") == "{}"
+        print(f"rdma python: 4 MiB each way over {stats}, topology "
+              f"{json.dumps(topo)}: ok")
     finally:
         te._close()
         peer.close()

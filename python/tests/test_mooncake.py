@@ -37,6 +37,49 @@ def put(te, addr, data):
     assert te.write_bytes_to_buffer(addr, data, len(data)) == 0
 
 
+def test_module_as_mooncake():
+    """mooncake.engine's names, with xfer's truth: every SUPPORT_* flag
+    (none of those builds), the enum's exported values, __all__ naming
+    every public name so that import * keeps them."""
+    import xfer.mooncake as mc
+    flags = ["SUPPORT_CUDA", "SUPPORT_EFA", "SUPPORT_HIP", "SUPPORT_MNNVL",
+             "SUPPORT_MUSA", "SUPPORT_INTRA_NVLINK"]
+    assert all(getattr(mc, f) is False for f in flags)
+    assert mc.Read == TransferOpcode.Read == 0
+    assert mc.Write == TransferOpcode.Write == 1
+    public = {n for n, v in vars(mc).items() if not n.startswith("_") and
+              getattr(v, "__module__", mc.__name__) == mc.__name__ and
+              not isinstance(v, type(mc))}
+    public |= {"InnerTransferEngine"}
+    assert set(mc.__all__) == public
+    scope = {}
+    exec("from xfer.mooncake import *", scope)
+    assert set(flags) <= set(scope)
+    assert TransferNotify().name == "" and TransferNotify("a", "b").msg == "b"
+
+
+def test_get_engine(te):
+    assert te.get_engine() is te.engine
+    assert isinstance(te.get_engine(), xfer.Engine)
+    import xfer.mooncake as mc
+    assert isinstance(te.get_engine(), mc.InnerTransferEngine)
+    assert TransferEngine().get_engine() is None
+
+
+def test_get_local_topology(te):
+    """No RDMA device here: "{}", as Mooncake's when it has no topology
+    (rdma_lo.py checks a real matrix over rxe0)."""
+    import json
+    import os
+    if os.path.isdir("/sys/class/infiniband") and \
+            os.listdir("/sys/class/infiniband"):
+        topo = json.loads(te.get_local_topology())
+        assert all(len(row) == 2 for row in topo.values())
+    else:
+        assert te.get_local_topology() == "{}"
+        assert te.get_local_topology("mlx5_0") == "{}"
+
+
 def test_initialize_and_port(te, peer):
     port = te.get_rpc_port()
     assert 0 < port < 65536
@@ -253,13 +296,16 @@ def test_errors_as_mooncake(te, local, peer, dead_session):
     assert te.transfer_sync_read(peer.name, local, end, 1) == -1
     assert te.batch_transfer_sync_write(peer.name, [local, local],
                                         [peer.addr, end], [1, 1]) == -1
-    # the asynchronous forms: 0 for a refused batch, -1 for a session
-    # that cannot be opened (Mooncake's codes)
+    # the asynchronous forms: 0 for every failure, a session that cannot
+    # be opened included (Mooncake's since its PR #2433)
     assert te.batch_transfer_async_write(peer.name, [local], [end],
                                          [1]) == 0
     assert te.batch_transfer_async_write(dead_session, [local], [0],
-                                         [1]) == -1
-    assert te.transfer_submit_write(peer.name, local, end, 1) == -1
+                                         [1]) == 0
+    assert te.batch_transfer_async(dead_session, [local], [0], [1],
+                                   TransferOpcode.Read) == 0
+    assert te.transfer_submit_write(peer.name, local, end, 1) == 0
+    assert te.transfer_submit_write(dead_session, local, peer.addr, 1) == 0
     assert te.get_batch_transfer_status([12345]) == -1
     # lists of different sizes
     assert te.batch_transfer_sync_write(peer.name, [local], [], [1]) == -1
@@ -269,3 +315,38 @@ def test_errors_as_mooncake(te, local, peer, dead_session):
     put(te, local, pattern(71, 100))
     assert te.transfer_sync_write(peer.name, local, peer.addr, 100) == 0
     peer.check(71, 0, 100)
+
+
+def test_async_submit_to_unknown_peer_returns_zero(te):
+    """Mooncake's test of that name (its PR #2433), as it is written."""
+    assert te.batch_transfer_async_write("unreachable_peer:9", [0], [0],
+                                         [16]) == 0
+    assert te.transfer_submit_write("unreachable_peer:9", 0, 0, 16) == 0
+
+
+def test_empty_async_batch_completes(te, peer):
+    """Mooncake submits a batch of no request; polled, it completed."""
+    bid = te.batch_transfer_async_write(peer.name, [], [], [])
+    assert bid != 0
+    assert te.get_batch_transfer_status([bid]) == 0
+
+
+def test_check_status_timeout_kept(te, local, peer, monkeypatch):
+    """A timed-out transfer_submit_write says -2, and again -2: Mooncake
+    keeps the batch (it frees only completed and failed ones)."""
+    monkeypatch.setenv("XFER_TRANSFER_TIMEOUT_MS", "300")
+    slow = TransferEngine()
+    assert slow.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    src = slow.allocate_managed_buffer(16 * MiB)
+    try:
+        assert slow.send_probe(peer.name) == 0   # the session is open
+        peer.stop()
+        bid = slow.transfer_submit_write(peer.name, src, peer.addr, 16 * MiB)
+        assert bid != 0
+        while (r := slow.transfer_check_status(bid)) == 0:
+            pass
+        assert r == -2
+        assert slow.transfer_check_status(bid) == -2
+    finally:
+        peer.cont()
+        slow._close()

@@ -6,8 +6,10 @@ Switch with one line::
     from xfer.mooncake import TransferEngine      # after
 
 Method names, argument orders, defaults and return conventions are those
-of Mooncake's binding (mooncake-integration/transfer_engine): every call
-returns 0 or a negative number and never raises for an engine error.
+of Mooncake's binding (mooncake-integration/transfer_engine) at its
+commit 3b5a594 (0.3.12.post1, after its PR #2433): every call returns 0,
+a negative number, or 0 for "no batch", and never raises for an engine
+error. docs/PYTHON.md tables them against Mooncake's.
 Addresses are integers; lengths and capacities are bytes. A target is a
 session id, ``"host:port"`` in P2PHANDSHAKE mode (the peer's
 ``local_hostname`` and ``get_rpc_port()``), else a segment name. Every
@@ -22,20 +24,36 @@ registered on their own.
 """
 import enum
 import errno
+import json
+import os
+import socket
+import struct
 
 from . import _xfer
 from ._engine import Engine
 from ._types import Status
 
-__all__ = ["TransferEngine", "TransferOpcode", "TransferNotify"]
+__all__ = [
+    "TransferEngine", "TransferOpcode", "TransferNotify",
+    "InnerTransferEngine", "Read", "Write",
+    "SUPPORT_CUDA", "SUPPORT_EFA", "SUPPORT_HIP", "SUPPORT_MNNVL",
+    "SUPPORT_MUSA", "SUPPORT_INTRA_NVLINK",
+    "ERR_INVALID_ARGUMENT", "ERR_ADDRESS_NOT_REGISTERED",
+    "ERR_ADDRESS_OVERLAPPED", "ERR_MEMORY",
+]
 
-# What Mooncake's module says of its build: xfer moves host memory over
-# TCP and RDMA, and none of these.
+# What Mooncake's module says of its build (USE_CUDA, USE_EFA ...): xfer
+# moves host memory over TCP and RDMA, and none of these.
 SUPPORT_CUDA = False
 SUPPORT_EFA = False
 SUPPORT_HIP = False
 SUPPORT_MNNVL = False
+SUPPORT_MUSA = False
 SUPPORT_INTRA_NVLINK = False
+
+# Mooncake's InnerTransferEngine, what get_engine() returns: here the
+# xfer.Engine underneath.
+InnerTransferEngine = Engine
 
 # Mooncake's error codes (its error.h), for the register family.
 ERR_INVALID_ARGUMENT = -1
@@ -61,6 +79,11 @@ class TransferOpcode(enum.IntEnum):
     Write = _xfer.WRITE
 
 
+# Mooncake's enum exports its values into the module too
+Read = TransferOpcode.Read
+Write = TransferOpcode.Write
+
+
 class TransferNotify:
     """A notification: Mooncake's TransferNotify(name, msg). Given to
     transfer_sync()/batch_transfer_sync() it is sent to the target's
@@ -76,6 +99,37 @@ class TransferNotify:
     def __eq__(self, other):
         return (isinstance(other, TransferNotify) and
                 (self.name, self.msg) == (other.name, other.msg))
+
+
+def _own_descriptor(port):
+    """The segment descriptor an engine on 127.0.0.1:``port`` serves: a
+    Metadata request on its handshake socket (docs/PROTOCOL.md section 1:
+    a u64 length in host order, type byte 1, JSON). Raises OSError,
+    ValueError."""
+    body = b"\x01{}\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(struct.pack("=Q", len(body)) + body)
+        reply = bytearray()
+        while chunk := s.recv(65536):
+            reply += chunk
+    (n,) = struct.unpack_from("=Q", reply)
+    if n < 1 or len(reply) != 8 + n or reply[8] != 1:
+        raise ValueError("malformed descriptor reply")
+    return json.loads(reply[9:])
+
+
+class _EmptyBatch:
+    """A batch of no request: Mooncake's completes when polled."""
+    outcome = Status.COMPLETED
+
+    def cancel(self):
+        pass
+
+    def wait(self):
+        pass
+
+    def free(self):
+        pass
 
 
 def _conn_string(metadata_server, metadata_type):
@@ -150,10 +204,47 @@ class TransferEngine:
         initialize()."""
         return self._engine.rpc_port if self._engine else -1
 
+    def get_engine(self):
+        """The engine underneath (an InnerTransferEngine: xfer.Engine),
+        or None before initialize(); Mooncake's gives its C++ engine,
+        which programs hand on to a store sharing it."""
+        return self._engine
+
     def get_engine_ptr(self):
         """An opaque non-zero handle of the engine (0 before initialize());
         Mooncake gives its C++ object's address."""
         return id(self._engine) if self._engine else 0
+
+    def get_local_topology(self, device_name=None):
+        """This host's RDMA topology as Mooncake's JSON: the NIC priority
+        matrix ``{"cpu:0": [[preferred NICs], [other NICs]], ...}`` that an
+        RDMA engine builds (from sysfs, or XFER_NIC_PRIORITY_MATRIX),
+        over the devices of ``device_name`` (a comma list; None or ``""``:
+        every one). As Mooncake's, a throwaway engine (peer-to-peer,
+        127.0.0.1) is made to build it; its descriptor is read back over
+        its handshake port. Returns ``"{}"`` where no RDMA device can be
+        opened (Mooncake lists its NUMA nodes with empty rows there)."""
+        try:  # no device: no engine, and none of its error lines
+            if not os.listdir("/sys/class/infiniband"):
+                return "{}"
+        except OSError:
+            return "{}"
+        cfg = {"metadata_server": "p2p", "protocol": "rdma",
+               "bind_addr": "127.0.0.1", "auth_secret": "", "workers": 0}
+        if device_name:
+            cfg["device_names"] = device_name
+        try:
+            probe = Engine(cfg)
+        except (_xfer.XferError, ValueError):
+            return "{}"
+        try:
+            desc = _own_descriptor(probe.rpc_port)
+        except (OSError, ValueError):
+            return "{}"
+        finally:
+            probe.close()
+        matrix = desc.get("priority_matrix", {})
+        return json.dumps(matrix, indent=3, sort_keys=True) + "\n"
 
     def _close(self):
         for b in self._batches.values():
@@ -384,26 +475,30 @@ class TransferEngine:
 
     # -- batches polled later ---------------------------------------------
     def _submit(self, target_hostname, opcode, buffers, peer_addresses,
-                lengths, failed):
+                lengths):
+        """Submit one batch: its id (non-zero), or 0 for every failure, as
+        Mooncake's since its PR #2433 (a session that cannot be opened
+        included; it returned -1 then)."""
         seg = self._session(target_hostname)
-        if seg is None:
-            return -1
-        if len(buffers) != len(peer_addresses) or \
-                len(buffers) != len(lengths) or not buffers:
-            return failed
-        try:
-            b = self._engine.batch(len(buffers))
-        except (_xfer.XferError, ValueError):
-            return failed
-        try:
-            b.submit(opcode, seg, buffers, peer_addresses, lengths)
-        except (_xfer.XferError, ValueError, TypeError, OverflowError):
-            b.free()
-            return failed
-        # Mooncake refuses a bad request at submit: so does this
-        if Status.INVALID in b.statuses():
-            b.free()
-            return failed
+        if seg is None or len(buffers) != len(peer_addresses) or \
+                len(buffers) != len(lengths):
+            return 0
+        if not buffers:
+            b = _EmptyBatch()
+        else:
+            try:
+                b = self._engine.batch(len(buffers))
+            except (_xfer.XferError, ValueError):
+                return 0
+            try:
+                b.submit(opcode, seg, buffers, peer_addresses, lengths)
+            except (_xfer.XferError, ValueError, TypeError, OverflowError):
+                b.free()
+                return 0
+            # Mooncake refuses a bad request at submit: so does this
+            if Status.INVALID in b.statuses():
+                b.free()
+                return 0
         bid = id(b)
         self._batches[bid] = b
         return bid
@@ -412,18 +507,18 @@ class TransferEngine:
                                    peer_buffer_addresses, lengths,
                                    transport_hint=""):
         """Submit a batch of writes and return at once: a batch id (a
-        non-zero int) for get_batch_transfer_status(). On failure 0, but
-        -1 when the session cannot be opened (Mooncake's codes, odd as
-        they are)."""
+        non-zero int) for get_batch_transfer_status(), or 0 for every
+        failure (the session cannot be opened, lists of different sizes,
+        a request refused). Empty lists give a batch that completes."""
         return self._submit(target_hostname, _xfer.WRITE, buffers,
-                            peer_buffer_addresses, lengths, 0)
+                            peer_buffer_addresses, lengths)
 
     def batch_transfer_async_read(self, target_hostname, buffers,
                                   peer_buffer_addresses, lengths,
                                   transport_hint=""):
         """Submit a batch of reads; as batch_transfer_async_write()."""
         return self._submit(target_hostname, _xfer.READ, buffers,
-                            peer_buffer_addresses, lengths, 0)
+                            peer_buffer_addresses, lengths)
 
     def batch_transfer_async(self, target_hostname, buffers,
                              peer_buffer_addresses, lengths, opcode,
@@ -431,7 +526,7 @@ class TransferEngine:
         """Submit a batch with ``opcode``; as
         batch_transfer_async_write()."""
         return self._submit(target_hostname, int(opcode), buffers,
-                            peer_buffer_addresses, lengths, 0)
+                            peer_buffer_addresses, lengths)
 
     def get_batch_transfer_status(self, batch_ids):
         """Wait for the batches of ``batch_ids`` and free them. Returns 0 if
@@ -455,26 +550,28 @@ class TransferEngine:
                               peer_buffer_address, length,
                               transport_hint=""):
         """Submit one write and return at once: a batch id for
-        transfer_check_status(), or -1."""
+        transfer_check_status(), or 0 for every failure (Mooncake's since
+        its PR #2433; -1 before)."""
         return self._submit(target_hostname, _xfer.WRITE, [buffer],
-                            [peer_buffer_address], [length], -1)
+                            [peer_buffer_address], [length])
 
     def transfer_check_status(self, batch_id):
         """Status of a transfer_submit_write() (its first task): 1
         completed and 0 in flight, -1 failed, -2 timed out (Mooncake's
-        codes). Once it says 1, -1 or -2 the batch is freed (Mooncake
-        keeps a timed-out one; an unknown id here answers -1)."""
+        codes). Once it says 1 or -1 the batch is freed; a timed-out one
+        is kept and says -2 again, as Mooncake's. An unknown id answers
+        -1 (Mooncake's reads freed memory)."""
         b = self._batches.get(batch_id)
         if b is None:
             return -1
         st = Status(b.status(0)[0])
         if st == Status.WAITING:
             return 0
+        if st == Status.TIMEOUT:
+            return -2
         del self._batches[batch_id]
         b.free()
-        if st == Status.COMPLETED:
-            return 1
-        return -2 if st == Status.TIMEOUT else -1
+        return 1 if st == Status.COMPLETED else -1
 
     # -- notifications ----------------------------------------------------
     def get_notifies(self):

@@ -61,12 +61,29 @@ static void on_async(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* The timer ticks every RDMA_TICK_MS while work is out, so that a stall
+ * is seen within a fraction of a second, else once a second. */
+static void set_tick(struct rdma_ctx *c, bool fast)
+{
+	static const struct timeval second = { 1, 0 },
+				    tick = { 0, RDMA_TICK_MS * 1000 };
+
+	if (fast != c->fast_timer) {
+		c->fast_timer = fast;
+		event_add(c->timer_ev, fast ? &tick : &second);
+	}
+}
+
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
+	struct rdma_ctx *c = arg;
+	bool busy;
+
 	(void)fd;
 	(void)what;
-	xfer_rdma_ep_check_timeouts(arg, xfer_rdma_now_ns());
-	xfer_rdma_ep_progress_all(arg);
+	busy = xfer_rdma_ep_check(c, xfer_rdma_now_ns());
+	xfer_rdma_ep_progress_all(c);
+	set_tick(c, busy);
 }
 
 static void ctx_cancel(void *arg)
@@ -148,6 +165,7 @@ static void on_kick(struct xfer_job *j)
 		ep->touched = false;
 		xfer_rdma_ep_progress(ep); /* may free ep */
 	}
+	set_tick(c, true);
 }
 
 /* The GID to use: configured, else RoCE v2 with an IPv4 address, else the

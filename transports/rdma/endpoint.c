@@ -2,8 +2,9 @@
  * Endpoints: reliable-connected QPs to one peer NIC, brought up through a
  * Connection exchange on the handshake socket (PROTOCOL.md §4); their
  * waiting slices go out as chains of work requests (post.c) while the
- * QPs' send queues and their CQs have room. Everything here runs on the
- * context's worker.
+ * QPs' send queues and their CQs have room. One that stalls probes the
+ * peer's handshake port: refused, the peer is gone. Everything here runs
+ * on the context's worker.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -81,6 +82,8 @@ void xfer_rdma_ep_free(struct rdma_ep *ep)
 {
 	if (ep->hs)
 		xfer_handshake_cancel(ep->hs);
+	if (ep->probe)
+		xfer_handshake_cancel(ep->probe);
 	if (ep->qp)
 		xfer_rdma_post_abandon(ep);
 	for (int i = 0; ep->qp && i < ep->nqp; i++)
@@ -273,6 +276,34 @@ static struct xfer_hs_req *send_conn(struct rdma_ep *ep, bool ready_ack,
 	return q;
 }
 
+/* A slice of @p ep, waiting or posted (all go to one peer), or NULL. */
+static struct xfer_slice *any_slice(const struct rdma_ep *ep)
+{
+	if (ep->wait_head)
+		return ep->wait_head;
+	for (int i = 0; i < ep->nqp; i++)
+		if (ep->qp[i].sent.head)
+			return ep->qp[i].sent.head;
+	return NULL;
+}
+
+/* The peer's handshake port refused our @p what (-ECONNREFUSED): nothing
+ * listens there, its process is gone. Every slice to it fails (not
+ * rerouted: no NIC reaches it) and the peer's one log line says why, so
+ * this endpoint breaks without a line of its own. */
+static void peer_refused(struct rdma_ep *ep, const char *what, int err)
+{
+	struct xfer_slice *s = any_slice(ep);
+	char why[160];
+
+	snprintf(why, sizeof(why), "%s to %s:%u: %s", what, ep->host,
+		 ep->port, strerror(-err));
+	if (s)
+		xfer_rdma_peer_gone(s->task->segment, why);
+	ep->peer_gone = true;
+	xfer_rdma_ep_break(ep, why);
+}
+
 static void on_reply(int err, const char *json, size_t len, void *arg)
 {
 	struct rdma_ep *ep = arg;
@@ -284,6 +315,10 @@ static void on_reply(int err, const char *json, size_t len, void *arg)
 	ep->hs = NULL;
 	if (ep->state == EP_BROKEN) {
 		xfer_rdma_ep_reap(ep);
+		return;
+	}
+	if (err == -ECONNREFUSED) {
+		peer_refused(ep, "handshake", err);
 		return;
 	}
 	if (err) {
@@ -409,7 +444,7 @@ bool xfer_rdma_ep_reap(struct rdma_ep *ep)
 {
 	struct rdma_ctx *c = ep->ctx;
 
-	if (ep->in_pool || ep->total || ep->wait_head || ep->hs)
+	if (ep->in_pool || ep->total || ep->wait_head || ep->hs || ep->probe)
 		return false;
 	TAILQ_REMOVE(&c->retired, ep, link);
 	xfer_rdma_ep_free(ep);
@@ -424,8 +459,9 @@ void xfer_rdma_ep_break(struct rdma_ep *ep, const char *why)
 
 	if (ep->state == EP_BROKEN)
 		return;
-	xfer_log(XFER_LOG_WARN, "rdma %s -> %s: endpoint %s broken: %s",
-		 c->name, ep->peer_path, state_name(ep->state), why);
+	xfer_log(ep->peer_gone ? XFER_LOG_INFO : XFER_LOG_WARN,
+		 "rdma %s -> %s: endpoint %s broken: %s", c->name,
+		 ep->peer_path, state_name(ep->state), why);
 	ep->state = EP_BROKEN;
 	for (int i = 0; i < ep->nqp; i++)
 		ibv_modify_qp(ep->qp[i].qp, &a, IBV_QP_STATE);
@@ -460,29 +496,63 @@ void xfer_rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
 	}
 }
 
-void xfer_rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now)
+static void on_probe(int err, const char *body, size_t len, void *arg)
+{
+	struct rdma_ep *ep = arg;
+
+	(void)body;
+	(void)len;
+	ep->probe = NULL;
+	if (ep->state == EP_BROKEN)
+		xfer_rdma_ep_reap(ep);
+	else if (err == -ECONNREFUSED)
+		peer_refused(ep, "probe", err);
+	/* An answer, or no verdict (a timeout: the host may be away or
+	 * slow): the QPs and the transfer timeout decide. */
+}
+
+/* Ask the peer's handshake port whether its process is still there. */
+static void send_probe(struct rdma_ep *ep, uint64_t now)
+{
+	const struct xfer_transport_env *env = ep->ctx->t->base.env;
+
+	ep->probed_ns = now;
+	ep->probe = xfer_handshake_request(ep->ctx->r->base, NULL, env->auth,
+					   ep->host, ep->port, XFER_HS_PROBE,
+					   "{}\n", 3, env->handshake_max_len,
+					   on_probe, ep);
+}
+
+bool xfer_rdma_ep_check(struct rdma_ctx *c, uint64_t now)
 {
 	uint64_t limit = (uint64_t)c->t->base.env->transfer_timeout_ms * 1000000;
+	const uint64_t stall = (uint64_t)RDMA_STALL_MS * 1000000;
 	struct rdma_ep_list *lists[] = { &c->pool.eps, &c->retired };
 	struct rdma_ep *ep, *next;
+	bool busy = false;
 
-	if (!limit)
-		return;
 	for (int list = 0; list < 2; list++)
 		for (ep = TAILQ_FIRST(lists[list]); ep; ep = next) {
 			next = TAILQ_NEXT(ep, link);
+			busy = busy || ep->total || ep->wait_head;
 			/* Posts and completions only count; the clock is
-			 * read here, once a second. */
+			 * read here, once a tick. */
 			if (ep->progress != ep->seen || !ep->total) {
 				ep->seen = ep->progress;
 				ep->seen_ns = now;
-			} else if (ep->state != EP_BROKEN &&
-				   now - ep->seen_ns > limit) {
+			} else if (ep->state == EP_BROKEN) {
+				continue;
+			} else if (limit && now - ep->seen_ns > limit) {
 				ep->timed_out = true;
 				xfer_rdma_ep_break(ep, "no completion within the "
 						   "transfer timeout");
+			} else if (ep->state == EP_READY && !ep->probe &&
+				   now - ep->seen_ns >= stall &&
+				   now - ep->probed_ns >= stall) {
+				send_probe(ep, now);
 			}
 		}
+	return busy;
 }
 
 /* ---- the passive side ---- */

@@ -45,7 +45,9 @@ static int rdma_init(const struct xfer_transport_env *env,
 				   sizeof(err));
 	if (ret) {
 		free(t);
-		return xfer_error_set(env->err, ret, "rdma: %s", err);
+		return xfer_error_set(env->err, ret, "rdma: %s%s", err,
+				      ret == -ENODEV ? "; protocol \"tcp\" "
+				      "(XFER_PROTOCOL=tcp) needs none" : "");
 	}
 	if (t->topo.ndevs > XFER_RDMA_MAX_DEVS) {
 		xfer_rdma_topo_free(&t->topo);

@@ -50,6 +50,14 @@ struct rdma_ep;
  * free send queue slots and complete slices as they go. */
 #define RDMA_SIGNAL_EVERY 16
 
+/* A context's timer ticks this often while it has work out (once a second
+ * when idle); an endpoint with work out and no progress for RDMA_STALL_MS
+ * probes the peer's handshake port: a refused connection says its process
+ * is gone (QPs to a dead peer retry for ever on Soft-RoCE, for seconds on
+ * hardware), and its slices fail at once. */
+#define RDMA_TICK_MS 100
+#define RDMA_STALL_MS 200
+
 /* The transport's scratch space inside a slice. */
 struct rdma_slice {
 	struct rdma_ep *ep;   /* where it is posted or waits */
@@ -117,6 +125,8 @@ struct rdma_ep {
 	uint16_t port;
 	enum rdma_ep_state state;
 	bool timed_out;               /* broken by the slice timeout */
+	bool peer_gone;               /* broken as its peer's process is gone
+				       * (logged once for the peer) */
 	bool blamed;                  /* broken by a WR's failure: the others
 				       * flushed or waiting are not to blame */
 	bool in_pool, visited;        /* SIEVE */
@@ -129,8 +139,10 @@ struct rdma_ep {
 	uint64_t progress;            /* posts and completions so far */
 	uint64_t seen;                /* progress when the timer last looked */
 	uint64_t seen_ns;             /* when it last changed, as the timer saw */
+	uint64_t probed_ns;           /* when the last stall probe went out */
 	struct xfer_slice *wait_head, **wait_tail;
 	struct xfer_hs_req *hs;       /* our Connection request in flight */
+	struct xfer_hs_req *probe;    /* a stall's Probe in flight */
 	TAILQ_ENTRY(rdma_ep) link;    /* pool (newest first) or retired */
 	struct rdma_ep *touch_next;
 };
@@ -173,6 +185,7 @@ struct rdma_ctx {
 	struct xfer_reactor own;      /* its worker, unless in plugin mode */
 	struct xfer_reactor *r;       /* own or the engine's control */
 	struct event *async_ev, *timer_ev;
+	bool fast_timer;              /* ticking at RDMA_TICK_MS: work out */
 
 	/* lock guards the inbox; the rest is the worker's alone. */
 	pthread_mutex_t lock;
@@ -191,6 +204,8 @@ struct rdma_seg {
 	size_t ndevs;
 	struct rdma_matrix matrix;    /* the peer's, over its devices */
 	_Atomic uint64_t *paused;     /* [ctx * ndevs + dev]: until, ns */
+	_Atomic bool gone;            /* its handshake port refused us: the
+				       * process is gone, its slices fail */
 };
 
 /* The knobs of ops->knobs, in order. */
@@ -228,6 +243,10 @@ void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
  *  failed, or waiting on the endpoint that WR broke). */
 void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
 		     enum xfer_status why, bool counts);
+/** The peer of segment @p seg is gone (@p why: its handshake port refused
+ *  a connection): its slices fail from now on instead of being routed,
+ *  retried included; logged once per peer. Any thread. */
+void xfer_rdma_peer_gone(struct xfer_segment *seg, const char *why);
 /** The peer NIC path of slice @p s into @p path, and the peer's handshake
  *  address. @return 0, -ENOENT if its segment lost that device. */
 int xfer_rdma_peer_of(struct xfer_slice *s, char *path, size_t len,
@@ -277,8 +296,10 @@ void xfer_rdma_ep_completed(struct rdma_ep *ep, struct xfer_slice *s,
 void xfer_rdma_ep_retire(struct rdma_ep *ep);
 /** Free @p ep if it is retired and idle; @return whether it was freed. */
 bool xfer_rdma_ep_reap(struct rdma_ep *ep);
-/** Break every endpoint stalled for longer than the transfer timeout. */
-void xfer_rdma_ep_check_timeouts(struct rdma_ctx *c, uint64_t now);
+/** On each tick: break every endpoint stalled for longer than the
+ *  transfer timeout, probe the peers of those stalled for RDMA_STALL_MS.
+ *  @return whether any endpoint has work out or waiting. */
+bool xfer_rdma_ep_check(struct rdma_ctx *c, uint64_t now);
 /** Answer a passive Connection request. */
 int xfer_rdma_ep_accept(struct rdma_ctx *c, const struct xfer_hs_conn *req,
 			struct xfer_hs_conn *reply);

@@ -130,6 +130,7 @@ void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
 {
 	struct chains ch = { 0 };
 	unsigned spin = atomic_fetch_add(&t->rr, 1);
+	bool gone;
 
 	if (atomic_load(&seg->gone)) {
 		for (size_t i = 0; i < n; i++)
@@ -137,9 +138,11 @@ void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
 		return;
 	}
 	pthread_rwlock_rdlock(&seg->lock);
+	gone = atomic_load(&((struct rdma_seg *)seg->tp_priv)->gone);
 	for (size_t i = 0; i < n; i++) {
 		memset(rdma_slice(&s[i]), 0, sizeof(struct rdma_slice));
-		if (route(t, seg->tp_priv, seg->desc, &s[i], spin + (unsigned)i))
+		if (gone ||
+		    route(t, seg->tp_priv, seg->desc, &s[i], spin + (unsigned)i))
 			xfer_slice_done(&s[i], XFER_FAILED);
 		else
 			chains_add(&ch, &s[i], rdma_slice(&s[i])->ctx);
@@ -166,6 +169,11 @@ void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
 	}
 	pthread_rwlock_rdlock(&seg->lock);
 	rs = seg->tp_priv;
+	if (atomic_load(&rs->gone)) { /* no other path reaches it */
+		pthread_rwlock_unlock(&seg->lock);
+		xfer_slice_done(s, XFER_FAILED);
+		return;
+	}
 	if (r->peer_dev < rs->ndevs)
 		atomic_store(&rs->paused[(size_t)r->ctx * rs->ndevs + r->peer_dev],
 			     xfer_rdma_now_ns() + pause_ns);
@@ -177,6 +185,18 @@ void xfer_rdma_retry(struct rdma_transport *t, struct xfer_slice *s,
 	}
 	chains_add(&ch, s, r->ctx);
 	chains_send(t, &ch);
+}
+
+void xfer_rdma_peer_gone(struct xfer_segment *seg, const char *why)
+{
+	struct rdma_seg *rs;
+
+	pthread_rwlock_rdlock(&seg->lock);
+	rs = seg->tp_priv;
+	if (!atomic_exchange(&rs->gone, true))
+		xfer_log(XFER_LOG_WARN, "rdma: peer %s is gone (%s): its "
+			 "transfers fail", seg->name, why);
+	pthread_rwlock_unlock(&seg->lock);
 }
 
 int xfer_rdma_peer_of(struct xfer_slice *s, char *path, size_t len,

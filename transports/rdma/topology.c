@@ -112,8 +112,8 @@ static int list_devices(const char *root, struct rdma_topo_dev **out,
 	snprintf(path, sizeof(path), "%s/class/infiniband", root);
 	d = opendir(path);
 	if (!d)
-		return fail(-ENODEV, err, errlen, "no RDMA device: %s: %s",
-			    path, strerror(errno));
+		return fail(-ENODEV, err, errlen, "no RDMA device: looked in "
+			    "%s: %s", path, strerror(errno));
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.' ||
 		    strlen(de->d_name) >= RDMA_DEV_NAME_MAX)
@@ -156,8 +156,9 @@ static ssize_t dev_index(const struct rdma_topo_dev *devs, size_t n,
  * Mark the devices named in the comma list @p names. @return 1 if the list
  * named any (a blank list means no filter), 0 if not, or an error.
  */
-static int apply_filter(const char *names, const struct rdma_topo_dev *all,
-			size_t nall, bool *keep, char *err, size_t errlen)
+static int apply_filter(const char *root, const char *names,
+			const struct rdma_topo_dev *all, size_t nall,
+			bool *keep, char *err, size_t errlen)
 {
 	char *copy, *tok, *save = NULL;
 	int ret = 0;
@@ -180,8 +181,9 @@ static int apply_filter(const char *names, const struct rdma_topo_dev *all,
 			continue;
 		i = dev_index(all, nall, tok);
 		if (i < 0) {
-			ret = fail(-ENODEV, err, errlen,
-				   "RDMA device %s not found", tok);
+			ret = fail(-ENODEV, err, errlen, "RDMA device %s "
+				   "(device_names) not found: looked in "
+				   "%s/class/infiniband", tok, root);
 			break;
 		}
 		keep[i] = true;
@@ -423,7 +425,8 @@ int xfer_rdma_topo_build(const char *sysfs_root, const char *device_names,
 		ret = fail(-ENOMEM, err, errlen, "out of memory");
 		goto out;
 	}
-	filtered = apply_filter(device_names, all, nall, keep, err, errlen);
+	filtered = apply_filter(sysfs_root, device_names, all, nall, keep, err,
+				errlen);
 	if (filtered < 0) {
 		ret = filtered;
 		goto out;
@@ -438,7 +441,8 @@ int xfer_rdma_topo_build(const char *sysfs_root, const char *device_names,
 	ret = take_devices(out, sysfs_root, all, nall, keep, rows, nrows);
 	if (ret == -ENODEV) {
 		fail(ret, err, errlen,
-		     "no RDMA device under %s/class/infiniband", sysfs_root);
+		     "no RDMA device: looked in %s/class/infiniband: empty",
+		     sysfs_root);
 		goto out;
 	}
 	if (ret)
