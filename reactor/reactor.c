@@ -50,17 +50,9 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 	run_jobs(arg);
 }
 
-static void on_safety(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	run_jobs(arg);
-}
-
 int xfer_reactor_init(struct xfer_reactor *r, struct event_base *base,
 		      const char *name)
 {
-	static const struct timeval safety = { 1, 0 };
 	int ret = -ENOMEM;
 
 	memset(r, 0, sizeof(*r));
@@ -83,17 +75,13 @@ int xfer_reactor_init(struct xfer_reactor *r, struct event_base *base,
 	}
 	r->wake_ev = event_new(r->base, r->wake_fd, EV_READ | EV_PERSIST,
 			       on_wake, r);
-	r->safety_ev = event_new(r->base, -1, EV_PERSIST, on_safety, r);
-	if (!r->wake_ev || !r->safety_ev || event_add(r->wake_ev, NULL) ||
-	    event_add(r->safety_ev, &safety))
+	if (!r->wake_ev || event_add(r->wake_ev, NULL))
 		goto err_events;
 	return 0;
 
 err_events:
 	if (r->wake_ev)
 		event_free(r->wake_ev);
-	if (r->safety_ev)
-		event_free(r->safety_ev);
 	close(r->wake_fd);
 err_base:
 	if (r->owns_base)
@@ -150,8 +138,10 @@ void xfer_reactor_post(struct xfer_reactor *r, struct xfer_job *j)
 	*r->tail = j;
 	r->tail = &j->next;
 	pthread_mutex_unlock(&r->lock);
-	/* Only the first job of a drained queue needs a wakeup; should the
-	 * write fail, the safety timer runs the job. */
+	/* Only the first job of a drained queue needs a wakeup. The write
+	 * cannot be lost: an eventfd refuses one (EAGAIN) only when its
+	 * counter is near 2^64, i.e. unread and so readable already. Nothing
+	 * else wakes an idle reactor: no timer polls. */
 	if (first) {
 		ssize_t n = write(r->wake_fd, &one, sizeof(one));
 		(void)n;
@@ -220,7 +210,6 @@ void xfer_reactor_stop(struct xfer_reactor *r)
 void xfer_reactor_destroy(struct xfer_reactor *r)
 {
 	event_free(r->wake_ev);
-	event_free(r->safety_ev);
 	close(r->wake_fd);
 	if (r->owns_base)
 		event_base_free(r->base);

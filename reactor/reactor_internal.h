@@ -2,7 +2,8 @@
  * A reactor is one event_base driven by one thread: its own, or the
  * application's in plugin mode. Other threads hand it work through a
  * mutex-guarded job queue and an eventfd wakeup, so the base itself needs
- * no libevent locking and nobody ever spins.
+ * no libevent locking and nobody ever spins; an idle reactor sleeps until
+ * an fd or a timer of its own is due (no periodic timer).
  */
 #ifndef XFER_REACTOR_INTERNAL_H
 #define XFER_REACTOR_INTERNAL_H
@@ -38,7 +39,6 @@ struct xfer_reactor {
 	clockid_t cpu_clock;
 	int wake_fd;       /* eventfd */
 	struct event *wake_ev;
-	struct event *safety_ev; /* a lost wakeup costs latency, not a hang */
 	pthread_mutex_t lock;
 	struct xfer_job *head, **tail;
 	struct xfer_job stop_job;

@@ -31,15 +31,19 @@ static void sleep_ms(long ms)
 
 /* Two engines with two workers each, both ways, small (a submitter
  * writes on a lent connection) and large (the workers do), then 10 s of
- * nothing. */
+ * nothing: five transfer timeouts of 2 s, none of which may tick. */
 static void test_idle_engines_sleep(void **state)
 {
-	struct xfer_engine *e[2] = { th_engine(2), th_engine(2) };
+	struct xfer_engine *e[2];
 	uint8_t *buf[2] = { th_alloc(LEN), th_alloc(LEN) };
 	unsigned long long before, after;
 	int64_t seg[2];
 
 	(void)state;
+	setenv("XFER_TRANSFER_TIMEOUT_MS", "2000", 1);
+	e[0] = th_engine(2);
+	e[1] = th_engine(2);
+	unsetenv("XFER_TRANSFER_TIMEOUT_MS");
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(xfer_register(e[i], buf[i], LEN, "cpu:0",
 					       true), 0);

@@ -139,23 +139,30 @@ static void test_invalid(void **state)
 	assert_int_equal(xfer_batch_free(b), 0);
 }
 
-/* Connected and idle, neither side burns CPU: nothing polls. */
+/* Connected and idle, neither side burns CPU: nothing polls. Once the
+ * last completion's tick has passed, the initiator's threads (control,
+ * RDMA worker) do not wake at all: no timer runs while nothing is out. */
 static void test_idle_cpu(void **state)
 {
+	unsigned long long runs;
 	double mine, theirs;
 
 	(void)state;
 	th_assert_status(th_xfer1(eng, XFER_READ, local, seg, tg.addr[0],
 				  65536, NULL), XFER_COMPLETED);
+	sleep(1);
+	runs = th_threads_runs("xfer");
 	mine = xfer_engine_cpu_seconds(eng);
 	theirs = rt_proc_cpu(tg.pid);
 	sleep(10);
 	mine = xfer_engine_cpu_seconds(eng) - mine;
 	theirs = rt_proc_cpu(tg.pid) - theirs;
-	printf("idle 10 s: initiator %.3f s, target %.3f s of CPU\n", mine,
-	       theirs);
+	runs = th_threads_runs("xfer") - runs;
+	printf("idle 10 s: initiator %.3f s, target %.3f s of CPU; the "
+	       "initiator's threads woke %llu times\n", mine, theirs, runs);
 	assert_true(mine < 0.1);
 	assert_true(theirs < 0.1);
+	assert_int_equal(runs, 0);
 }
 
 /* The engine's CPU figure holds its RDMA worker, which posts every WR and

@@ -62,16 +62,21 @@ static void on_async(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The timer ticks every RDMA_TICK_MS while work is out, so that a stall
- * is seen within a fraction of a second, else once a second. */
-static void set_tick(struct rdma_ctx *c, bool fast)
+ * is seen within a fraction of a second; once a second while retired
+ * endpoints wait to be reaped; not at all when the context is idle (a
+ * completion, an async event or a submit wakes it). */
+static void set_tick(struct rdma_ctx *c, int tick)
 {
 	static const struct timeval second = { 1, 0 },
-				    tick = { 0, RDMA_TICK_MS * 1000 };
+				    fast = { 0, RDMA_TICK_MS * 1000 };
 
-	if (fast != c->fast_timer) {
-		c->fast_timer = fast;
-		event_add(c->timer_ev, fast ? &tick : &second);
-	}
+	if (tick == c->tick)
+		return;
+	c->tick = tick;
+	if (tick == RDMA_TICK_OFF)
+		event_del(c->timer_ev);
+	else
+		event_add(c->timer_ev, tick == RDMA_TICK_FAST ? &fast : &second);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -83,7 +88,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	busy = xfer_rdma_ep_check(c, xfer_rdma_now_ns());
 	xfer_rdma_ep_progress_all(c);
-	set_tick(c, busy);
+	set_tick(c, busy ? RDMA_TICK_FAST : !TAILQ_EMPTY(&c->retired) ?
+		    RDMA_TICK_SLOW : RDMA_TICK_OFF);
 }
 
 static void ctx_cancel(void *arg)
@@ -165,7 +171,7 @@ static void on_kick(struct xfer_job *j)
 		ep->touched = false;
 		xfer_rdma_ep_progress(ep); /* may free ep */
 	}
-	set_tick(c, true);
+	set_tick(c, RDMA_TICK_FAST);
 }
 
 /* The GID to use: configured, else RoCE v2 with an IPv4 address, else the
@@ -303,7 +309,6 @@ static void pin_here(struct rdma_ctx *c)
  * worker, on its node. */
 static int setup_events(struct rdma_ctx *c)
 {
-	static const struct timeval second = { 1, 0 };
 	struct event_base *base = c->r->base;
 	int ret;
 
@@ -315,8 +320,7 @@ static int setup_events(struct rdma_ctx *c)
 	c->async_ev = event_new(base, c->verbs->async_fd, EV_READ | EV_PERSIST,
 				on_async, c);
 	c->timer_ev = event_new(base, -1, EV_PERSIST, on_timer, c);
-	if (!c->async_ev || !c->timer_ev || event_add(c->async_ev, NULL) ||
-	    event_add(c->timer_ev, &second))
+	if (!c->async_ev || !c->timer_ev || event_add(c->async_ev, NULL))
 		return -ENOMEM;
 	return 0;
 }

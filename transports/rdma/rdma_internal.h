@@ -56,6 +56,8 @@ struct rdma_ep;
  * is gone (QPs to a dead peer retry for ever on Soft-RoCE, for seconds on
  * hardware), and its slices fail at once. */
 #define RDMA_TICK_MS 100
+/* The context timer (context.c): off, once a second, every RDMA_TICK_MS */
+enum { RDMA_TICK_OFF, RDMA_TICK_SLOW, RDMA_TICK_FAST };
 #define RDMA_STALL_MS 200
 
 /* The transport's scratch space inside a slice. */
@@ -185,7 +187,7 @@ struct rdma_ctx {
 	struct xfer_reactor own;      /* its worker, unless in plugin mode */
 	struct xfer_reactor *r;       /* own or the engine's control */
 	struct event *async_ev, *timer_ev;
-	bool fast_timer;              /* ticking at RDMA_TICK_MS: work out */
+	int tick;                     /* RDMA_TICK_*: how the timer runs */
 
 	/* lock guards the inbox; the rest is the worker's alone. */
 	pthread_mutex_t lock;
