@@ -17,7 +17,7 @@
 
 const char *xfer_engine_last_error(const struct xfer_engine *e)
 {
-	return e->err.msg;
+	return xfer_error_get(&e->err);
 }
 
 const char *xfer_engine_name(const struct xfer_engine *e)

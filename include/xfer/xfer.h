@@ -278,8 +278,13 @@ XFER_EXPORT
 const char *xfer_engine_host(const struct xfer_engine *e);
 
 /**
- * A readable message for the last error of this engine (thread-shared, so
- * best read right after the failing call). Owned by the engine. Any thread.
+ * A readable message for the last error of this engine ("" if none yet);
+ * the engine's threads share it, so it is best read right after the
+ * failing call. Copied, under the lock its writers take, into a buffer
+ * of the calling thread (as strerror() does): an error recorded later,
+ * on any thread, leaves the text as it was; it stays valid until this
+ * thread calls xfer_engine_last_error() again, for any engine, or ends.
+ * Any thread.
  */
 XFER_EXPORT
 const char *xfer_engine_last_error(const struct xfer_engine *e);
