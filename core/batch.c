@@ -358,7 +358,10 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		t->batch = b;
 		why = validate(e, t, &reqs[i]);
 		if (t->segment && atomic_load(&t->segment->gone)) {
-			/* The peer left: FAILED, as a transfer it broke. */
+			/* The peer left: FAILED, as a transfer it broke. The
+			 * one check: no transport is handed the slices of a
+			 * segment known gone (one that goes later fails as
+			 * its connections do). */
 			xfer_error_set(&e->err, -ENOENT, "request %zu: segment "
 				       "%s is gone", first + i,
 				       t->segment->name);

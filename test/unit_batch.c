@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 #include <xfer/event.h>
@@ -262,6 +263,38 @@ static void test_rounds(void **state)
 	assert_int_equal(xfer_batch_free(b), 0);
 }
 
+/* A segment gone (its key deleted) fails its requests at submit, and no
+ * transport sees their slices; back, it serves again. */
+static void test_segment_gone(void **state)
+{
+	struct xfer_request r[2] = { req(0, 2), req(16, 1) };
+	struct xfer_batch *b = xfer_batch_new(F.e, 2);
+	struct xfer_segment *seg = xfer_segment_acquire(&F.e->segs, F.seg);
+
+	(void)state;
+	atomic_store(&seg->gone, true);
+	assert_int_equal(xfer_batch_set_callback(b, on_done, NULL), 0);
+	assert_int_equal(xfer_batch_submit(b, r, 2), 0);
+	assert_int_equal(nheld, 0);
+	expect(b, 0, XFER_FAILED, 0);
+	expect(b, 1, XFER_FAILED, 0);
+	assert_non_null(strstr(xfer_engine_last_error(F.e), "is gone"));
+	run_base();
+	assert_int_equal(calls, 1);
+	assert_int_equal(last_outcome, XFER_FAILED);
+	assert_int_equal(xfer_batch_free(b), 0);
+
+	atomic_store(&seg->gone, false);
+	xfer_segment_put(seg);
+	b = xfer_batch_new(F.e, 1);
+	assert_int_equal(xfer_batch_submit(b, r, 1), 0);
+	assert_int_equal(nheld, 2);
+	xfer_slice_done(held[0], XFER_COMPLETED);
+	xfer_slice_done(held[1], XFER_COMPLETED);
+	expect(b, 0, XFER_COMPLETED, 2 * SLICE);
+	assert_int_equal(xfer_batch_free(b), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +302,7 @@ int main(void)
 		cmocka_unit_test_setup(test_outcome_order, reset),
 		cmocka_unit_test_setup(test_all_invalid, reset),
 		cmocka_unit_test_setup(test_rounds, reset),
+		cmocka_unit_test_setup(test_segment_gone, reset),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

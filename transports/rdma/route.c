@@ -131,11 +131,6 @@ void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
 	struct chains ch = { 0 };
 	unsigned spin = atomic_fetch_add(&t->rr, 1);
 
-	if (atomic_load(&seg->gone)) {
-		for (size_t i = 0; i < n; i++)
-			xfer_slice_done(&s[i], XFER_FAILED);
-		return;
-	}
 	pthread_rwlock_rdlock(&seg->lock);
 	for (size_t i = 0; i < n; i++) {
 		memset(rdma_slice(&s[i]), 0, sizeof(struct rdma_slice));
