@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -295,6 +296,64 @@ static void test_segment_gone(void **state)
 	assert_int_equal(xfer_batch_free(b), 0);
 }
 
+/* Bytes the allocator holds for this (the main) thread's arena. */
+static size_t heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* Complete the @p n held slices and deliver the round. */
+static void complete_held(size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		xfer_slice_done(held[i], XFER_COMPLETED);
+	run_base();
+	nheld = 0;
+}
+
+/* The batch owns its slices: requests of one slice each take them from
+ * what xfer_batch_new() allocated, a submit allocates nothing, and a
+ * later round, nothing in flight, reuses the same slices; requests of
+ * more slices grow the storage once, and it is kept. */
+static void test_slice_storage(void **state)
+{
+	struct xfer_request r[2] = { req(0, 1), req(8, 1) };
+	struct xfer_request big = req(16, 3);
+	struct xfer_slice *first[3];
+	struct xfer_batch *b = xfer_batch_new(F.e, 4);
+	size_t before;
+
+	(void)state;
+	before = heap_bytes();
+	assert_int_equal(xfer_batch_submit(b, r, 2), 0);
+	assert_int_equal(heap_bytes(), before);
+	assert_int_equal(nheld, 2);
+	first[0] = held[0];
+	first[1] = held[1];
+	complete_held(2);
+	assert_int_equal(xfer_batch_submit(b, r, 2), 0);
+	assert_int_equal(heap_bytes(), before);
+	assert_ptr_equal(held[0], first[0]);
+	assert_ptr_equal(held[1], first[1]);
+	complete_held(2);
+	assert_int_equal(xfer_batch_free(b), 0);
+
+	b = xfer_batch_new(F.e, 2);
+	assert_int_equal(xfer_batch_submit(b, &big, 1), 0);
+	assert_int_equal(nheld, 3);
+	memcpy(first, held, sizeof(first));
+	complete_held(3);
+	before = heap_bytes();
+	assert_int_equal(xfer_batch_submit(b, &big, 1), 0);
+	assert_int_equal(heap_bytes(), before);
+	assert_memory_equal(held, first, sizeof(first));
+	complete_held(3);
+	expect(b, 1, XFER_COMPLETED, 3 * SLICE);
+	assert_int_equal(xfer_batch_free(b), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +362,7 @@ int main(void)
 		cmocka_unit_test_setup(test_all_invalid, reset),
 		cmocka_unit_test_setup(test_rounds, reset),
 		cmocka_unit_test_setup(test_segment_gone, reset),
+		cmocka_unit_test_setup(test_slice_storage, reset),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
