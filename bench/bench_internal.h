@@ -3,7 +3,8 @@
  * figures a run hands to the report, the engine made from the settings,
  * and how the program fails.
  *
- *   xfer_bench.c  main, die(), xmalloc()
+ *   xfer_bench.c  main
+ *   fail.c        die(), die_api(), xmalloc()
  *   flags.c       the flags (transfer_engine_bench's, then xfer's) into
  *                 struct bench_opts, --help
  *   config.c      the library's configuration from the settings

@@ -1,9 +1,9 @@
 /*
  * Mooncake's C API: the engine. createTransferEngine() turns Mooncake's
- * arguments into an xfer configuration; installTransport() and
- * uninstallTransport() remake the engine with another transport (xfer
- * picks one when an engine starts), keeping its name, port, registered
- * memory and segment ids.
+ * arguments into an xfer configuration; installTransport() adds RDMA to
+ * the running engine (xfer_engine_add_transport()); uninstallTransport()
+ * remakes the engine with TCP, keeping its name, port, registered memory
+ * and segment ids.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -64,19 +64,15 @@ static int config_for(struct xfer_config *cfg, const char *conn,
 }
 
 /*
- * An engine of t->cfg with the transport @p rdma says, @p matrix (NULL:
- * as it is; "": none) and handshake port @p port (0: as it is); the keys
- * stay set in t->cfg. NULL with errno.
+ * An engine of t->cfg with the transport @p rdma says and handshake port
+ * @p port (0: as it is); the keys stay set in t->cfg. NULL with errno.
  */
 static struct xfer_engine *engine_with(struct te *t, bool rdma,
-				       const char *matrix, uint16_t port)
+				       uint16_t port)
 {
 	char num[8];
 	int ret = xfer_config_set(t->cfg, "protocol", rdma ? "rdma" : "tcp");
 
-	if (!ret && matrix)
-		ret = xfer_config_set(t->cfg, "nic_priority_matrix",
-				      *matrix ? matrix : NULL);
 	if (!ret && port) {
 		snprintf(num, sizeof(num), "%u", port);
 		ret = xfer_config_set(t->cfg, "rpc_port", num);
@@ -131,11 +127,12 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 		       strerror(-ret));
 		goto err_free;
 	}
-	t->rdma = auto_discover && !getenv("MC_FORCE_TCP") && xfer_transport_available("rdma");
-	t->e = engine_with(t, t->rdma, NULL, 0);
+	t->rdma = auto_discover && !getenv("MC_FORCE_TCP") &&
+		  xfer_transport_available("rdma");
+	t->e = engine_with(t, t->rdma, 0);
 	if (!t->e && t->rdma && errno == ENODEV) { /* none it can use */
 		t->rdma = false;
-		t->e = engine_with(t, false, NULL, 0);
+		t->e = engine_with(t, false, 0);
 	}
 	if (!t->e) {
 		te_log("createTransferEngine: %s", strerror(errno));
@@ -166,35 +163,27 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len)
 }
 
 /*
- * Remake the engine with @p rdma's transport (@p matrix as installed, or
- * NULL). On failure the engine of before is made again. Caller holds the
- * write lock. @return 0 or a negative errno.
+ * Remake the engine with TCP. On failure the engine of before is made
+ * again. Caller holds the write lock. @return 0 or a negative errno.
  */
-static int remake(struct te *t, bool rdma, const char *matrix)
+static int remake_tcp(struct te *t)
 {
-	const char *m = xfer_config_get(t->cfg, "nic_priority_matrix");
-	char *was = m ? strdup(m) : NULL;
-	int ret = m && !was ? -ENOMEM : 0;
+	int ret = 0;
 	uint16_t port;
 
 	if (!t->e) /* lost by a remake before */
-		ret = -EIO;
-	if (!ret && te_batches_live(t))
-		ret = -EBUSY;
-	if (ret) {
-		free(was);
-		return ret;
-	}
+		return -EIO;
+	if (te_batches_live(t))
+		return -EBUSY;
 	port = xfer_engine_rpc_port(t->e);
 	xfer_engine_free(t->e);
-	t->e = engine_with(t, rdma, matrix, port);
+	t->e = engine_with(t, false, port);
 	if (t->e) {
-		t->rdma = rdma;
-	} else { /* back to what it was */
+		t->rdma = false;
+	} else { /* back to what it was, the matrix as installed */
 		ret = -errno;
-		t->e = engine_with(t, t->rdma, was ? was : "", port);
+		t->e = engine_with(t, true, port);
 	}
-	free(was);
 	if (!t->e) {
 		te_log("engine lost: %s", strerror(errno));
 		return ret;
@@ -205,12 +194,32 @@ static int remake(struct te *t, bool rdma, const char *matrix)
 	return ret;
 }
 
+/* RDMA on the running engine, with @p matrix ("": from sysfs). Caller
+ * holds the write lock. @return 0 or a negative errno. */
+static int add_rdma(struct te *t, const char *matrix)
+{
+	const char *m = xfer_config_get(t->cfg, "nic_priority_matrix");
+	char *was = m ? strdup(m) : NULL;
+	int ret = m && !was ? -ENOMEM : 0;
+
+	if (!ret)
+		ret = xfer_config_set(t->cfg, "nic_priority_matrix",
+				      *matrix ? matrix : NULL);
+	if (!ret)
+		ret = xfer_engine_add_transport(t->e, "rdma", t->cfg);
+	if (ret) /* uninstallTransport() makes the engine of before */
+		xfer_config_set(t->cfg, "nic_priority_matrix", was);
+	else
+		t->rdma = true;
+	free(was);
+	return ret;
+}
+
 transport_t installTransport(transfer_engine_t engine, const char *proto,
 			     void **args)
 {
 	const char *matrix = args && args[0] ? args[0] : "";
 	struct te *t = engine;
-	const char *cur;
 	int ret = 0;
 
 	if (!t || !proto)
@@ -221,12 +230,13 @@ transport_t installTransport(transfer_engine_t engine, const char *proto,
 		te_log("installTransport: no transport '%s'", proto);
 		return NULL;
 	}
+	/* Installed already: as it is, as Mooncake answers. */
 	pthread_rwlock_wrlock(&t->lock);
-	cur = xfer_config_get(t->cfg, "nic_priority_matrix");
-	if (!t->rdma && !xfer_transport_available("rdma"))
-		ret = -ENODEV;
-	else if (!t->rdma || strcmp(cur ? cur : "", matrix))
-		ret = remake(t, true, matrix);
+	if (!t->rdma && !t->e)
+		ret = -EIO;
+	else if (!t->rdma)
+		ret = xfer_transport_available("rdma") ? add_rdma(t, matrix) :
+							 -ENODEV;
 	pthread_rwlock_unlock(&t->lock);
 	if (ret) {
 		te_log("installTransport rdma: %s", strerror(-ret));
@@ -244,7 +254,7 @@ int uninstallTransport(transfer_engine_t engine, const char *proto)
 		return TE_ERR_INVALID_ARGUMENT;
 	pthread_rwlock_wrlock(&t->lock);
 	if (!strcmp(proto, "rdma") && t->rdma)
-		ret = remake(t, false, NULL);
+		ret = remake_tcp(t);
 	pthread_rwlock_unlock(&t->lock);
 	return te_err(ret);
 }

@@ -163,30 +163,6 @@ segment_id_t openSegment(transfer_engine_t engine, const char *segment_name)
 	return id >= 0 ? (segment_id_t)id : TE_ERR_INVALID_ARGUMENT;
 }
 
-segment_id_t openSegmentNoCache(transfer_engine_t engine,
-				const char *segment_name)
-{
-	const char *name = trimmed(segment_name);
-	struct te *t = engine;
-	struct xfer_engine *e;
-	int64_t id, xid = -1;
-	int ret = 0;
-
-	if (!name || !(e = te_enter(t)))
-		return TE_ERR_INVALID_ARGUMENT;
-	pthread_mutex_lock(&t->seg_lock);
-	id = find(t, name);
-	if (id > 0)
-		xid = t->segs[id].xid;
-	pthread_mutex_unlock(&t->seg_lock);
-	if (xid >= 0)
-		ret = xfer_segment_refresh(e, xid);
-	te_leave(t);
-	if (ret)
-		return te_err(ret);
-	return openSegment(engine, name);
-}
-
 static void closed(struct xfer_engine *e, int result, void *arg)
 {
 	(void)e;
@@ -216,6 +192,36 @@ static int close_id(struct te *t, struct xfer_engine *e, int64_t id,
 	if (xid >= 0)
 		xfer_segment_close_async(e, xid, closed, NULL);
 	return id < 0 ? TE_ERR_INVALID_ARGUMENT : 0;
+}
+
+segment_id_t openSegmentNoCache(transfer_engine_t engine,
+				const char *segment_name)
+{
+	const char *name = trimmed(segment_name);
+	struct te *t = engine;
+	struct xfer_engine *e;
+	int64_t id, xid = -1;
+	int ret = 0;
+
+	if (!name || !(e = te_enter(t)))
+		return TE_ERR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&t->seg_lock);
+	id = find(t, name);
+	if (id > 0)
+		xid = t->segs[id].xid;
+	pthread_mutex_unlock(&t->seg_lock);
+	if (xid >= 0)
+		ret = xfer_segment_refresh(e, xid);
+	/* Its owner changed protocol (installTransport()): an open segment
+	 * keeps its transport, so it is opened anew under the same id. */
+	if (ret == -EPROTONOSUPPORT) {
+		close_id(t, e, id, false);
+		ret = 0;
+	}
+	te_leave(t);
+	if (ret)
+		return te_err(ret);
+	return openSegment(engine, name);
 }
 
 int closeSegment(transfer_engine_t engine, segment_id_t segment_id)

@@ -14,9 +14,12 @@
 
 #define XFER_BATCH_MAX (1u << 24)
 
-/* Slices of one submit call, freed with the batch. */
+/* Slice storage of a batch: the first chunk comes with the batch, the
+ * others are added when requests need more, and all are kept for its
+ * life. */
 struct slice_chunk {
 	struct slice_chunk *next;
+	size_t cap;
 	struct xfer_slice slices[];
 };
 
@@ -25,8 +28,10 @@ struct xfer_batch {
 	LIST_ENTRY(xfer_batch) link; /* e->batches, under e->batches_lock */
 	size_t cap;
 	_Atomic size_t n;            /* tasks submitted */
-	struct xfer_task *tasks;
-	struct slice_chunk *chunks;
+	struct xfer_task *tasks;     /* [cap], in the batch's allocation */
+	struct slice_chunk *chunks;  /* the first in it too, cap slices */
+	struct slice_chunk *cur;     /* slices are taken from here on */
+	size_t used;                 /* of cur's */
 	atomic_uint seen;            /* bit per terminal status any task had */
 
 	pthread_mutex_t lock;        /* guards the fields below */
@@ -61,12 +66,19 @@ struct xfer_batch *xfer_batch_new(struct xfer_engine *e, size_t capacity)
 		errno = EINVAL;
 		return NULL;
 	}
-	b = calloc(1, sizeof(*b));
-	if (!b || !(b->tasks = calloc(capacity, sizeof(*b->tasks)))) {
-		free(b);
+	/* One allocation: the batch, its tasks and a slice for each, all a
+	 * submit of requests no longer than slice_size takes (sizes within
+	 * XFER_BATCH_MAX cannot overflow). */
+	b = calloc(1, sizeof(*b) + capacity * sizeof(*b->tasks) +
+		      sizeof(*b->chunks) + capacity * sizeof(struct xfer_slice));
+	if (!b) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	b->tasks = (struct xfer_task *)(b + 1);
+	b->chunks = (struct slice_chunk *)(b->tasks + capacity);
+	b->chunks->cap = capacity;
+	b->cur = b->chunks;
 	b->e = e;
 	b->cap = capacity;
 	pthread_mutex_init(&b->lock, NULL);
@@ -107,13 +119,12 @@ int xfer_batch_free(struct xfer_batch *b)
 		pthread_mutex_unlock(&b->e->batches_lock);
 	}
 	drop_notify(b);
-	for (c = b->chunks; c; c = next) {
+	for (c = b->chunks->next; c; c = next) {
 		next = c->next;
 		free(c);
 	}
 	pthread_cond_destroy(&b->idle);
 	pthread_mutex_destroy(&b->lock);
-	free(b->tasks);
 	free(b);
 	return 0;
 }
@@ -333,13 +344,51 @@ static void release_uses(struct xfer_task *t)
 	t->segment = NULL;
 }
 
+/*
+ * @p n slices in a row from the batch's storage: on from the last taken,
+ * else in a later chunk with room, else in a chunk added (as large as all
+ * before it, at least @p n). With no task in flight, no slice is in use
+ * (a transport leaves a slice once it reported it): all are free again.
+ * NULL: out of memory. On the submitting thread.
+ */
+static struct xfer_slice *take_slices(struct xfer_batch *b, size_t n)
+{
+	struct slice_chunk *c;
+	size_t total = 0;
+	bool idle;
+
+	pthread_mutex_lock(&b->lock);
+	idle = b->inflight == 0;
+	pthread_mutex_unlock(&b->lock);
+	if (idle) {
+		b->cur = b->chunks;
+		b->used = 0;
+	}
+	while (b->cur->cap - b->used < n) {
+		if (!b->cur->next) {
+			for (c = b->chunks; c; c = c->next)
+				total += c->cap;
+			total = total > n ? total : n;
+			c = malloc(sizeof(*c) + total * sizeof(*c->slices));
+			if (!c)
+				return NULL;
+			c->next = NULL;
+			c->cap = total;
+			b->cur->next = c;
+		}
+		b->cur = b->cur->next;
+		b->used = 0;
+	}
+	b->used += n;
+	return b->cur->slices + b->used - n;
+}
+
 int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		      size_t n)
 {
 	struct xfer_engine *e = b->e;
 	size_t first = atomic_load(&b->n), nslices = 0, valid = 0;
 	size_t slice_size;
-	struct slice_chunk *chunk;
 	struct xfer_slice *s;
 
 	if (!e)
@@ -358,7 +407,10 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		t->batch = b;
 		why = validate(e, t, &reqs[i]);
 		if (t->segment && atomic_load(&t->segment->gone)) {
-			/* The peer left: FAILED, as a transfer it broke. */
+			/* The peer left: FAILED, as a transfer it broke. The
+			 * one check: no transport is handed the slices of a
+			 * segment known gone (one that goes later fails as
+			 * its connections do). */
 			xfer_error_set(&e->err, -ENOENT, "request %zu: segment "
 				       "%s is gone", first + i,
 				       t->segment->name);
@@ -377,21 +429,17 @@ int xfer_batch_submit(struct xfer_batch *b, const struct xfer_request *reqs,
 		nslices += xfer_slice_count(reqs[i].length, slice_size);
 	}
 
-	chunk = malloc(sizeof(*chunk) + nslices * sizeof(*chunk->slices));
-	if (!chunk) {
+	s = take_slices(b, nslices);
+	if (!s) {
 		for (size_t i = 0; i < n; i++)
 			release_uses(&b->tasks[first + i]);
 		return -ENOMEM;
 	}
 
 	pthread_mutex_lock(&b->lock);
-	chunk->next = b->chunks;
-	b->chunks = chunk;
 	b->inflight += valid + 1; /* + 1: no callback before submit is done */
 	pthread_mutex_unlock(&b->lock);
 	atomic_store(&b->n, first + n);
-
-	s = chunk->slices;
 	for (size_t i = 0; i < n; i++) {
 		struct xfer_task *t = &b->tasks[first + i];
 		struct xfer_segment *seg = t->segment;

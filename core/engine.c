@@ -14,10 +14,11 @@
 #include "core/handshake_internal.h"
 #include "util/net_internal.h"
 #include "core/notify_internal.h"
+#include "util/wait_internal.h"
 
 const char *xfer_engine_last_error(const struct xfer_engine *e)
 {
-	return e->err.msg;
+	return xfer_error_get(&e->err);
 }
 
 const char *xfer_engine_name(const struct xfer_engine *e)
@@ -93,53 +94,81 @@ int xfer_engine_device_stats(struct xfer_engine *e, size_t index,
 
 /* ---- start and stop ---- */
 
+/* Where the knob values of transport @p ops lie in e->tp_knobs: each
+ * transport of the table has its place, started or not. */
+static union xfer_knob_val *knobs_of(struct xfer_engine *e,
+				     const struct xfer_transport_ops *ops)
+{
+	const struct xfer_transport_ops *const *tp = xfer_transports();
+	union xfer_knob_val *knobs = e->tp_knobs;
+
+	for (size_t i = 0; tp[i] != ops; i++)
+		knobs += xfer_knobs_count(tp[i]->knobs);
+	return knobs;
+}
+
+/* Start @p ops as the engine's transport number @p n, its knobs read
+ * from e->cfg. */
+static int start_transport(struct xfer_engine *e,
+			   const struct xfer_transport_ops *ops, int n,
+			   struct xfer_transport **out)
+{
+	struct xfer_transport_env *env = &e->tp_env[n];
+	union xfer_knob_val *knobs = knobs_of(e, ops);
+	struct xfer_transport *t;
+	int ret;
+
+	*env = (struct xfer_transport_env){
+		.name = e->name,
+		.bind_addr = xfer_config_val(e->cfg, "bind_addr").str,
+		.transfer_timeout_ms = (uint32_t)xfer_config_val(
+			e->cfg, "transfer_timeout_ms").num,
+		.handshake_max_len = (uint32_t)xfer_config_val(
+			e->cfg, "handshake_max_len").num,
+		.idle_timeout_ms = (uint32_t)xfer_config_val(
+			e->cfg, "conn_idle_timeout_ms").num,
+		.max_conns = (unsigned)xfer_config_val(
+			e->cfg, "max_data_conns").num,
+		.auth = e->auth,
+		.control = &e->control,
+		.nworkers = e->nworkers,
+		.worker = next_worker,
+		.buffers = &e->buffers,
+		.err = &e->err,
+		.knobs = knobs,
+		.arg = e,
+	};
+	xfer_config_vals(e->cfg, ops->knobs, knobs);
+	ret = ops->init(env, &t);
+	if (ret)
+		return ret;
+	t->ops = ops;
+	t->env = env;
+	*out = t;
+	return 0;
+}
+
 /* Start the transports every engine runs and the configured one. */
 static int start_transports(struct xfer_engine *e, const char *protocol)
 {
 	const struct xfer_transport_ops *const *tp = xfer_transports();
-	union xfer_knob_val *knobs;
 	size_t nknobs = 0;
 	int n = 0, nkinds = 0, ret;
 
 	for (size_t i = 0; tp[i]; i++)
 		nknobs += xfer_knobs_count(tp[i]->knobs);
-	knobs = e->tp_knobs = calloc(nknobs ? nknobs : 1, sizeof(*knobs));
-	if (!knobs)
+	e->tp_knobs = calloc(nknobs ? nknobs : 1, sizeof(*e->tp_knobs));
+	if (!e->tp_knobs)
 		return -ENOMEM;
 	for (size_t i = 0; tp[i]; i++) {
 		const struct xfer_transport_ops *ops = tp[i];
-		struct xfer_transport_env *env = &e->tp_env[n];
 		struct xfer_transport *t;
 
 		if (!(ops->flags & XFER_TP_ALWAYS) && strcmp(ops->name, protocol))
 			continue;
-		*env = (struct xfer_transport_env){
-			.name = e->name,
-			.bind_addr = xfer_config_val(e->cfg, "bind_addr").str,
-			.transfer_timeout_ms = (uint32_t)xfer_config_val(
-				e->cfg, "transfer_timeout_ms").num,
-			.handshake_max_len = (uint32_t)xfer_config_val(
-				e->cfg, "handshake_max_len").num,
-			.idle_timeout_ms = (uint32_t)xfer_config_val(
-				e->cfg, "conn_idle_timeout_ms").num,
-			.max_conns = (unsigned)xfer_config_val(
-				e->cfg, "max_data_conns").num,
-			.auth = e->auth,
-			.control = &e->control,
-			.nworkers = e->nworkers,
-			.worker = next_worker,
-			.buffers = &e->buffers,
-			.err = &e->err,
-			.knobs = knobs,
-			.arg = e,
-		};
-		xfer_config_vals(e->cfg, ops->knobs, knobs);
-		knobs += xfer_knobs_count(ops->knobs);
-		ret = ops->init(env, &t);
+		ret = start_transport(e, ops, n, &t);
 		if (ret)
 			return ret;
-		t->ops = ops;
-		t->env = env;
 		e->tps[n++] = t;
 		if (ops->kind)
 			e->kinds[nkinds++] = ops->kind;
@@ -149,6 +178,102 @@ static int start_transports(struct xfer_engine *e, const char *protocol)
 			e->main = t;
 	}
 	return 0;
+}
+
+/* A transport added to the running engine, on the control reactor. */
+struct add {
+	struct xfer_engine *e;
+	const struct xfer_transport_ops *ops;
+	const struct xfer_config *cfg;
+	int ret;
+};
+
+/* Its knobs taken from a->cfg into e->cfg (where their strings live as
+ * long as the engine), started, every registered buffer registered with
+ * it (here, where a leaving buffer is taken out of the registry), then
+ * in the list and advertised; or the engine runs on as it was. It has no
+ * metadata kind (xfer_transport_find() names none that has). */
+static void add_transport(void *arg)
+{
+	struct add *a = arg;
+	struct xfer_engine *e = a->e;
+	struct xfer_transport *t, *was = e->main;
+	const struct xfer_knob *k = a->ops->knobs;
+	int n = 0, ret = 0;
+	size_t i = 0;
+
+	while (e->tps[n])
+		n++;
+	for (; a->cfg && k && k->name && !ret; k++)
+		ret = xfer_config_set(e->cfg, k->name,
+				      xfer_config_get(a->cfg, k->name));
+	if (ret)
+		ret = xfer_error_set(&e->err, ret, "add transport %s: knob %s: "
+				     "%s", a->ops->name, k[-1].name,
+				     strerror(-ret));
+	if (!ret)
+		ret = start_transport(e, a->ops, n, &t); /* says why */
+	if (ret) {
+		a->ret = ret;
+		return;
+	}
+	for (; i < e->buffers.n; i++) {
+		ret = t->ops->reg(t, e->buffers.v[i]);
+		if (ret) {
+			xfer_error_set(&e->err, ret, "add transport %s: "
+				       "register %#llx: %s", a->ops->name,
+				       (unsigned long long)e->buffers.v[i]->addr,
+				       strerror(-ret));
+			break;
+		}
+	}
+	if (!ret) {
+		e->tps[n] = t;
+		e->main = t;
+		ret = xfer_engine_update_descriptor(e);
+		if (!ret) {
+			a->ret = 0;
+			return;
+		}
+		e->tps[n] = NULL;
+		e->main = was;
+	}
+	while (i-- > 0)
+		t->ops->unreg(t, e->buffers.v[i]);
+	t->ops->fini(t);
+	a->ret = ret;
+}
+
+int xfer_engine_add_transport(struct xfer_engine *e, const char *name,
+			      const struct xfer_config *cfg)
+{
+	struct add a = { .e = e, .cfg = cfg };
+	struct xfer_wait *w;
+	int wait;
+
+	if (!e || !name)
+		return -EINVAL;
+	a.ops = xfer_transport_find(name);
+	if (!a.ops)
+		return xfer_error_set(&e->err, -EINVAL, "add transport %s: none "
+				      "of that name", name);
+	for (int n = 0; e->tps[n]; n++)
+		if (e->tps[n]->ops == a.ops)
+			return xfer_error_set(&e->err, -EEXIST, "add transport "
+					      "%s: started already", name);
+	wait = xfer_engine_publish_wait(e);
+	if (wait < 0)
+		return wait;
+	xfer_reactor_run(&e->control, add_transport, &a);
+	if (a.ret)
+		return a.ret;
+	if (!wait)
+		return 0; /* peers ask the engine itself */
+	w = xfer_wait_new();
+	if (!w)
+		return -ENOMEM;
+	return xfer_wait_published(w, xfer_meta_publish(&e->meta, NULL,
+							 xfer_wait_cb, w));
 }
 
 /* Close the transports, after every segment and buffer has left them. */

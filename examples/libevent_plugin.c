@@ -125,8 +125,11 @@ int main(void)
 	}
 	if (xfer_register(target, remote, LEN, "cpu:0", true) ||
 	    xfer_register(a.init, local, LEN, "cpu:0", false)) {
-		fprintf(stderr, "libevent_plugin: setup: %s / %s\n",
-			xfer_engine_last_error(target), xfer_engine_last_error(a.init));
+		/* One message at a time: each call reuses the thread's copy. */
+		fprintf(stderr, "libevent_plugin: setup: target: %s\n",
+			xfer_engine_last_error(target));
+		fprintf(stderr, "libevent_plugin: setup: initiator: %s\n",
+			xfer_engine_last_error(a.init));
 		return 1;
 	}
 	a.peer = xfer_engine_name(target);

@@ -31,6 +31,7 @@ test-asan: test-asan-unit test-asan-integration
 # test/soak.c under the same sanitizers: SOAK_SECONDS of mixed load, peers
 # and xfer-metad killed and restarted; ends with a summary line.
 SOAK_SECONDS ?= 600
+$(BUILD)/test/soak: $(BUILD)/test/soak_chaos.o $(BUILD)/test/soak_load.o
 soak:
 	+$(Q)$(ASAN_MAKE) $(ASAN_BUILD)/test/soak $(ASAN_BUILD)/xfer-metad
 	$(Q)env $(ASAN_ENV) $(ASAN_BUILD)/test/soak $(SOAK_SECONDS)

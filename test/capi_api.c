@@ -1,8 +1,9 @@
 /*
  * Mooncake's C API in one process, written against transfer_engine_c.h
- * alone (and POSIX): transports installed and uninstalled (the engine
- * remade where the host has RDMA devices, peers reopening; the RDMA
- * tier runs this too), auto discovery and MC_FORCE_TCP, file
+ * alone (and POSIX): transports installed (RDMA added to the running
+ * engine where the host has devices, its batches kept) and uninstalled
+ * (the engine remade; peers reopening; the RDMA tier runs this too),
+ * auto discovery and MC_FORCE_TCP, file
  * segments, many threads on one engine, an engine freed with a
  * batch in flight, a central store (xfer-metad) named by a connection
  * string, and NULL or bad arguments everywhere.
@@ -11,6 +12,7 @@
  *                                     folder, ../xfer-metad)
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <netinet/in.h>
@@ -80,6 +82,21 @@ static const char *name_of(transfer_engine_t e, char *buf, size_t len)
 	return buf;
 }
 
+/* Submit @p r as task @p task of batch @p b and wait: its status. */
+static int run1(transfer_engine_t e, batch_id_t b, size_t task,
+		transfer_request_t *r)
+{
+	struct transfer_status st;
+	int64_t end = now_ms() + WAIT_MS;
+
+	CHECK_EQ(submitTransfer(e, b, r, 1), 0);
+	do {
+		CHECK_EQ(getTransferStatus(e, b, task, &st), 0);
+		CHECK(now_ms() < end);
+	} while (st.status == STATUS_WAITING);
+	return st.status;
+}
+
 /* Move @len bytes with one request and wait: the task's status. */
 static int xfer1_file(transfer_engine_t e, int op, void *src,
 		      segment_id_t seg, file_id_t file, uint64_t off,
@@ -88,18 +105,13 @@ static int xfer1_file(transfer_engine_t e, int op, void *src,
 	transfer_request_t r = { .opcode = op, .source = src,
 				 .target_id = seg, .file_id = file,
 				 .target_offset = off, .length = len };
-	struct transfer_status st;
 	batch_id_t b = allocateBatchID(e, 1);
-	int64_t end = now_ms() + WAIT_MS;
+	int st;
 
 	CHECK(b != INVALID_BATCH);
-	CHECK_EQ(submitTransfer(e, b, &r, 1), 0);
-	do {
-		CHECK_EQ(getTransferStatus(e, b, 0, &st), 0);
-		CHECK(now_ms() < end);
-	} while (st.status == STATUS_WAITING);
+	st = run1(e, b, 0, &r);
 	CHECK_EQ(freeBatchID(e, b), 0);
-	return st.status;
+	return st;
 }
 
 static int xfer1(transfer_engine_t e, int op, void *src, segment_id_t seg,
@@ -137,6 +149,20 @@ static int advertises(const char *name, const char *protocol)
 
 /* ---- transports ---- */
 
+/* Whether the host has an RDMA device (as the library finds them). */
+static int host_has_rdma(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n > 0;
+}
+
 static void transports(void)
 {
 	transfer_engine_t a = engine(0), b = engine(0);
@@ -144,7 +170,7 @@ static void transports(void)
 	uint8_t *abuf = alloc(MiB, 0xab), *bbuf = alloc(MiB, 0);
 	const char *matrix = "";
 	void *args[2] = { (void *)matrix, NULL };
-	segment_id_t seg;
+	segment_id_t seg, bseg;
 	batch_id_t live;
 	transport_t rdma;
 
@@ -162,19 +188,34 @@ static void transports(void)
 	CHECK(installTransport(a, NULL, NULL) == NULL);
 	CHECK(installTransport(NULL, "tcp", NULL) == NULL);
 
-	/* refused while a batch is allocated */
-	live = allocateBatchID(a, 1);
+	/* RDMA where the host has devices: added to the running engine,
+	 * whose name, port, memory and batches stay (a batch allocated
+	 * before moves bytes after); installed again, as it is. The peer,
+	 * which needs RDMA too to reach it, opens it again. */
+	live = allocateBatchID(a, 2);
 	CHECK(live != INVALID_BATCH);
-	CHECK(installTransport(a, "rdma", args) == NULL);
-	CHECK_EQ(uninstallTransport(a, "tcp"), 0);
-	CHECK_EQ(freeBatchID(a, live), 0);
-
-	/* RDMA where the host has devices: the engine is remade, with its
-	 * name, port, memory; the peer, which needs RDMA too to reach it,
-	 * opens it again. */
+	name_of(b, bn, sizeof(bn));
+	bseg = openSegment(a, bn);
+	CHECK(bseg > 0);
+	CHECK_EQ(run1(a, live, 0, &(transfer_request_t){
+		.opcode = OPCODE_WRITE, .source = abuf, .target_id = bseg,
+		.target_offset = (uintptr_t)bbuf, .length = MiB / 2 }),
+		 STATUS_COMPLETED);
 	rdma = installTransport(a, "rdma", args);
+	CHECK_EQ(rdma != NULL, host_has_rdma());
 	CHECK_EQ(strcmp(name_of(a, again, sizeof(again)), an), 0);
 	CHECK(advertises(an, rdma ? "rdma" : "tcp"));
+	CHECK(installTransport(a, "rdma", args) == rdma);
+	memset(bbuf, 0, MiB);
+	CHECK_EQ(run1(a, live, 1, &(transfer_request_t){
+		.opcode = OPCODE_WRITE, .source = abuf, .target_id = bseg,
+		.target_offset = (uintptr_t)bbuf, .length = MiB }),
+		 STATUS_COMPLETED);
+	CHECK(bbuf[0] == 0xab && bbuf[MiB - 1] == 0xab);
+	/* uninstalling remakes the engine: refused while it has a batch */
+	CHECK_EQ(uninstallTransport(a, "rdma"), rdma ? -4 : 0);
+	CHECK_EQ(uninstallTransport(a, "tcp"), 0);
+	CHECK_EQ(freeBatchID(a, live), 0);
 	CHECK(!rdma || installTransport(b, "rdma", args));
 	CHECK_EQ(openSegmentNoCache(b, an), seg);
 	memset(bbuf, 0, MiB);

@@ -1,8 +1,9 @@
 /*
  * Transfers between two engines in one process over real loopback sockets:
  * READ and WRITE of several sizes both ways, a batch of 1000 requests, the
- * completion callback, the local (memcpy) segment, and the batch rules
- * (-EBUSY, -ENOSPC, -ERANGE, same id for the same name).
+ * completion callback, the local (memcpy) segment, the batch rules
+ * (-EBUSY, -ENOSPC, -ERANGE, same id for the same name), and a transport
+ * added to a running engine.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/desc_internal.h"
 #include "test/helpers.h"
 
 /* Each engine registers one buffer this big: 16 MiB plus room for offsets. */
@@ -504,6 +506,52 @@ static void test_private_local_buffer(void **state)
 	free(priv);
 }
 
+/* xfer_engine_add_transport(): no such transport, or one every engine
+ * starts, is refused; RDMA starts where the host has a device (then the
+ * descriptor advertises it), else the engine runs on as it was. Either
+ * way a batch made before goes on moving bytes over TCP. */
+static void test_add_transport(void **state)
+{
+	struct xfer_batch *b = xfer_batch_new(F.e[0], 2);
+	struct xfer_request r = { XFER_WRITE, F.buf[0] + LOFF, F.seg[0],
+				  F.raddr[0] + ROFF, 4096 };
+	struct xfer_task_status st;
+	struct xfer_desc *d;
+	int ret;
+
+	(void)state;
+	th_fill(F.buf[0] + LOFF, 4096, 96);
+	assert_int_equal(xfer_batch_submit(b, &r, 1), 0);
+	assert_int_equal(xfer_engine_add_transport(F.e[0], "tcp", NULL),
+			 -EEXIST);
+	assert_int_equal(xfer_engine_add_transport(F.e[0], "local", NULL),
+			 -EINVAL);
+	assert_int_equal(xfer_engine_add_transport(F.e[0], "nosuch", NULL),
+			 -EINVAL);
+	assert_int_equal(xfer_engine_add_transport(NULL, "rdma", NULL),
+			 -EINVAL);
+	ret = xfer_engine_add_transport(F.e[0], "rdma", NULL);
+	d = th_fetch_desc(xfer_engine_rpc_port(F.e[0]));
+	if (ret) {
+		assert_int_equal(ret, -ENODEV);
+		assert_non_null(strstr(xfer_engine_last_error(F.e[0]), "rdma"));
+		assert_string_equal(d->protocol, "tcp");
+	} else {
+		assert_string_equal(d->protocol, "rdma");
+		assert_int_equal(xfer_engine_add_transport(F.e[0], "rdma",
+							   NULL), -EEXIST);
+	}
+	xfer_desc_free(d);
+	assert_int_equal(xfer_batch_wait(b, 10000), 0);
+	memset(F.buf[1] + ROFF, 0, 4096);
+	assert_int_equal(xfer_batch_submit(b, &r, 1), 0);
+	assert_int_equal(xfer_batch_wait(b, 10000), 0);
+	assert_int_equal(xfer_batch_status(b, 1, &st), 0);
+	th_assert_status(st.status, XFER_COMPLETED);
+	assert_int_equal(th_check(F.buf[1] + ROFF, 4096, 96), -1);
+	assert_int_equal(xfer_batch_free(b), 0);
+}
+
 /* An idle engine uses no CPU: no thread busy-polls. */
 static void test_idle_engines_use_no_cpu(void **state)
 {
@@ -536,6 +584,8 @@ int main(void)
 		cmocka_unit_test(test_concurrent_submitters),
 		cmocka_unit_test(test_private_local_buffer),
 		cmocka_unit_test(test_idle_engines_use_no_cpu),
+		/* last: with RDMA, e[0] advertises it from then on */
+		cmocka_unit_test(test_add_transport),
 	};
 	const struct CMUnitTest two_workers[] = {
 		cmocka_unit_test(test_rw_1B),

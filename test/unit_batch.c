@@ -11,7 +11,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 #include <xfer/event.h>
@@ -262,6 +264,96 @@ static void test_rounds(void **state)
 	assert_int_equal(xfer_batch_free(b), 0);
 }
 
+/* A segment gone (its key deleted) fails its requests at submit, and no
+ * transport sees their slices; back, it serves again. */
+static void test_segment_gone(void **state)
+{
+	struct xfer_request r[2] = { req(0, 2), req(16, 1) };
+	struct xfer_batch *b = xfer_batch_new(F.e, 2);
+	struct xfer_segment *seg = xfer_segment_acquire(&F.e->segs, F.seg);
+
+	(void)state;
+	atomic_store(&seg->gone, true);
+	assert_int_equal(xfer_batch_set_callback(b, on_done, NULL), 0);
+	assert_int_equal(xfer_batch_submit(b, r, 2), 0);
+	assert_int_equal(nheld, 0);
+	expect(b, 0, XFER_FAILED, 0);
+	expect(b, 1, XFER_FAILED, 0);
+	assert_non_null(strstr(xfer_engine_last_error(F.e), "is gone"));
+	run_base();
+	assert_int_equal(calls, 1);
+	assert_int_equal(last_outcome, XFER_FAILED);
+	assert_int_equal(xfer_batch_free(b), 0);
+
+	atomic_store(&seg->gone, false);
+	xfer_segment_put(seg);
+	b = xfer_batch_new(F.e, 1);
+	assert_int_equal(xfer_batch_submit(b, r, 1), 0);
+	assert_int_equal(nheld, 2);
+	xfer_slice_done(held[0], XFER_COMPLETED);
+	xfer_slice_done(held[1], XFER_COMPLETED);
+	expect(b, 0, XFER_COMPLETED, 2 * SLICE);
+	assert_int_equal(xfer_batch_free(b), 0);
+}
+
+/* Bytes the allocator holds for this (the main) thread's arena. */
+static size_t heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* Complete the @p n held slices and deliver the round. */
+static void complete_held(size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		xfer_slice_done(held[i], XFER_COMPLETED);
+	run_base();
+	nheld = 0;
+}
+
+/* The batch owns its slices: requests of one slice each take them from
+ * what xfer_batch_new() allocated, a submit allocates nothing, and a
+ * later round, nothing in flight, reuses the same slices; requests of
+ * more slices grow the storage once, and it is kept. */
+static void test_slice_storage(void **state)
+{
+	struct xfer_request r[2] = { req(0, 1), req(8, 1) };
+	struct xfer_request big = req(16, 3);
+	struct xfer_slice *first[3];
+	struct xfer_batch *b = xfer_batch_new(F.e, 4);
+	size_t before;
+
+	(void)state;
+	before = heap_bytes();
+	assert_int_equal(xfer_batch_submit(b, r, 2), 0);
+	assert_int_equal(heap_bytes(), before);
+	assert_int_equal(nheld, 2);
+	first[0] = held[0];
+	first[1] = held[1];
+	complete_held(2);
+	assert_int_equal(xfer_batch_submit(b, r, 2), 0);
+	assert_int_equal(heap_bytes(), before);
+	assert_ptr_equal(held[0], first[0]);
+	assert_ptr_equal(held[1], first[1]);
+	complete_held(2);
+	assert_int_equal(xfer_batch_free(b), 0);
+
+	b = xfer_batch_new(F.e, 2);
+	assert_int_equal(xfer_batch_submit(b, &big, 1), 0);
+	assert_int_equal(nheld, 3);
+	memcpy(first, held, sizeof(first));
+	complete_held(3);
+	before = heap_bytes();
+	assert_int_equal(xfer_batch_submit(b, &big, 1), 0);
+	assert_int_equal(heap_bytes(), before);
+	assert_memory_equal(held, first, sizeof(first));
+	complete_held(3);
+	expect(b, 1, XFER_COMPLETED, 3 * SLICE);
+	assert_int_equal(xfer_batch_free(b), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +361,8 @@ int main(void)
 		cmocka_unit_test_setup(test_outcome_order, reset),
 		cmocka_unit_test_setup(test_all_invalid, reset),
 		cmocka_unit_test_setup(test_rounds, reset),
+		cmocka_unit_test_setup(test_segment_gone, reset),
+		cmocka_unit_test_setup(test_slice_storage, reset),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

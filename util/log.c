@@ -115,3 +115,15 @@ int xfer_error_set(struct xfer_error *er, int err, const char *fmt, ...)
 	xfer_log(XFER_LOG_INFO, "%s", msg);
 	return err;
 }
+
+const char *xfer_error_get(const struct xfer_error *er)
+{
+	static _Thread_local char copy[sizeof(er->msg)];
+	/* The lock is the writers': the message itself stays read-only. */
+	pthread_mutex_t *lock = (pthread_mutex_t *)&er->lock;
+
+	pthread_mutex_lock(lock);
+	memcpy(copy, er->msg, sizeof(copy));
+	pthread_mutex_unlock(lock);
+	return copy;
+}

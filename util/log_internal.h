@@ -47,4 +47,9 @@ void xfer_error_fini(struct xfer_error *er);
 int xfer_error_set(struct xfer_error *er, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/** The last error, copied under its lock into a buffer of the calling
+ *  thread: unchanged by later errors, valid until this thread calls
+ *  xfer_error_get() again (on any engine). Any thread. */
+const char *xfer_error_get(const struct xfer_error *er);
+
 #endif

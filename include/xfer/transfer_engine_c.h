@@ -175,22 +175,25 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
  * Install a transport. "tcp": always there (every xfer engine reaches TCP
  * peers). "rdma": @p args NULL, or args[0] the NIC priority matrix as
  * JSON (`{"cpu:0":[["mlx5_0"],["mlx5_1"]]}`; "" or NULL: from sysfs,
- * every device). xfer picks its transport when an engine starts, so
- * installing RDMA remakes the engine: same name and handshake port,
- * registered memory registered again, open segments opened again (same
- * ids); refused while batches are allocated. Peers that opened this
- * segment before should open it again (a store's watch does so); a peer
- * reaches an RDMA engine's memory only with RDMA itself.
- * @return a non-NULL handle; NULL for an unknown protocol, a bad matrix,
- *         no RDMA device (the engine stays as it was), or live batches.
+ * every device). RDMA is added to the running engine
+ * (xfer_engine_add_transport()): registered memory is registered with
+ * it and the own segment advertises it; batches, open segments and the
+ * name and port stay. Installed already: the handle, matrix as it was
+ * (as Mooncake's). Peers that opened this segment before should open it
+ * again (a store's watch does so); a peer reaches an RDMA engine's
+ * memory only with RDMA itself.
+ * @return a non-NULL handle; NULL for an unknown protocol, a bad matrix
+ *         or no RDMA device (the engine stays as it was).
  */
 XFER_TE_EXPORT
 transport_t installTransport(transfer_engine_t engine, const char *proto,
 			     void **args);
 
 /**
- * Uninstall a transport: "rdma" remakes the engine with TCP (as
- * installTransport()); "tcp" stays (0): it is part of every engine.
+ * Uninstall a transport: "rdma" remakes the engine with TCP (same name
+ * and handshake port, registered memory registered again, open segments
+ * opened again with the same ids); "tcp" stays (0): it is part of every
+ * engine.
  * (Mooncake's does nothing and answers 0.)
  * @return 0; -1 for an unknown protocol; -4 while batches are allocated.
  */

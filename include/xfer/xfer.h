@@ -307,6 +307,29 @@ XFER_EXPORT
 void xfer_engine_free(struct xfer_engine *e);
 
 /**
+ * Start transport @p name ("rdma") on a running engine, as Mooncake's
+ * installTransport() does: its knobs (only those) are taken from @p cfg
+ * (NULL: as the engine was made), every registered buffer is registered
+ * with it, and it becomes the transport the own descriptor advertises
+ * ("protocol" and its fields), published again (waited for as
+ * xfer_register() waits). Batches, open segments and buffers stay as
+ * they are; peers that cached the descriptor see the change when they
+ * fetch it again. The work runs on the engine's control reactor, which
+ * does nothing else meanwhile (in plugin mode: once the application
+ * dispatches its base, or at once from its thread).
+ * @return 0; -EINVAL (NULL @p e or @p name, or no transport @p name);
+ *         -EEXIST (started already: every engine starts "tcp"); a bad
+ *         knob's error as xfer_config_set() gives it; the transport's
+ *         start's or a buffer's registration's (ENODEV: no RDMA device);
+ *         -EDEADLK as xfer_register(). On error the engine runs on as
+ *         it was.
+ *         Not concurrently with other calls on @p e.
+ */
+XFER_EXPORT
+int xfer_engine_add_transport(struct xfer_engine *e, const char *name,
+			      const struct xfer_config *cfg);
+
+/**
  * The name of this engine's own RAM segment (`host:port` in p2p mode).
  * Owned by the engine, valid until xfer_engine_free(). Any thread.
  */
@@ -326,8 +349,13 @@ XFER_EXPORT
 const char *xfer_engine_host(const struct xfer_engine *e);
 
 /**
- * A readable message for the last error of this engine (thread-shared, so
- * best read right after the failing call). Owned by the engine. Any thread.
+ * A readable message for the last error of this engine ("" if none yet);
+ * the engine's threads share it, so it is best read right after the
+ * failing call. Copied, under the lock its writers take, into a buffer
+ * of the calling thread (as strerror() does): an error recorded later,
+ * on any thread, leaves the text as it was; it stays valid until this
+ * thread calls xfer_engine_last_error() again, for any engine, or ends.
+ * Any thread.
  */
 XFER_EXPORT
 const char *xfer_engine_last_error(const struct xfer_engine *e);

@@ -9,7 +9,7 @@ for t in build/test/rdma/rt_"$1"*; do
 	"$t"
 done
 # Mooncake's C API: two processes over rxe0 (test/capi_pair.c), and
-# installTransport("rdma") remaking engines, auto discovery (capi_api.c)
+# installTransport("rdma") on running engines, auto discovery (capi_api.c)
 if [ "$1" = lo ]; then
 	echo "== build/test/capi_pair --rdma"
 	build/test/capi_pair --rdma

@@ -90,10 +90,6 @@ static void file_submit(struct xfer_transport *tp, struct xfer_segment *seg,
 	struct file_peer *p;
 	long i = -1;
 
-	if (atomic_load(&seg->gone)) {
-		fail_all(tp, seg, s, n, false);
-		return;
-	}
 	if (seg->local) {
 		fo = xfer_file_own_find(t, first, len, &in);
 	} else {

@@ -175,21 +175,25 @@ static void on_kick(struct xfer_job *j)
 }
 
 /* The GID to use: configured, else RoCE v2 with an IPv4 address, else the
- * first non-zero one. */
+ * first non-zero one. ibv_query_gid_ex() returns the errno (ibv_query_gid()
+ * only -1); a configured empty slot reads as zeros, as ibv_query_gid()
+ * gives it. */
 static int pick_gid(struct rdma_ctx *c, int len, int configured)
 {
 	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+	struct ibv_gid_entry ge;
 	union ibv_gid g;
-	int any = -1;
+	int ret, any = -1;
 
 	if (configured >= 0) {
 		c->gid_index = configured;
-		return ibv_query_gid(c->verbs, c->port, configured, &c->gid) ?
-			       -EINVAL : 0;
+		ret = ibv_query_gid_ex(c->verbs, c->port, configured, &ge, 0);
+		if (ret && ret != ENODATA)
+			return -ret;
+		c->gid = ret ? (union ibv_gid){ .raw = { 0 } } : ge.gid;
+		return 0;
 	}
 	for (int i = 0; i < len; i++) {
-		struct ibv_gid_entry ge;
-
 		if (ibv_query_gid_ex(c->verbs, c->port, i, &ge, 0))
 			continue; /* an empty slot */
 		g = ge.gid;
@@ -198,15 +202,18 @@ static int pick_gid(struct rdma_ctx *c, int len, int configured)
 		if (ge.gid_type == IBV_GID_TYPE_ROCE_V2 &&
 		    !memcmp(g.raw, v4mapped, sizeof(v4mapped))) {
 			any = i;
+			c->gid = g;
 			break;
 		}
-		if (any < 0)
+		if (any < 0) {
 			any = i;
+			c->gid = g;
+		}
 	}
 	if (any < 0)
 		return -ENODEV;
 	c->gid_index = any;
-	return ibv_query_gid(c->verbs, c->port, any, &c->gid) ? -EIO : 0;
+	return 0;
 }
 
 static enum ibv_mtu mtu_enum(int bytes)
@@ -220,16 +227,23 @@ static enum ibv_mtu mtu_enum(int bytes)
 	}
 }
 
+/* The device @p name opened, or NULL with errno: ENODEV where no device
+ * has the name, else what ibv_get_device_list() or ibv_open_device() set. */
 static struct ibv_context *open_device(const char *name)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *v = NULL;
+	int err = list ? ENODEV : errno;
 
 	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
+		if (!strcmp(ibv_get_device_name(list[i]), name)) {
 			v = ibv_open_device(list[i]);
+			err = errno;
+			break;
+		}
 	if (list)
 		ibv_free_device_list(list);
+	errno = err;
 	return v;
 }
 
@@ -253,9 +267,11 @@ static int limits(struct rdma_ctx *c, const struct ibv_port_attr *pa)
 {
 	const union xfer_knob_val *k = c->t->k;
 	struct ibv_device_attr da;
+	int ret;
 
-	if (ibv_query_device(c->verbs, &da))
-		return -EIO;
+	ret = ibv_query_device(c->verbs, &da);
+	if (ret)
+		return -ret;
 	c->ncq = (int)k[K_NUM_CQ].num;
 	c->nchan = (int)k[K_NUM_CHAN].num;
 	c->cqe = within(c, "max_cqe", k[K_MAX_CQE].num, da.max_cqe);
@@ -272,15 +288,18 @@ static int open_verbs(struct rdma_ctx *c)
 	struct ibv_port_attr pa;
 	int ret;
 
+	/* Verbs return the errno or set it: passed on as it is (a provider
+	 * that leaves errno 0 still fails). */
 	c->verbs = open_device(c->name);
 	if (!c->verbs)
-		return -ENODEV;
+		return errno ? -errno : -ENODEV;
 	c->pd = ibv_alloc_pd(c->verbs);
 	if (!c->pd)
-		return -ENOMEM;
+		return errno ? -errno : -ENOMEM;
 	c->port = (uint8_t)k[K_IB_PORT].num;
-	if (ibv_query_port(c->verbs, c->port, &pa))
-		return -EINVAL;
+	ret = ibv_query_port(c->verbs, c->port, &pa);
+	if (ret)
+		return -ret;
 	ret = limits(c, &pa);
 	if (ret)
 		return ret;

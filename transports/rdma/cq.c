@@ -82,6 +82,7 @@ static void on_chan(evutil_socket_t fd, short what, void *arg)
 int xfer_rdma_cq_open(struct rdma_ctx *c)
 {
 	struct event_base *base = c->r->base;
+	int ret;
 
 	c->chans = calloc((size_t)c->nchan, sizeof(*c->chans));
 	c->cqs = calloc((size_t)c->ncq, sizeof(*c->cqs));
@@ -93,8 +94,11 @@ int xfer_rdma_cq_open(struct rdma_ctx *c)
 		ch->ctx = c;
 		ch->index = i;
 		ch->ch = ibv_create_comp_channel(c->verbs);
-		if (!ch->ch || xfer_rdma_nonblock(ch->ch->fd))
-			return -EIO;
+		if (!ch->ch)
+			return errno ? -errno : -EIO;
+		ret = xfer_rdma_nonblock(ch->ch->fd);
+		if (ret)
+			return ret;
 		ch->ev = event_new(base, ch->ch->fd, EV_READ | EV_PERSIST,
 				   on_chan, ch);
 		if (!ch->ev || event_add(ch->ev, NULL))
@@ -108,9 +112,10 @@ int xfer_rdma_cq_open(struct rdma_ctx *c)
 				      i % (c->verbs->num_comp_vectors > 0 ?
 					   c->verbs->num_comp_vectors : 1));
 		if (!q->cq)
-			return -ENOMEM;
-		if (ibv_req_notify_cq(q->cq, 0))
-			return -EIO;
+			return errno ? -errno : -ENOMEM;
+		ret = ibv_req_notify_cq(q->cq, 0);
+		if (ret)
+			return -ret;
 	}
 	return 0;
 }

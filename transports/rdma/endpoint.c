@@ -142,7 +142,7 @@ int xfer_rdma_qp_caps(struct rdma_ctx *c)
 struct rdma_ep *xfer_rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
 {
 	struct rdma_ep *ep = calloc(1, sizeof(*ep));
-	int n = (int)c->t->k[K_QPS].num;
+	int ret, n = (int)c->t->k[K_QPS].num;
 
 	if (!ep)
 		return NULL;
@@ -164,9 +164,10 @@ struct rdma_ep *xfer_rdma_ep_new(struct rdma_ctx *c, const char *peer_path)
 		qa = qp_attr(c, p->cq->cq, c->max_inline);
 		qa.qp_context = ep;
 		p->qp = ibv_create_qp(c->pd, &qa);
-		if (!p->qp || qp_init(c, p->qp)) {
+		ret = p->qp ? qp_init(c, p->qp) : -errno;
+		if (ret || !p->qp) {
 			xfer_log(XFER_LOG_ERROR, "rdma %s: create QP: %s", c->name,
-				 strerror(errno));
+				 strerror(-ret));
 			goto err_free;
 		}
 	}

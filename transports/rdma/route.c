@@ -132,11 +132,6 @@ void xfer_rdma_submit(struct rdma_transport *t, struct xfer_segment *seg,
 	unsigned spin = atomic_fetch_add(&t->rr, 1);
 	bool gone;
 
-	if (atomic_load(&seg->gone)) {
-		for (size_t i = 0; i < n; i++)
-			xfer_slice_done(&s[i], XFER_FAILED);
-		return;
-	}
 	pthread_rwlock_rdlock(&seg->lock);
 	gone = atomic_load(&((struct rdma_seg *)seg->tp_priv)->gone);
 	for (size_t i = 0; i < n; i++) {

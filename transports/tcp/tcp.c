@@ -121,11 +121,6 @@ static void tcp_submit(struct xfer_transport *t, struct xfer_segment *seg,
 	size_t per, first = 0;
 
 	(void)t;
-	if (atomic_load(&seg->gone)) {
-		for (size_t i = 0; i < n; i++)
-			xfer_slice_done(&s[i], XFER_FAILED);
-		return;
-	}
 	pthread_rwlock_rdlock(&seg->lock);
 	p = seg->tp_priv; /* peers live as long as the transport */
 	pthread_rwlock_unlock(&seg->lock);
