@@ -4,6 +4,8 @@
  * coalesces: from a raw socket, a long pipelined run of small READs and
  * WRITEs gets every reply in order, and a refused request in the middle
  * of a run gets status 1, then the close, with nothing after it served;
+ * a READ and a WRITE of the same bytes sent together take effect in
+ * their order (the READ gets the old bytes);
  * from an engine, one batch of small and large READs and WRITEs with a
  * request the target refuses in the middle: only that one fails (the
  * requests behind it on its connection go again on a new one), every
@@ -156,6 +158,45 @@ static void test_raw_refused_mid_run(void **state)
 	assert_int_equal(th_check(tb, W, 22), -1);
 	assert_int_equal(th_check_byte(tb + W, W, 0), -1);
 	close(fd);
+}
+
+/*
+ * A READ then a WRITE of the same bytes, sent together, 200 times: the
+ * READ gets the bytes from before the WRITE, the WRITE is in place.
+ * Sizes in turn: a WRITE payload that comes along with the headers, and
+ * one too large for the target's read-ahead (read straight into place).
+ */
+static void test_raw_read_then_write(void **state)
+{
+	enum { ROUNDS = 200, BIG = 64 << 10 };
+	uint8_t *msg = malloc(2 * 24 + BIG), *got = malloc(8 + BIG + 8), *p;
+	int fd = th_connect(data_port), stale = 0;
+
+	(void)state;
+	assert_non_null(msg);
+	assert_non_null(got);
+	for (int r = 0; r < ROUNDS; r++) {
+		size_t len = r % 2 ? BIG : 512;
+
+		th_fill(tb, len, 1000 + r);
+		p = header(msg, len, (uintptr_t)tb, OP_V2 | OP_READ);
+		p = header(p, len, (uintptr_t)tb, OP_V2 | OP_WRITE);
+		th_fill(p, len, 5000 + r);
+		p += len;
+		assert_int_equal(th_send_all(fd, msg, (size_t)(p - msg)), 0);
+		assert_int_equal(th_recv_all(fd, got, 8 + len + 8, CLOSE_MS),
+				 (long)(8 + len + 8));
+		assert_memory_equal(got, status_ok, 8);
+		assert_memory_equal(got + 8 + len, status_ok, 8);
+		stale += th_check(got + 8, len, 1000 + r) != -1;
+		assert_int_equal(th_check(tb, len, 5000 + r), -1);
+	}
+	if (stale)
+		fail_msg("%d of %d READs got the WRITE behind them", stale,
+			 ROUNDS);
+	close(fd);
+	free(got);
+	free(msg);
 }
 
 /*
@@ -315,6 +356,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_raw_run),
 		cmocka_unit_test(test_raw_refused_mid_run),
+		cmocka_unit_test(test_raw_read_then_write),
 		cmocka_unit_test(test_engine_refused_mid_batch),
 		cmocka_unit_test(test_large_reads_read_ahead),
 	};
