@@ -27,12 +27,15 @@ static struct xfer_batch *lookup(struct te *t, batch_id_t id)
 	return s->gen == GEN(id) && !s->zombie ? s->b : NULL;
 }
 
-static struct xfer_batch *batch_of(struct te *t, batch_id_t id)
+/* The batch of @p id, or NULL; *@p cap (if not NULL) gets its capacity. */
+static struct xfer_batch *batch_of(struct te *t, batch_id_t id, size_t *cap)
 {
 	struct xfer_batch *b;
 
 	pthread_rwlock_rdlock(&t->batch_lock);
 	b = lookup(t, id);
+	if (b && cap)
+		*cap = t->slots[SLOT(id)].cap;
 	pthread_rwlock_unlock(&t->batch_lock);
 	return b;
 }
@@ -117,6 +120,7 @@ batch_id_t allocateBatchID(transfer_engine_t engine, size_t batch_size)
 		i = free_slot(t);
 		if (i >= 0) {
 			t->slots[i].b = b;
+			t->slots[i].cap = batch_size;
 			t->live++;
 			id = (batch_id_t)t->slots[i].gen << 32 | (batch_id_t)i;
 		}
@@ -135,11 +139,12 @@ static int submit(struct te *t, batch_id_t batch_id,
 {
 	struct xfer_request *reqs;
 	struct xfer_batch *b;
+	size_t cap = 0;
 	int ret;
 
 	if (!te_enter(t))
 		return TE_INVALID_ARGUMENT;
-	b = batch_of(t, batch_id);
+	b = batch_of(t, batch_id, &cap);
 	if (!b || (!entries && count) || (note && !count)) {
 		te_leave(t);
 		return TE_INVALID_ARGUMENT;
@@ -147,6 +152,13 @@ static int submit(struct te *t, batch_id_t batch_id,
 	if (!count) { /* nothing to do, as Mooncake */
 		te_leave(t);
 		return TE_OK;
+	}
+	/* Before anything is sized by it: a count past the batch's room is
+	 * refused (xfer_batch_submit() checks again, against submits that
+	 * came meanwhile), so count * size below stays under 2^24 * 40. */
+	if (count > cap - xfer_batch_size(b)) {
+		te_leave(t);
+		return TE_TOO_MANY_REQUESTS;
 	}
 	reqs = malloc(count * sizeof(*reqs));
 	if (!reqs) {
@@ -187,7 +199,7 @@ int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id,
 
 	if (!status || !te_enter(t))
 		return TE_INVALID_ARGUMENT;
-	b = batch_of(t, batch_id);
+	b = batch_of(t, batch_id, NULL);
 	if (b)
 		ret = xfer_batch_status(b, task_id, &st);
 	te_leave(t);

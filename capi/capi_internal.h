@@ -73,6 +73,7 @@ struct te_seg {
 /* A batch id's slot: the id is (gen << 32) | index. */
 struct te_slot {
 	struct xfer_batch *b;   /* NULL: free */
+	size_t cap;             /* the tasks b holds */
 	uint32_t gen;
 	bool zombie;            /* freed by the caller; its callback frees it */
 };
