@@ -9,8 +9,10 @@
  * from an engine, one batch of small and large READs and WRITEs with a
  * request the target refuses in the middle: only that one fails (the
  * requests behind it on its connection go again on a new one), every
- * other byte arrives; and batches of large READs, whose headers the
- * target reads ahead of room in its reply ring, keep being answered.
+ * other byte arrives; a task of many slices at a buffer gone fails at
+ * once, its slices refused once per connection, not once each; and
+ * batches of large READs, whose headers the target reads ahead of room
+ * in its reply ring, keep being answered.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,7 +34,7 @@
 #define OP_READ 0
 #define CLOSE_MS 6000
 #define TLEN (32u << 20)       /* the target's buffer */
-#define GONE_LEN (64u << 10)   /* registered at open, gone at submit */
+#define GONE_LEN (8u << 20)    /* registered at open, gone at submit */
 
 static const uint8_t status_ok[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
 static const uint8_t status_refused[8] = { 1, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
@@ -289,6 +293,98 @@ static void test_engine_refused_mid_batch(void **state)
 	mixed_batch(2);
 }
 
+/* How many times @p needle occurs in the file at @p path. */
+static int count_in(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+	int n = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * A WRITE of GONE_LEN (128 slices) to a buffer the target unregistered
+ * after the initiator's open, between two tasks that are served, on two
+ * connections: the task fails, the others complete, and the target
+ * refuses its slices once per connection (its log says each), not once
+ * a slice: the slices of a failed task do not go again. (They did, a
+ * connection and a round each, 80 to 330 ms for this task.)
+ */
+static void test_refused_task_fails_at_once(void **state)
+{
+	enum { CONNS = 2, LEN = 256 << 10 };
+	struct xfer_config *cfg = th_config();
+	struct xfer_request reqs[3];
+	struct xfer_engine *e;
+	struct xfer_batch *b;
+	uint8_t *ib = th_alloc(GONE_LEN);
+	char log[] = "/tmp/it_tcp_runs.XXXXXX";
+	int fd = mkstemp(log), saved, refusals;
+	int64_t seg, t0, took;
+
+	(void)state;
+	assert_true(fd >= 0);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set_num(cfg, "tcp_conns", CONNS);
+	e = xfer_engine_new(cfg);
+	xfer_config_free(cfg);
+	assert_non_null(e);
+	assert_int_equal(xfer_register(e, ib, GONE_LEN, "cpu:0", true), 0);
+	assert_int_equal(xfer_register(T, gone, GONE_LEN, "cpu:0", true), 0);
+	seg = xfer_segment_open(e, xfer_engine_name(T));
+	assert_true(seg >= 0);
+	assert_int_equal(xfer_unregister(T, gone), 0);
+	th_fill(ib, LEN, 41);
+	th_fill(tb + LEN, LEN, 42);
+	memset(tb, 0, LEN);
+	reqs[0] = (struct xfer_request){ XFER_WRITE, ib, seg, (uintptr_t)tb,
+					 LEN };
+	reqs[1] = (struct xfer_request){ XFER_WRITE, ib, seg, (uintptr_t)gone,
+					 GONE_LEN };
+	reqs[2] = (struct xfer_request){ XFER_READ, ib + LEN, seg,
+					 (uintptr_t)tb + LEN, LEN };
+
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	t0 = th_now_ms();
+	b = xfer_batch_new(e, 3);
+	assert_non_null(b);
+	assert_int_equal(xfer_batch_submit(b, reqs, 3), 0);
+	assert_int_equal(xfer_batch_wait(b, 30000), 0);
+	took = th_now_ms() - t0;
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(fd);
+
+	for (int i = 0; i < 3; i++) {
+		struct xfer_task_status st;
+
+		assert_int_equal(xfer_batch_status(b, i, &st), 0);
+		th_assert_status(st.status, i == 1 ? XFER_FAILED
+						   : XFER_COMPLETED);
+	}
+	assert_int_equal(th_check(tb, LEN, 41), -1);
+	assert_int_equal(th_check(ib + LEN, LEN, 42), -1);
+	refusals = count_in(log, "tcp: refused write");
+	unlink(log);
+	print_message("    %d refusals, the batch done in %lld ms\n", refusals,
+		      (long long)took);
+	if (refusals < 1 || refusals > CONNS)
+		fail_msg("%d refusals of a task's slices, want 1 to %d",
+			 refusals, CONNS);
+	assert_int_equal(xfer_batch_free(b), 0);
+	assert_int_equal(xfer_segment_close(e, seg), 0);
+	xfer_engine_free(e);
+	free(ib);
+}
+
 /*
  * Batches of 32 READs of 1 MiB (16 slices each) on two connections, back
  * to back for 3 s: the target reads their headers ahead of room in its
@@ -358,6 +454,7 @@ int main(void)
 		cmocka_unit_test(test_raw_refused_mid_run),
 		cmocka_unit_test(test_raw_read_then_write),
 		cmocka_unit_test(test_engine_refused_mid_batch),
+		cmocka_unit_test(test_refused_task_fails_at_once),
 		cmocka_unit_test(test_large_reads_read_ahead),
 	};
 
