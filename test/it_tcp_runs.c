@@ -204,20 +204,17 @@ static void test_raw_read_then_write(void **state)
 }
 
 /*
- * One batch from an engine with @p conns connections: small and large
- * WRITEs and READs in turn, and in the middle a 4 KiB WRITE to a buffer
- * the target unregistered after the initiator's open (its descriptor
- * still lists it, so the request goes out and the target refuses it).
+ * An initiator engine with one worker and @p conns connections a peer,
+ * @p len bytes at @p mem registered, T's segment open in *@p seg. With
+ * @p gone, T's buffer gone is registered while it opens and unregistered
+ * after: its descriptor still lists it, so requests to it go out and the
+ * target refuses them.
  */
-static void mixed_batch(int conns)
+static struct xfer_engine *initiator(int conns, void *mem, size_t len,
+				     bool with_gone, int64_t *seg)
 {
-	enum { N = 41, MID = 20, SMALL = 4096, LARGE = 300000, SLOT = 320 << 10 };
 	struct xfer_config *cfg = th_config();
-	struct xfer_request reqs[N];
 	struct xfer_engine *e;
-	struct xfer_batch *b;
-	uint8_t *ib = th_alloc(N * SLOT);
-	int64_t seg;
 
 	th_set(cfg, "bind_addr", "127.0.0.1");
 	th_set(cfg, "local_server_name", "127.0.0.1");
@@ -226,11 +223,31 @@ static void mixed_batch(int conns)
 	e = xfer_engine_new(cfg);
 	xfer_config_free(cfg);
 	assert_non_null(e);
-	assert_int_equal(xfer_register(e, ib, N * SLOT, "cpu:0", true), 0);
-	assert_int_equal(xfer_register(T, gone, GONE_LEN, "cpu:0", true), 0);
-	seg = xfer_segment_open(e, xfer_engine_name(T));
-	assert_true(seg >= 0);
-	assert_int_equal(xfer_unregister(T, gone), 0);
+	assert_int_equal(xfer_register(e, mem, len, "cpu:0", true), 0);
+	if (with_gone)
+		assert_int_equal(xfer_register(T, gone, GONE_LEN, "cpu:0",
+					       true), 0);
+	*seg = xfer_segment_open(e, xfer_engine_name(T));
+	assert_true(*seg >= 0);
+	if (with_gone)
+		assert_int_equal(xfer_unregister(T, gone), 0);
+	return e;
+}
+
+/*
+ * One batch from an engine with @p conns connections: small and large
+ * WRITEs and READs in turn, and in the middle a 4 KiB WRITE to a buffer
+ * the target unregistered after the initiator's open (its descriptor
+ * still lists it, so the request goes out and the target refuses it).
+ */
+static void mixed_batch(int conns)
+{
+	enum { N = 41, MID = 20, SMALL = 4096, LARGE = 300000, SLOT = 320 << 10 };
+	struct xfer_request reqs[N];
+	struct xfer_batch *b;
+	uint8_t *ib = th_alloc(N * SLOT);
+	int64_t seg;
+	struct xfer_engine *e = initiator(conns, ib, N * SLOT, true, &seg);
 
 	/* slot i: i even WRITEs local -> target, i odd READs target -> local */
 	memset(tb, 0, TLEN);
@@ -318,7 +335,6 @@ static int count_in(const char *path, const char *needle)
 static void test_refused_task_fails_at_once(void **state)
 {
 	enum { CONNS = 2, LEN = 256 << 10 };
-	struct xfer_config *cfg = th_config();
 	struct xfer_request reqs[3];
 	struct xfer_engine *e;
 	struct xfer_batch *b;
@@ -329,17 +345,7 @@ static void test_refused_task_fails_at_once(void **state)
 
 	(void)state;
 	assert_true(fd >= 0);
-	th_set(cfg, "bind_addr", "127.0.0.1");
-	th_set(cfg, "local_server_name", "127.0.0.1");
-	th_set_num(cfg, "tcp_conns", CONNS);
-	e = xfer_engine_new(cfg);
-	xfer_config_free(cfg);
-	assert_non_null(e);
-	assert_int_equal(xfer_register(e, ib, GONE_LEN, "cpu:0", true), 0);
-	assert_int_equal(xfer_register(T, gone, GONE_LEN, "cpu:0", true), 0);
-	seg = xfer_segment_open(e, xfer_engine_name(T));
-	assert_true(seg >= 0);
-	assert_int_equal(xfer_unregister(T, gone), 0);
+	e = initiator(CONNS, ib, GONE_LEN, true, &seg);
 	th_fill(ib, LEN, 41);
 	th_fill(tb + LEN, LEN, 42);
 	memset(tb, 0, LEN);
@@ -395,7 +401,6 @@ static void test_refused_task_fails_at_once(void **state)
 static void test_large_reads_read_ahead(void **state)
 {
 	enum { N = 32, LEN = 1 << 20 };
-	struct xfer_config *cfg = th_config();
 	struct xfer_request reqs[N];
 	struct xfer_engine *e;
 	uint8_t *ib = th_alloc((size_t)N * LEN);
@@ -403,17 +408,7 @@ static void test_large_reads_read_ahead(void **state)
 	int batches = 0;
 
 	(void)state;
-	th_set(cfg, "bind_addr", "127.0.0.1");
-	th_set(cfg, "local_server_name", "127.0.0.1");
-	th_set(cfg, "workers", "1");
-	th_set(cfg, "tcp_conns", "2");
-	e = xfer_engine_new(cfg);
-	xfer_config_free(cfg);
-	assert_non_null(e);
-	assert_int_equal(xfer_register(e, ib, (size_t)N * LEN, "cpu:0", true),
-			 0);
-	seg = xfer_segment_open(e, xfer_engine_name(T));
-	assert_true(seg >= 0);
+	e = initiator(2, ib, (size_t)N * LEN, false, &seg);
 	th_fill(tb, (size_t)N * LEN, 77);
 	memset(ib, 0, (size_t)N * LEN);
 	for (int i = 0; i < N; i++)
