@@ -137,9 +137,12 @@ static int cmp_addr(const void *a, const void *b)
 /* The list is registrable as a whole: lengths, and no two overlap. */
 static int check_list(const buffer_entry_t *list, size_t n)
 {
-	buffer_entry_t *v = malloc(n * sizeof(*v));
+	buffer_entry_t *v;
 	int ret = 0;
 
+	if (n > SIZE_MAX / sizeof(*v)) /* the caller's count: no such list */
+		return -EINVAL;
+	v = malloc(n * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	memcpy(v, list, n * sizeof(*v));

@@ -136,4 +136,11 @@ static inline bool xfer_slice_canceled(const struct xfer_slice *s)
 	return atomic_load(&s->task->canceled);
 }
 
+/** Has a slice of @p s's task ended otherwise than COMPLETED? Then the
+ *  task cannot complete, whatever its other slices do. */
+static inline bool xfer_slice_task_failed(const struct xfer_slice *s)
+{
+	return atomic_load(&s->task->failure) != 0;
+}
+
 #endif

@@ -23,6 +23,9 @@ FUZZ_NAMES   := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LIB     := $(FUZZ_BUILD)/libxfer.a
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
+# Mooncake's C API on it (an archive: only fuzz_capi pulls it in)
+FUZZ_CAPI    := $(FUZZ_BUILD)/libtransfer_engine.a
+FUZZ_CAPI_OBJS := $(CAPI_SRCS:%.c=$(FUZZ_BUILD)/%.o)
 # xfer-metad without its main(), and SQLite for its store
 FUZZ_METAD_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,\
                    $(filter-out metadata/metad/main.c,$(METAD_SRCS)))
@@ -37,8 +40,12 @@ $(FUZZ_LIB): $(FUZZ_LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(FUZZ_CAPI): $(FUZZ_CAPI_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(FUZZ_METAD_OBJS) \
-		      $(FUZZ_LIB)
+		      $(FUZZ_CAPI) $(FUZZ_LIB)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LDLIBS) \
 		$(shell pkg-config --libs sqlite3)

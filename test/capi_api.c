@@ -6,7 +6,8 @@
  * auto discovery and MC_FORCE_TCP, file
  * segments, many threads on one engine, an engine freed with a
  * batch in flight, a central store (xfer-metad) named by a connection
- * string, and NULL or bad arguments everywhere.
+ * string, NULL or bad arguments everywhere, and counts too large for a
+ * batch or for memory.
  *
  *   capi_api [path of xfer-metad]   (default: beside this program's
  *                                     folder, ../xfer-metad)
@@ -519,6 +520,54 @@ static void bad_args(void)
 	}
 }
 
+/*
+ * Counts past what a batch holds, or past what memory can hold (their
+ * size in bytes wraps): refused before anything is allocated, nothing
+ * appended, and the batch still takes what fits.
+ */
+static void too_many(void)
+{
+	transfer_engine_t e = engine(0);
+	uint8_t *buf = alloc(4 * BLOCK, 7);
+	buffer_entry_t l[2] = { { buf, BLOCK }, { buf + 2 * BLOCK, BLOCK } };
+	transfer_request_t r[5];
+	struct transfer_status st;
+	int64_t end = now_ms() + WAIT_MS;
+	batch_id_t b;
+
+	CHECK_EQ(registerLocalMemoryBatch(e, l, SIZE_MAX / sizeof(*l) + 2,
+					  "cpu:0"), -1);
+	CHECK_EQ(registerLocalMemory(e, buf, 4 * BLOCK, "cpu:0", 1), 0);
+	for (int i = 0; i < 5; i++)
+		r[i] = (transfer_request_t){ .opcode = OPCODE_WRITE,
+			.source = buf, .target_id = LOCAL_SEGMENT,
+			.target_offset = (uintptr_t)buf + 2 * BLOCK,
+			.length = BLOCK };
+	b = allocateBatchID(e, 4);
+	CHECK(b != INVALID_BATCH);
+	CHECK_EQ(submitTransfer(e, b, r, 5), 2);
+	CHECK_EQ(submitTransfer(e, b, r, SIZE_MAX), 2);
+	/* one of these wraps to a small size for any request size <= 64 */
+	for (size_t d = 2; d <= 64; d++)
+		CHECK_EQ(submitTransfer(e, b, r, SIZE_MAX / d + 2), 2);
+	CHECK_EQ(submitTransfer(e, b, r, 3), 0);
+	CHECK_EQ(submitTransfer(e, b, r, 2), 2);
+	CHECK_EQ(getTransferStatus(e, b, 3, &st), 1);
+	CHECK_EQ(submitTransfer(e, b, r, 1), 0);
+	for (size_t i = 0; i < 4; i++) {
+		do {
+			CHECK_EQ(getTransferStatus(e, b, i, &st), 0);
+			CHECK(now_ms() < end);
+		} while (st.status == STATUS_WAITING);
+		CHECK_EQ(st.status, STATUS_COMPLETED);
+	}
+	CHECK_EQ(getTransferStatus(e, b, 4, &st), 1);
+	CHECK_EQ(freeBatchID(e, b), 0);
+	CHECK_EQ(unregisterLocalMemory(e, buf), 0);
+	destroyTransferEngine(e);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	char self[4096], metad[4200];
@@ -533,7 +582,8 @@ int main(int argc, char **argv)
 	destroy_busy();
 	store(argc > 1 ? argv[1] : metad);
 	bad_args();
+	too_many();
 	printf("capi_api: transports, discovery, files, threads, teardown, "
-	       "store and refusals checked\n");
+	       "store, refusals and counts too large checked\n");
 	return 0;
 }

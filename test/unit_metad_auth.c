@@ -1,9 +1,12 @@
 /*
  * xfer-metad's guard on writes alone (metadata/metad/auth.c), on a clock
- * of the test's: a nonce serves one try, until 60 s after it was handed
- * out; the 4097th newer one pushes it out; a header that is not
- * "<64 hex>:<64 hex>" or a MAC over anything else is refused; the MAC is
- * xfer_auth_write_mac()'s, which matches the spec (PROTOCOL.md §2).
+ * of the test's: a nonce proves one write, until 60 s after it was
+ * handed out, and stays spent as long; a wrong MAC does not spend it;
+ * no number of nonces asked for pushes one out; a nonce this guard did
+ * not hand out is unknown; at most METAD_SPENT_MAX writes a minute; a
+ * header that is not "<64 hex>:<64 hex>" or a MAC over anything else is
+ * refused; the MAC is xfer_auth_write_mac()'s, which matches the spec
+ * (PROTOCOL.md §2).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -102,14 +105,15 @@ static void test_one_try_each(void **state)
 	header_for(SECRET, n1, "PUT", "k", "v", h);
 	assert_null(check(a, 1001, h, "PUT", "k", "v"));
 	assert_non_null(strstr(check(a, 1002, h, "PUT", "k", "v"),
-			       "unknown nonce"));
-	/* a wrong MAC spends the nonce too */
+			       "spent nonce"));
+	/* a wrong MAC does not spend it: the write it was for still goes */
 	header_for("not the secret", n2, "PUT", "k", "v", h);
 	assert_non_null(strstr(check(a, 1003, h, "PUT", "k", "v"),
 			       "wrong MAC"));
 	header_for(SECRET, n2, "PUT", "k", "v", h);
-	assert_non_null(strstr(check(a, 1004, h, "PUT", "k", "v"),
-			       "unknown nonce"));
+	assert_null(check(a, 1004, h, "PUT", "k", "v"));
+	assert_non_null(strstr(check(a, 1005, h, "PUT", "k", "v"),
+			       "spent nonce"));
 	metad_auth_free(a);
 }
 
@@ -156,33 +160,100 @@ static void test_expiry(void **state)
 	header_for(SECRET, n2, "PUT", "k", "v", h);
 	assert_non_null(strstr(check(a, 5001 + METAD_NONCE_TTL_MS, h, "PUT",
 				     "k", "v"), "expired nonce"));
-	/* and spent with it */
-	assert_non_null(strstr(check(a, 5002, h, "PUT", "k", "v"),
-			       "unknown nonce"));
 	metad_auth_free(a);
 }
 
-static void test_pushed_out(void **state)
+/* Spent for as long as it could prove a write again, across the
+ * generations of what is kept (each METAD_NONCE_TTL_MS long). */
+static void test_spent_for_its_life(void **state)
 {
 	struct metad_auth *a = metad_auth_new(SECRET);
-	char first[65], n[65], last[XFER_AUTH_HEADER_LEN + 1];
-	char h[XFER_AUTH_HEADER_LEN + 1];
+	const int64_t ttl = METAD_NONCE_TTL_MS;
+	char n[65], h[XFER_AUTH_HEADER_LEN + 1];
 
 	(void)state;
-	assert_int_equal(metad_auth_nonce(a, 0, first), 0);
-	for (unsigned i = 1; i < METAD_NONCES; i++)
-		assert_int_equal(metad_auth_nonce(a, 0, n), 0);
-	header_for(SECRET, n, "PUT", "k", "v", last);
-	header_for(SECRET, first, "PUT", "k", "v", h);
-	/* METAD_NONCES remembered: the first still good */
-	assert_null(check(a, 0, h, "PUT", "k", "v"));
+	/* proved at a third of its life, tried again until its end: the
+	 * generations turn at every phase of that */
+	for (int64_t born = 0; born < 8 * ttl; born += ttl + ttl / 7) {
+		assert_int_equal(metad_auth_nonce(a, born, n), 0);
+		header_for(SECRET, n, "PUT", "k", "v", h);
+		assert_null(check(a, born + ttl / 3, h, "PUT", "k", "v"));
+		for (int64_t t = born + ttl / 3; t <= born + ttl; t += ttl / 16)
+			assert_non_null(strstr(check(a, t, h, "PUT", "k", "v"),
+					       "spent nonce"));
+		assert_non_null(strstr(check(a, born + ttl, h, "PUT", "k",
+					     "v"), "spent nonce"));
+	}
+	metad_auth_free(a);
+}
 
+/* A stranger asks for 10000 nonces between an engine's and its write:
+ * both the engine's and the stranger's first still prove a write. */
+static void test_flood_takes_nothing(void **state)
+{
+	struct metad_auth *a = metad_auth_new(SECRET);
+	char mine[65], first[65], n[65], h[XFER_AUTH_HEADER_LEN + 1];
+
+	(void)state;
+	assert_int_equal(metad_auth_nonce(a, 0, mine), 0);
 	assert_int_equal(metad_auth_nonce(a, 0, first), 0);
-	for (unsigned i = 0; i < METAD_NONCES; i++)
-		assert_int_equal(metad_auth_nonce(a, 0, n), 0);
+	for (unsigned i = 1; i < 10000; i++)
+		assert_int_equal(metad_auth_nonce(a, i / 1000, n), 0);
+	header_for(SECRET, mine, "PUT", "k", "v", h);
+	assert_null(check(a, 20, h, "PUT", "k", "v"));
 	header_for(SECRET, first, "PUT", "k", "v", h);
+	assert_null(check(a, 20, h, "PUT", "k", "v"));
+	metad_auth_free(a);
+}
+
+/* Nonces this guard did not hand out: random bytes, another guard's
+ * (another server, or this one before a restart), one with its time or
+ * random bytes changed. */
+static void test_unknown(void **state)
+{
+	struct metad_auth *a = metad_auth_new(SECRET);
+	struct metad_auth *b = metad_auth_new(SECRET);
+	char n[65], h[XFER_AUTH_HEADER_LEN + 1];
+
+	(void)state;
+	memset(n, '7', 64);
+	n[64] = '\0';
+	header_for(SECRET, n, "PUT", "k", "v", h);
 	assert_non_null(strstr(check(a, 0, h, "PUT", "k", "v"),
 			       "unknown nonce"));
+	assert_int_equal(metad_auth_nonce(b, 0, n), 0);
+	header_for(SECRET, n, "PUT", "k", "v", h);
+	assert_non_null(strstr(check(a, 0, h, "PUT", "k", "v"),
+			       "unknown nonce"));
+	for (int i = 0; i < 32; i += 16) { /* its time, its random bytes */
+		assert_int_equal(metad_auth_nonce(a, 1000, n), 0);
+		n[i] = n[i] == '0' ? '1' : '0';
+		header_for(SECRET, n, "PUT", "k", "v", h);
+		assert_non_null(strstr(check(a, 1000, h, "PUT", "k", "v"),
+				       "unknown nonce"));
+	}
+	metad_auth_free(a);
+	metad_auth_free(b);
+}
+
+/* At most METAD_SPENT_MAX writes proved in one nonce's life; the next
+ * life takes as many again. */
+static void test_writes_bounded(void **state)
+{
+	struct metad_auth *a = metad_auth_new(SECRET);
+	char n[65], h[XFER_AUTH_HEADER_LEN + 1];
+
+	(void)state;
+	for (unsigned i = 0; i < METAD_SPENT_MAX; i++) {
+		assert_int_equal(metad_auth_nonce(a, 0, n), 0);
+		header_for(SECRET, n, "PUT", "k", "v", h);
+		assert_null(check(a, 0, h, "PUT", "k", "v"));
+	}
+	assert_int_equal(metad_auth_nonce(a, 0, n), 0);
+	header_for(SECRET, n, "PUT", "k", "v", h);
+	assert_non_null(strstr(check(a, 0, h, "PUT", "k", "v"),
+			       "too many writes"));
+	assert_null(check(a, METAD_NONCE_TTL_MS, h, "PUT", "k", "v"));
 	metad_auth_free(a);
 }
 
@@ -228,7 +299,10 @@ int main(void)
 		cmocka_unit_test(test_one_try_each),
 		cmocka_unit_test(test_bound_to_the_request),
 		cmocka_unit_test(test_expiry),
-		cmocka_unit_test(test_pushed_out),
+		cmocka_unit_test(test_spent_for_its_life),
+		cmocka_unit_test(test_flood_takes_nothing),
+		cmocka_unit_test(test_unknown),
+		cmocka_unit_test(test_writes_bounded),
 		cmocka_unit_test(test_malformed),
 	};
 

@@ -270,7 +270,8 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr);
  * Register @p buffer_len buffers at one @p location, remotely
  * accessible, published once. All or nothing.
  * @return as registerLocalMemory(); -7 also for buffers of the list that
- *         overlap each other.
+ *         overlap each other; -1 also for a @p buffer_len whose list
+ *         would not fit in memory (nothing of it is read).
  */
 XFER_TE_EXPORT
 int registerLocalMemoryBatch(transfer_engine_t engine,

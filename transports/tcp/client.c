@@ -441,19 +441,30 @@ static void conn_start_send(struct tcp_conn *c)
  * The peer refused a request and closes the connection (PROTOCOL.md §3).
  * It serves a connection's requests one after another and read none past
  * the refused one, so the requests behind it, sent or not, go again, in
- * order, on a new connection: only the refused request fails. Each round
- * ends one refused slice, so this ends.
+ * order, on a new connection: only the refused request fails. Those of
+ * its task, which has failed with it, end FAILED here rather than go
+ * again (each would cost a round of its own: a task of n slices at a
+ * gone buffer took n rounds, its WRITE payloads sent again each time).
+ * Each round ends one refused slice, so this ends.
  */
 static void conn_retry(struct tcp_conn *c)
 {
-	struct xfer_slice *s;
+	struct xfer_slice **p, *s;
 
 	close_socket(c); /* a head partly sent goes again whole */
 	xfer_slice_q_append(&c->waitq, &c->sendq);
 	xfer_slice_q_append(&c->sendq, &c->waitq);
-	for (s = c->sendq.head; s; s = s->next)
-		ts(s)->status = ts(s)->status_got = ts(s)->data_got = 0;
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, 0);
+	for (p = &c->sendq.head; (s = *p);) {
+		if (xfer_slice_task_failed(s)) {
+			*p = s->next;
+			xfer_slice_done(s, XFER_FAILED);
+			continue;
+		}
+		ts(s)->status = ts(s)->status_got = ts(s)->data_got = 0;
+		p = &s->next;
+	}
+	c->sendq.tail = p;
 	if (c->sendq.head)
 		conn_start_send(c);
 	else

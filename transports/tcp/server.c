@@ -13,7 +13,10 @@
  * and the replies of the whole run (status frames, READ payloads) go out
  * in one gathered sendmsg. A lone READ costs one read and one send. (A
  * run of large WRITEs is answered every RUN_MAX bytes: held back longer,
- * their statuses cost the initiator more than the sends they save.)
+ * their statuses cost the initiator more than the sends they save.) The
+ * replies point into registered memory, so a WRITE to bytes that a READ
+ * before it has yet to send waits until they went out (held()): requests
+ * on a connection take effect in order.
  *
  * What a connection may hold: at most REPLIES replies (pointers into
  * registered memory, no copies) and STAGE bytes read ahead, so nothing a
@@ -205,6 +208,31 @@ static bool staged(const struct tcp_sconn *c)
 }
 
 /*
+ * Is @p hdr a WRITE to bytes that a READ before it still has to send?
+ * Then it waits until they went out: requests on a connection take
+ * effect in order (PROTOCOL.md §3), and a READ's reply points into the
+ * registered memory the WRITE would change.
+ */
+static bool held(const struct tcp_sconn *c, const uint8_t *hdr)
+{
+	uint64_t size, addr;
+
+	if ((hdr[16] & 0x7f) != TCP_OP_WRITE)
+		return false;
+	memcpy(&size, hdr, 8);
+	memcpy(&addr, hdr + 8, 8);
+	for (unsigned i = 0; i < c->rq_n; i++) {
+		const struct reply *r = &c->rq[(c->rq_head + i) % REPLIES];
+		uint64_t p = (uintptr_t)r->ptr;
+
+		if (r->left && (p >= addr ? p - addr < size
+					  : addr - p < r->left))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Act on the headers in c->in while replies have room: queue READ
  * replies, start WRITEs and copy what of their payload came along. Stops
  * at a WRITE whose payload is still to come (then c->in is empty), at a
@@ -217,6 +245,8 @@ static int take_staged(struct tcp_sconn *c)
 
 	while (!c->wleft && !c->refused && c->rq_n < REPLIES &&
 	       c->in_len - used >= TCP_HDR_LEN) {
+		if (held(c, c->in + used))
+			break;
 		if (!take_header(c, c->in + used))
 			return -1;
 		used += TCP_HDR_LEN;
@@ -323,10 +353,12 @@ static bool done(const struct tcp_sconn *c)
 	return (c->refused || (c->eof && !staged(c))) && c->rq_n == 0;
 }
 
-/* Is there more to read: from the socket, or headers that waited? */
+/* Is there more to read: from the socket, or headers that waited (and
+ * may be served now)? */
 static bool can_read(const struct tcp_sconn *c)
 {
-	return !c->refused && (!c->eof || staged(c)) && c->rq_n < REPLIES;
+	return !c->refused && (!c->eof || staged(c)) && c->rq_n < REPLIES &&
+	       !(staged(c) && held(c, c->in));
 }
 
 /*
@@ -397,17 +429,17 @@ static int sconn_run(struct tcp_sconn *c)
 		moved |= in || out;
 		budget -= (size_t)(in + out) < budget ? (size_t)(in + out)
 						      : budget;
-		/* Headers read ahead wait for room in the reply ring: once
-		 * replies went out they are served now, whatever the socket
-		 * has (an empty one brings no read event for them). */
+		/* Headers read ahead wait for room in the reply ring (or a
+		 * WRITE for the READ replies it would change): once replies
+		 * went out they are served now, whatever the socket has (an
+		 * empty one brings no read event for them). */
 	} while ((((in || out) && !c->dry) || (staged(c) && can_read(c))) &&
 		 budget);
 	if (overdue(c))
 		return -1;
 
 	xfer_event_want(c->s.wev, &c->s.writing, c->rq_n > 0);
-	xfer_event_want(c->s.rev, &c->s.reading,
-			!c->refused && !c->eof && c->rq_n < REPLIES);
+	xfer_event_want(c->s.rev, &c->s.reading, !c->eof && can_read(c));
 	if (moved)
 		rearm(c);
 	if (!budget)
