@@ -204,12 +204,12 @@ static void add_transport(void *arg)
 
 	while (e->tps[n])
 		n++;
-	for (; a->cfg && k && k->name && !ret; k++)
-		ret = xfer_config_set(e->cfg, k->name,
-				      xfer_config_get(a->cfg, k->name));
+	for (; a->cfg && k && k->key.name && !ret; k++)
+		ret = xfer_config_set(e->cfg, k->key.name,
+				      xfer_config_get(a->cfg, k->key.name));
 	if (ret)
 		ret = xfer_error_set(&e->err, ret, "add transport %s: knob %s: "
-				     "%s", a->ops->name, k[-1].name,
+				     "%s", a->ops->name, k[-1].key.name,
 				     strerror(-ret));
 	if (!ret)
 		ret = start_transport(e, a->ops, n, &t); /* says why */

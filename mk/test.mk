@@ -4,7 +4,7 @@
 # python/tests (pytest) are test-python's, in mk/python.mk.
 # Tests of an optional part the build lacks (mk/config.mk) are left out,
 # and each tier says which and why.
-TEST_PART_RDMA  := unit_json_desc unit_json_rdma unit_topology
+TEST_PART_RDMA  := unit_json_desc unit_json_rdma unit_topology unit_rdma_verbs
 TEST_PART_FILE  := unit_file_remote unit_fio unit_json_file it_file%
 TEST_PART_REDIS := it_redis_%
 TEST_PART_ETCD  := it_etcd_%
