@@ -142,7 +142,13 @@ void xfer_reactor_post(struct xfer_reactor *r, struct xfer_job *j)
 	 * cannot be lost: an eventfd refuses one (EAGAIN) only when its
 	 * counter is near 2^64, i.e. unread and so readable already. Nothing
 	 * else wakes an idle reactor: no timer polls. */
-	if (first) {
+	if (first && r->running && pthread_equal(pthread_self(), r->thread)) {
+		/* Posted by the reactor's own thread (a completion that ends a
+		 * batch on an engine with no workers): it runs the queue on its
+		 * next turn, with no syscall. Not in plugin mode, where the
+		 * thread that dispatches the base may change unseen. */
+		event_active(r->wake_ev, EV_READ, 0);
+	} else if (first) {
 		ssize_t n = write(r->wake_fd, &one, sizeof(one));
 		(void)n;
 	}
