@@ -19,15 +19,25 @@ $(PY_EXT): $(PY_DEPS) $(LIB_A)
 		build_ext --inplace --force --build-temp $(PY_TMP)/tmp \
 		--build-lib $(PY_TMP)/lib $(if $(Q),>/dev/null)
 
-# Two-process transfers, asyncio, interop with xfer-bench, xfer-metad and
-# redis, reference counts, and a pip install into a venv.
+# Two-process transfers, asyncio, threads, hostile arguments, interop with
+# xfer-bench, xfer-metad and redis, reference counts, and a pip install
+# into a venv.
 test-python: $(PY_EXT) $(BENCH) $(METAD)
 	@echo "== pytest python/tests"
 	@cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q \
 		-p no:cacheprovider tests
 
+# The module's argument handling under hostile calls from two threads
+# (python/tests/test_fuzz_args.py, also a 10 s part of test-python), for
+# FUZZ_SECONDS (mk/fuzz.mk); make fuzz runs it with the libFuzzer targets.
+fuzz-python: $(PY_EXT)
+	@echo "== fuzz python/tests/test_fuzz_args.py ($(FUZZ_SECONDS) s)"
+	@cd python && XFER_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) -m pytest \
+		-q -p no:cacheprovider tests/test_fuzz_args.py
+fuzz: fuzz-python
+
 clean: python-clean
 python-clean:
 	rm -rf python/xfer/_xfer*.so python/build python/*.egg-info
 
-.PHONY: python test-python python-clean
+.PHONY: python test-python python-clean fuzz-python

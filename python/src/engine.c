@@ -12,17 +12,72 @@
 
 struct xfer_engine *xpy_engine_get(EngineObject *eng)
 {
-	pthread_rwlock_rdlock(&eng->lock);
-	if (eng->e)
+	enum xpy_state st;
+
+	pthread_mutex_lock(&eng->gate);
+	st = eng->state;
+	if (st == XPY_OPEN)
+		eng->users++;
+	pthread_mutex_unlock(&eng->gate);
+	if (st == XPY_OPEN)
 		return eng->e;
-	pthread_rwlock_unlock(&eng->lock);
-	PyErr_SetString(PyExc_ValueError, "the engine is closed");
+	PyErr_SetString(PyExc_ValueError, st < XPY_OPEN ?
+			"the engine is not started" : "the engine is closed");
 	return NULL;
 }
 
 void xpy_engine_put(EngineObject *eng)
 {
-	pthread_rwlock_unlock(&eng->lock);
+	pthread_mutex_lock(&eng->gate);
+	if (!--eng->users && eng->state != XPY_OPEN)
+		pthread_cond_broadcast(&eng->gate_cv);
+	pthread_mutex_unlock(&eng->gate);
+}
+
+void xpy_gate_wait(EngineObject *eng, bool (*done)(void *arg), void *arg)
+{
+	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&eng->gate);
+	while (!done(arg))
+		pthread_cond_wait(&eng->gate_cv, &eng->gate);
+	pthread_mutex_unlock(&eng->gate);
+	Py_END_ALLOW_THREADS
+}
+
+static bool eng_settled(void *arg)
+{
+	enum xpy_state st = ((EngineObject *)arg)->state;
+
+	return st != XPY_STARTING && st != XPY_CLOSING && st != XPY_FREEING;
+}
+
+bool xpy_engine_try(EngineObject *eng)
+{
+	bool held;
+
+	pthread_mutex_lock(&eng->gate);
+	held = eng->state == XPY_OPEN || eng->state == XPY_CLOSING;
+	if (held)
+		eng->users++;
+	pthread_mutex_unlock(&eng->gate);
+	return held;
+}
+
+bool xpy_engine_hold(EngineObject *eng)
+{
+	if (xpy_engine_try(eng))
+		return true;
+	xpy_gate_wait(eng, eng_settled, eng); /* freeing: tasks end with it */
+	return false;
+}
+
+/* Move to @p st, waking who waits on the gate. */
+static void eng_set_state(EngineObject *eng, enum xpy_state st)
+{
+	pthread_mutex_lock(&eng->gate);
+	eng->state = st;
+	pthread_cond_broadcast(&eng->gate_cv);
+	pthread_mutex_unlock(&eng->gate);
 }
 
 static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -33,7 +88,9 @@ static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	(void)kw;
 	if (!self)
 		return NULL;
-	pthread_rwlock_init(&self->lock, NULL);
+	pthread_mutex_init(&self->gate, NULL);
+	pthread_cond_init(&self->gate_cv, NULL);
+	self->state = XPY_NEW;
 	self->regs = PyDict_New();
 	if (!self->regs) {
 		Py_DECREF(self);
@@ -85,12 +142,12 @@ static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:_Engine", kwlist,
 					 &config))
 		return -1;
-	if (self->e) {
-		PyErr_SetString(PyExc_RuntimeError, "engine already started");
-		return -1;
-	}
 	if (config != Py_None && !PyDict_Check(config)) {
 		PyErr_SetString(PyExc_TypeError, "config must be a dict");
+		return -1;
+	}
+	if (self->state != XPY_NEW) {
+		PyErr_SetString(PyExc_RuntimeError, "engine already started");
 		return -1;
 	}
 	cfg = xfer_config_new();
@@ -104,17 +161,19 @@ static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
 			return -1;
 		}
 	}
+	eng_set_state(self, XPY_STARTING); /* checked and set with the GIL */
 	Py_BEGIN_ALLOW_THREADS
 	e = xfer_engine_new(cfg);
 	if (!e)
 		err = errno;
 	Py_END_ALLOW_THREADS
 	xfer_config_free(cfg);
+	self->e = e;
+	eng_set_state(self, e ? XPY_OPEN : XPY_NEW);
 	if (!e) {
 		xpy_raise(NULL, -err, "engine start");
 		return -1;
 	}
-	self->e = e;
 	return 0;
 }
 
@@ -123,27 +182,74 @@ static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
  * transfer timeout). */
 #define XPY_CLOSE_GRACE_MS 2000
 
-/* Cancel everything in flight, then free the engine: its callbacks are
- * over when xfer_engine_free() returns, so what they never answered
- * fails then. */
+/* Once no call is in flight (waiting up to @p ms), free the engine:
+ * true; false if calls are still in flight then. Without the GIL. */
+static bool eng_free_when_idle(EngineObject *self, int ms)
+{
+	struct timespec deadline;
+	bool idle;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_nsec += (long)ms * 1000000;
+	deadline.tv_sec += deadline.tv_nsec / 1000000000;
+	deadline.tv_nsec %= 1000000000;
+	pthread_mutex_lock(&self->gate);
+	while (self->users && pthread_cond_timedwait(&self->gate_cv,
+						     &self->gate,
+						     &deadline) == 0)
+		;
+	idle = !self->users;
+	if (idle)
+		self->state = XPY_FREEING;
+	pthread_mutex_unlock(&self->gate);
+	if (!idle)
+		return false;
+	xfer_engine_free(self->e);
+	eng_set_state(self, XPY_CLOSED);
+	return true;
+}
+
+/* How often close() cancels again what calls in flight submitted after
+ * it began (ms). */
+#define XPY_CLOSE_RECANCEL_MS 100
+
+/*
+ * Refuse new calls, cancel everything in flight, wait for the calls in
+ * flight to return, then free the engine: its callbacks are over when
+ * xfer_engine_free() returns, so what they never answered fails then.
+ * A close() while another runs waits for that one.
+ */
 static int eng_close_inner(EngineObject *self)
 {
-	struct xfer_engine *e;
 	struct timespec deadline;
+	bool mine, freed;
 
-	if (!self->e)
+	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&self->gate);
+	while (self->state == XPY_STARTING)
+		pthread_cond_wait(&self->gate_cv, &self->gate);
+	mine = self->state == XPY_OPEN;
+	if (mine)
+		self->state = XPY_CLOSING;
+	pthread_mutex_unlock(&self->gate);
+	Py_END_ALLOW_THREADS
+	if (!mine) {
+		xpy_gate_wait(self, eng_settled, self);
 		return 0;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += XPY_CLOSE_GRACE_MS / 1000;
 	xpy_batches_cancel(self, &deadline);
 	xpy_aio_close(self, &deadline);
-	Py_BEGIN_ALLOW_THREADS
-	pthread_rwlock_wrlock(&self->lock);
-	e = self->e;
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		freed = eng_free_when_idle(self, XPY_CLOSE_RECANCEL_MS);
+		Py_END_ALLOW_THREADS
+		if (freed)
+			break;
+		xpy_batches_cancel(self, NULL);
+	}
 	self->e = NULL;
-	xfer_engine_free(e);
-	pthread_rwlock_unlock(&self->lock);
-	Py_END_ALLOW_THREADS
 	xpy_aio_free(self);
 	xpy_batches_close(self);
 	PyDict_Clear(self->regs);
@@ -154,7 +260,9 @@ PyDoc_STRVAR(close_doc,
 "close()\n\n"
 "Cancel what is in flight and free the engine: its listeners, threads\n"
 "and connections go; registered memory is forgotten (it stays yours).\n"
-"Pending futures fail. Idempotent.");
+"Pending futures fail. From the call on, new calls from other threads\n"
+"raise ValueError; those in flight are waited for (without the GIL).\n"
+"Idempotent: a second close() returns once the first is done.");
 
 static PyObject *eng_close(EngineObject *self, PyObject *unused)
 {
@@ -179,7 +287,7 @@ static int eng_clear(EngineObject *self)
 static void eng_dealloc(EngineObject *self)
 {
 	PyObject_GC_UnTrack(self);
-	if (self->e) {
+	if (self->state == XPY_OPEN) {
 #if PY_VERSION_HEX >= 0x030C0000
 		PyObject *exc = PyErr_GetRaisedException();
 
@@ -195,7 +303,8 @@ static void eng_dealloc(EngineObject *self)
 	}
 	eng_clear(self);
 	Py_CLEAR(self->regs);
-	pthread_rwlock_destroy(&self->lock);
+	pthread_cond_destroy(&self->gate_cv);
+	pthread_mutex_destroy(&self->gate);
 	Py_TYPE(self)->tp_free(self);
 }
 
@@ -230,7 +339,7 @@ static PyObject *eng_attr(EngineObject *self, void *c)
 static PyObject *eng_get_closed(EngineObject *self, void *c)
 {
 	(void)c;
-	return PyBool_FromLong(self->e == NULL);
+	return PyBool_FromLong(self->state >= XPY_CLOSING);
 }
 
 static PyObject *eng_cpu_seconds(EngineObject *self, PyObject *unused)
@@ -632,7 +741,7 @@ static PyGetSetDef eng_getset[] = {
 	  "The engine's message for its last error.",
 	  (void *)(intptr_t)ATTR_LAST_ERROR },
 	{ "closed", (getter)eng_get_closed, NULL,
-	  "Whether close() has run.", NULL },
+	  "Whether close() has begun.", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 

@@ -30,8 +30,8 @@ static int outcome_errno(enum xfer_status st)
 static PyObject *error_new(PyObject *type, EngineObject *eng, int err,
 			   const char *what)
 {
-	const char *last = eng && eng->e ? xfer_engine_last_error(eng->e) :
-			   NULL;
+	bool held = eng && xpy_engine_try(eng);
+	const char *last = held ? xfer_engine_last_error(eng->e) : NULL;
 	PyObject *msg;
 
 	if (err < 0)
@@ -41,6 +41,8 @@ static PyObject *error_new(PyObject *type, EngineObject *eng, int err,
 					   last);
 	else
 		msg = PyUnicode_FromFormat("%s: %s", what, strerror(err));
+	if (held)
+		xpy_engine_put(eng);
 	if (!msg)
 		return NULL;
 	return PyObject_CallFunction(type, "iN", err, msg);

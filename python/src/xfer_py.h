@@ -11,10 +11,16 @@
  * aio.c       the completion queue: the engine's callbacks push, an
  *             eventfd wakes the event loop, drain() resolves futures
  *
- * Threads: every call holds the engine's read lock (taken with the GIL,
- * so it never waits while a closing thread needs the GIL) and releases
- * the GIL while it waits; close() takes the write lock without the GIL,
- * so it never frees the engine under a waiting call. The engine's
+ * Threads: a call counts itself in on the engine's gate (xpy_engine_get)
+ * and out (xpy_engine_put), and releases the GIL while it waits. close()
+ * refuses new calls, cancels what is in flight, waits (without the GIL)
+ * until the calls in flight are out, and only then frees the engine: a
+ * stream of calls from other threads cannot starve it, as readers of a
+ * read-write lock starved its writer. The gate's lock is only ever held
+ * for a few instructions, or in a condition wait without the GIL. A
+ * Batch counts its own calls too: submits (and cancels) on one batch run
+ * one at a time under its submit lock, as xfer_batch_submit() requires,
+ * and free() waits for the calls of other threads on it. The engine's
  * callbacks never take the GIL: they queue what happened and write the
  * eventfd; the loop's thread resolves it.
  */
@@ -29,10 +35,26 @@
 
 #include <xfer/xfer.h>
 
-/* Buffer-protocol objects a call keeps exported (released with the GIL). */
+/* Buffer-protocol objects a call keeps exported (released with the GIL);
+ * a Batch keeps one per submit on its list. */
 struct xpy_hold {
 	Py_buffer *views;
 	size_t n, cap;
+	struct xpy_hold *next;
+};
+
+/* The most requests one call takes: xfer_batch_new()'s largest capacity
+ * (include/xfer/xfer.h). */
+#define XPY_REQS_MAX ((size_t)1 << 24)
+
+/* Who may use an engine (EngineObject.state, under its gate). */
+enum xpy_state {
+	XPY_NEW,          /* __init__ has not run */
+	XPY_STARTING,     /* __init__ starts it, without the GIL */
+	XPY_OPEN,         /* calls welcome */
+	XPY_CLOSING,      /* close() runs: new calls refused, frees allowed */
+	XPY_FREEING,      /* no call in flight: the engine is being freed */
+	XPY_CLOSED,
 };
 
 struct xpy_cq;
@@ -68,7 +90,10 @@ typedef struct BatchObject BatchObject;
 typedef struct {
 	PyObject_HEAD
 	struct xfer_engine *e;            /* NULL once closed */
-	pthread_rwlock_t lock;            /* read: a call without the GIL */
+	pthread_mutex_t gate;             /* state, users, each Batch's users */
+	pthread_cond_t gate_cv;           /* a count fell, the state moved */
+	enum xpy_state state;
+	unsigned users;                   /* calls in flight */
 	PyObject *regs;                   /* addr -> capsule of a Py_buffer */
 	BatchObject *batches;             /* live batches (under the GIL) */
 	struct xpy_cq *cq;                /* NULL until the first async call */
@@ -79,10 +104,14 @@ typedef struct {
 struct BatchObject {
 	PyObject_HEAD
 	EngineObject *eng;                /* owned */
-	struct xfer_batch *b;             /* NULL once freed */
+	struct xfer_batch *b;             /* NULL once freed (gate and GIL) */
 	size_t cap;
-	struct xpy_hold hold;
-	bool inflight;                    /* submitted, not known to be done */
+	pthread_mutex_t submit_lock;      /* one submit or cancel at a time */
+	unsigned users;                   /* calls using b without the GIL */
+	unsigned submitting;              /* submits in progress (GIL) */
+	bool freeing;                     /* free() began: calls refused */
+	struct xpy_hold *holds;           /* each submit's views (GIL) */
+	bool pending;                     /* awaited: its callback is due */
 	enum xfer_status outcome;         /* once its callback ran */
 	struct xpy_op op;                 /* XPY_OP_BATCH, with a future */
 	BatchObject *next, **pprev;       /* the engine's live list */
@@ -100,10 +129,19 @@ PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 int xpy_addr(PyObject *o, uint64_t *addr);
 
 /* engine.c */
-/* The engine under its read lock, for a call that may let the GIL go;
- * NULL with ValueError set once closed. */
+/* The engine, counted in for a call that may let the GIL go; NULL with
+ * ValueError set unless it is open. */
 struct xfer_engine *xpy_engine_get(EngineObject *eng);
+/* Count out a call of xpy_engine_get() or xpy_engine_hold(). */
 void xpy_engine_put(EngineObject *eng);
+/* For a cleanup (freeing a batch): counted in while the engine is open or
+ * closing: true; false once it is freed (its tasks are over), waiting
+ * without the GIL while it is being freed. Never raises. */
+bool xpy_engine_hold(EngineObject *eng);
+/* Counted in while open or closing, as xpy_engine_hold(); never waits. */
+bool xpy_engine_try(EngineObject *eng);
+/* Wait, without the GIL, until @p done(@p arg) holds under the gate. */
+void xpy_gate_wait(EngineObject *eng, bool (*done)(void *arg), void *arg);
 int xpy_reg_args(PyObject *obj, PyObject *length, bool writable,
 		 struct xpy_hold *h, void **addr, size_t *len);
 PyObject *xpy_reg_keep(EngineObject *eng, uint64_t addr,
@@ -115,14 +153,16 @@ int xpy_hold_add(struct xpy_hold *h, PyObject *obj, bool writable,
 void xpy_hold_release(struct xpy_hold *h);
 /* The requests of a call (opcode, segment, sources=None, targets=None,
  * lengths=None, *, pairs=None, notify=None); @p h keeps their buffer
- * objects. The strings stay valid while @p args does. */
+ * objects. More than @p max requests raise XferError @p err before
+ * anything is allocated. The strings stay valid while @p args does. */
 struct xpy_transfer {
 	struct xfer_request *reqs;        /* PyMem_Free() them */
 	size_t n;
 	const char *nname, *nmsg;         /* a notification, or NULL */
 };
 int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
-		       struct xpy_transfer *t, struct xpy_hold *h);
+		       size_t max, int err, struct xpy_transfer *t,
+		       struct xpy_hold *h);
 
 /* batch.c */
 extern const char xpy_transfer_doc[], xpy_batch_doc[];
@@ -130,16 +170,24 @@ PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 			      PyObject *kw);
 PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw);
 BatchObject *xpy_batch_new(EngineObject *eng, size_t cap);
-int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b);
-/* xfer_batch_submit(_notify) without the GIL: 0 or -errno. */
-int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t);
+int xpy_batch_wait(BatchObject *bo);
+/* Count a call on @p bo in (its batch and engine): 0, or -1 with
+ * ValueError once either is freed or closing. */
+int xpy_batch_enter(BatchObject *bo);
+void xpy_batch_leave(BatchObject *bo);
+/* On an entered batch, without the GIL, under its submit lock:
+ * xfer_batch_submit(_notify): 0 or -errno. */
+int xpy_batch_submit(BatchObject *bo, const struct xpy_transfer *t);
 enum xfer_status xpy_batch_outcome(struct xfer_batch *b);
 /* [status of each task, ...] as ints */
 PyObject *xpy_statuses(struct xfer_batch *b);
-void xpy_batch_finish(BatchObject *bo, bool engine_alive);
+/* Free the xfer batch of @p bo and let go of its buffers (cancelling and
+ * waiting for what is in flight while the engine is alive). */
+void xpy_batch_release(BatchObject *bo);
 int xpy_ms_left(const struct timespec *deadline);
-/* Closing, before the engine is freed: cancel every batch in flight and
- * wait for those not awaited until @p deadline (CLOCK_MONOTONIC). */
+/* Closing, before the engine is freed: cancel every batch in flight and,
+ * with a @p deadline (CLOCK_MONOTONIC), wait for those not awaited until
+ * then. */
 void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline);
 /* After: free them all (their tasks are over). */
 void xpy_batches_close(EngineObject *eng);
