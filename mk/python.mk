@@ -1,10 +1,14 @@
 # The Python package (python/): xfer._xfer, a C extension module, built in
 # place against libxfer.a for the tests (make python); installed with
 #   pip install --no-build-isolation ./python
-# PYTHON is Debian's interpreter, whose packages (python3-pytest) the
-# tests use.
+# Its setup.py takes its flags from pkg-config's xfer package: this
+# build's, $(BUILD)/pkgconfig/xfer.pc (make python-lib writes it, with
+# the library), or an installed one. PYTHON is Debian's interpreter, whose
+# packages (python3-pytest) the tests use.
 PYTHON  ?= $(firstword $(wildcard /usr/bin/python3) python3)
-PY_DEPS := $(wildcard python/src/*.c python/src/*.h) python/setup.py
+PY_PC   := $(BUILD)/pkgconfig/xfer.pc
+PY_DEPS := $(wildcard python/src/*.c python/src/*.h) python/setup.py \
+           $(PY_PC)
 PY_EXT  := python/xfer/_xfer$(shell $(PYTHON) -c \
 	'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' \
 	2>/dev/null)
@@ -12,9 +16,22 @@ PY_TMP  := $(abspath $(BUILD))/python
 
 python: $(PY_EXT)
 
+python-lib: $(LIB_A) $(PY_PC)
+
+# mk/xfer.pc.in with this tree's paths; rewritten when PKGS or the paths
+# change (it is remade each run, replaced only when it differs).
+PY_COMMA := ,
+$(PY_PC): mk/xfer.pc.in FORCE
+	@mkdir -p $(dir $@)
+	$(Q)sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(abspath $(BUILD))|' \
+		-e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e 's|@VERSION@|$(VERSION)|' \
+		-e 's|@PKGS@|$(subst $() ,$(PY_COMMA) ,$(strip $(PKGS)))|' \
+		$< >$@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
 $(PY_EXT): $(PY_DEPS) $(LIB_A)
 	@$(if $(Q),echo "  PYEXT   $@")
-	$(Q)cd python && XFER_WERROR=$(WERROR) \
+	$(Q)cd python && XFER_WERROR=$(WERROR) XFER_PC_DIR=$(abspath $(dir $(PY_PC))) \
 		XFER_LIBXFER=$(abspath $(LIB_A)) $(PYTHON) setup.py -q \
 		build_ext --inplace --force --build-temp $(PY_TMP)/tmp \
 		--build-lib $(PY_TMP)/lib $(if $(Q),>/dev/null)
@@ -40,4 +57,5 @@ clean: python-clean
 python-clean:
 	rm -rf python/xfer/_xfer*.so python/build python/*.egg-info
 
-.PHONY: python test-python python-clean fuzz-python
+.PHONY: python python-lib test-python python-clean fuzz-python FORCE
+FORCE:

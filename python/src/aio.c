@@ -12,7 +12,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "python/src/xfer_py.h"
+#include "xfer_py.h"
 
 struct xpy_cq {
 	int efd;
@@ -333,8 +333,8 @@ PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 		goto out;
 	}
 	if (!(cq = cq_get(eng)) ||
-	    xpy_transfer_parse(rest, kw, "_aio_submit", XPY_REQS_MAX, -EINVAL,
-			       &t, h) < 0)
+	    xpy_transfer_parse(eng, rest, kw, "_aio_submit", XPY_REQS_MAX,
+			       -EINVAL, &t, h) < 0)
 		goto out;
 	bo = xpy_batch_new(eng, t.n);
 	if (!bo || xpy_batch_enter(bo) < 0)
@@ -569,7 +569,7 @@ void xpy_aio_free(EngineObject *eng)
 			resolve_batch(eng, op);
 			continue;
 		}
-		exc = xpy_error(NULL, -ECANCELED, "the engine closed");
+		exc = xpy_error(eng, -ECANCELED, "the engine closed");
 		if (op->fut && exc)
 			fut_settle(op->fut, NULL, exc);
 		Py_XDECREF(exc);

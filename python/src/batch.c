@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "python/src/xfer_py.h"
+#include "xfer_py.h"
 
 /* How long a blocking wait sleeps before it looks at signals (ms). */
 #define XPY_SIGNAL_MS 200
@@ -32,6 +32,15 @@ enum xfer_status xpy_batch_outcome(struct xfer_batch *b)
 	return XFER_COMPLETED;
 }
 
+/* xfer_batch_cancel() without the GIL, never beside a submit on the same
+ * batch (xfer.h's rule). */
+static void cancel_nogil(BatchObject *bo)
+{
+	pthread_mutex_lock(&bo->submit_lock);
+	xfer_batch_cancel(bo->b);
+	pthread_mutex_unlock(&bo->submit_lock);
+}
+
 /*
  * Wait for every task of @p bo (entered), without the GIL, looking at
  * signals now and then: on KeyboardInterrupt (or another signal
@@ -52,9 +61,7 @@ int xpy_batch_wait(BatchObject *bo)
 			break;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&bo->submit_lock);
-	xfer_batch_cancel(bo->b);
-	pthread_mutex_unlock(&bo->submit_lock);
+	cancel_nogil(bo);
 	xfer_batch_wait(bo->b, -1);
 	Py_END_ALLOW_THREADS
 	return -1;
@@ -155,8 +162,8 @@ PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 	PyObject *exc = NULL;
 	int ret;
 
-	if (xpy_transfer_parse(args, kw, "transfer", XPY_REQS_MAX, -EINVAL,
-			       &t, &h) < 0)
+	if (xpy_transfer_parse(eng, args, kw, "transfer", XPY_REQS_MAX,
+			       -EINVAL, &t, &h) < 0)
 		return NULL;
 	/* a Batch, on the engine's list, so that close() cancels it too */
 	bo = xpy_batch_new(eng, t.n);
@@ -201,20 +208,15 @@ BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
 	struct xfer_engine *e;
 	BatchObject *bo;
 
-	bo = PyObject_New(BatchObject, &xpy_BatchType);
+	/* zeroed, and tracked by the collector from here on */
+	bo = (BatchObject *)eng->st->BatchType->tp_alloc(eng->st->BatchType,
+							 0);
 	if (!bo)
 		return NULL;
-	bo->eng = NULL;
-	bo->b = NULL;
 	bo->cap = cap;
 	pthread_mutex_init(&bo->submit_lock, NULL);
-	bo->users = bo->submitting = 0;
-	bo->freeing = false;
-	bo->holds = NULL;
-	bo->pending = false;
 	bo->outcome = XFER_WAITING;
-	bo->op = (struct xpy_op){ .kind = XPY_OP_BATCH };
-	bo->pprev = NULL;
+	bo->op.kind = XPY_OP_BATCH;
 	e = xpy_engine_get(eng);
 	if (!e) {
 		Py_DECREF(bo);
@@ -279,9 +281,7 @@ static void batch_quiesce(BatchObject *bo)
 		if (idle && xfer_batch_wait(b, 0) == 0)
 			return;
 		Py_BEGIN_ALLOW_THREADS
-		pthread_mutex_lock(&bo->submit_lock);
-		xfer_batch_cancel(b);
-		pthread_mutex_unlock(&bo->submit_lock);
+		cancel_nogil(bo);
 		if (idle)
 			xfer_batch_wait(b, -1);
 		Py_END_ALLOW_THREADS
@@ -369,9 +369,7 @@ static void close_cancel(BatchObject *bo, void *arg)
 	(void)arg;
 	if (xfer_batch_wait(bo->b, 0) == 0)
 		return; /* nothing in flight: no need to stop the reactors */
-	pthread_mutex_lock(&bo->submit_lock);
-	xfer_batch_cancel(bo->b);
-	pthread_mutex_unlock(&bo->submit_lock);
+	cancel_nogil(bo);
 }
 
 static void close_wait(BatchObject *bo, void *arg)
@@ -411,13 +409,39 @@ void xpy_batches_close(EngineObject *eng)
 		xpy_batch_release(eng->batches);
 }
 
-static void batch_dealloc(BatchObject *bo)
+/* What the collector sees: the engine, a pending future, and the
+ * objects of the buffers the batch keeps exported. */
+static int batch_traverse(BatchObject *bo, visitproc visit, void *arg)
+{
+	Py_VISIT(Py_TYPE(bo));
+	Py_VISIT(bo->eng);
+	Py_VISIT(bo->op.fut);
+	for (struct xpy_hold *h = bo->holds; h; h = h->next)
+		for (size_t i = 0; i < h->n; i++)
+			Py_VISIT(h->views[i].obj);
+	return 0;
+}
+
+/* Breaking a cycle frees the batch as free() does (an awaited one holds
+ * a reference to itself until its callback is settled: never here). */
+static int batch_clear(BatchObject *bo)
 {
 	if (bo->eng)
 		xpy_batch_release(bo);
+	Py_CLEAR(bo->eng);
+	Py_CLEAR(bo->op.fut);
+	return 0;
+}
+
+static void batch_dealloc(BatchObject *bo)
+{
+	PyTypeObject *tp = Py_TYPE(bo);
+
+	PyObject_GC_UnTrack(bo);
+	batch_clear(bo);
 	pthread_mutex_destroy(&bo->submit_lock);
-	Py_XDECREF(bo->eng);
-	PyObject_Free(bo);
+	tp->tp_free(bo);
+	Py_DECREF(tp);
 }
 
 /* The batch, usable; NULL with ValueError once freed. */
@@ -456,7 +480,7 @@ static PyObject *batch_submit(BatchObject *bo, PyObject *args, PyObject *kw)
 	h = PyMem_Calloc(1, sizeof(*h));
 	if (!h)
 		return PyErr_NoMemory();
-	if (xpy_transfer_parse(args, kw, "submit",
+	if (xpy_transfer_parse(bo->eng, args, kw, "submit",
 			       bo->cap - xfer_batch_size(b), -ENOSPC, &t,
 			       h) < 0)
 		goto err_free;
@@ -475,8 +499,8 @@ static PyObject *batch_submit(BatchObject *bo, PyObject *args, PyObject *kw)
 
 err_reqs:
 	PyMem_Free(t.reqs);
-	xpy_hold_release(h);
 err_free:
+	xpy_hold_release(h);
 	PyMem_Free(h);
 	return NULL;
 }
@@ -569,21 +593,14 @@ PyDoc_STRVAR(cancel_doc,
 "done end CANCELED; nothing more of them is written into local memory\n"
 "from the return on. Raises ValueError once the batch is freed.");
 
-static void cancel_locked(BatchObject *bo)
-{
-	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&bo->submit_lock);
-	xfer_batch_cancel(bo->b);
-	pthread_mutex_unlock(&bo->submit_lock);
-	Py_END_ALLOW_THREADS
-}
-
 static PyObject *batch_cancel(BatchObject *bo, PyObject *unused)
 {
 	(void)unused;
 	if (xpy_batch_enter(bo) < 0)
 		return NULL;
-	cancel_locked(bo);
+	Py_BEGIN_ALLOW_THREADS
+	cancel_nogil(bo);
+	Py_END_ALLOW_THREADS
 	xpy_batch_leave(bo);
 	Py_RETURN_NONE;
 }
@@ -591,7 +608,7 @@ static PyObject *batch_cancel(BatchObject *bo, PyObject *unused)
 /* A future's done callback: a cancelled future cancels its batch. */
 static PyObject *batch_on_future_done(BatchObject *bo, PyObject *fut)
 {
-	PyObject *c;
+	PyObject *c, *r;
 	int yes;
 
 	if (!bo->b || !bo->pending)
@@ -601,9 +618,9 @@ static PyObject *batch_on_future_done(BatchObject *bo, PyObject *fut)
 		return NULL;
 	yes = PyObject_IsTrue(c);
 	Py_DECREF(c);
-	if (yes > 0 && xpy_batch_enter(bo) == 0) {
-		cancel_locked(bo);
-		xpy_batch_leave(bo);
+	if (yes > 0) {
+		r = batch_cancel(bo, NULL);
+		Py_XDECREF(r);
 	}
 	PyErr_Clear(); /* closing: close() cancels it */
 	Py_RETURN_NONE;
@@ -707,14 +724,22 @@ static PyGetSetDef batch_getset[] = {
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
-PyTypeObject xpy_BatchType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "xfer._xfer.Batch",
-	.tp_doc = "A batch of transfer requests (Mooncake's BatchID); made by "
-		  "Engine.batch(capacity). A context manager that frees it.",
-	.tp_basicsize = sizeof(BatchObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_dealloc = (destructor)batch_dealloc,
-	.tp_methods = batch_methods,
-	.tp_getset = batch_getset,
+static PyType_Slot batch_slots[] = {
+	{ Py_tp_doc, "A batch of transfer requests (Mooncake's BatchID); made "
+		     "by Engine.batch(capacity). A context manager that frees "
+		     "it." },
+	{ Py_tp_dealloc, batch_dealloc },
+	{ Py_tp_traverse, batch_traverse },
+	{ Py_tp_clear, batch_clear },
+	{ Py_tp_methods, batch_methods },
+	{ Py_tp_getset, batch_getset },
+	{ 0, NULL },
+};
+
+PyType_Spec xpy_batch_spec = {
+	.name = "xfer._xfer.Batch",
+	.basicsize = sizeof(BatchObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+		 Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = batch_slots,
 };

@@ -1,93 +1,28 @@
 /*
  * The _Engine type: one xfer engine (its own control and worker threads),
  * its configuration, registered memory, open segments and notifications.
- * The blocking calls here release the GIL while they wait.
+ * The blocking calls here release the GIL while they wait; gate.c counts
+ * them in and out and closes the engine.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "python/src/xfer_py.h"
-
-struct xfer_engine *xpy_engine_get(EngineObject *eng)
-{
-	enum xpy_state st;
-
-	pthread_mutex_lock(&eng->gate);
-	st = eng->state;
-	if (st == XPY_OPEN)
-		eng->users++;
-	pthread_mutex_unlock(&eng->gate);
-	if (st == XPY_OPEN)
-		return eng->e;
-	PyErr_SetString(PyExc_ValueError, st < XPY_OPEN ?
-			"the engine is not started" : "the engine is closed");
-	return NULL;
-}
-
-void xpy_engine_put(EngineObject *eng)
-{
-	pthread_mutex_lock(&eng->gate);
-	if (!--eng->users && eng->state != XPY_OPEN)
-		pthread_cond_broadcast(&eng->gate_cv);
-	pthread_mutex_unlock(&eng->gate);
-}
-
-void xpy_gate_wait(EngineObject *eng, bool (*done)(void *arg), void *arg)
-{
-	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&eng->gate);
-	while (!done(arg))
-		pthread_cond_wait(&eng->gate_cv, &eng->gate);
-	pthread_mutex_unlock(&eng->gate);
-	Py_END_ALLOW_THREADS
-}
-
-static bool eng_settled(void *arg)
-{
-	enum xpy_state st = ((EngineObject *)arg)->state;
-
-	return st != XPY_STARTING && st != XPY_CLOSING && st != XPY_FREEING;
-}
-
-bool xpy_engine_try(EngineObject *eng)
-{
-	bool held;
-
-	pthread_mutex_lock(&eng->gate);
-	held = eng->state == XPY_OPEN || eng->state == XPY_CLOSING;
-	if (held)
-		eng->users++;
-	pthread_mutex_unlock(&eng->gate);
-	return held;
-}
-
-bool xpy_engine_hold(EngineObject *eng)
-{
-	if (xpy_engine_try(eng))
-		return true;
-	xpy_gate_wait(eng, eng_settled, eng); /* freeing: tasks end with it */
-	return false;
-}
-
-/* Move to @p st, waking who waits on the gate. */
-static void eng_set_state(EngineObject *eng, enum xpy_state st)
-{
-	pthread_mutex_lock(&eng->gate);
-	eng->state = st;
-	pthread_cond_broadcast(&eng->gate_cv);
-	pthread_mutex_unlock(&eng->gate);
-}
+#include "xfer_py.h"
 
 static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	EngineObject *self = (EngineObject *)type->tp_alloc(type, 0);
+	xpy_state *st = xpy_state_of(type);
+	EngineObject *self;
 
 	(void)args;
 	(void)kw;
+	if (!st)
+		return NULL;
+	self = (EngineObject *)type->tp_alloc(type, 0);
 	if (!self)
 		return NULL;
+	self->st = st;
 	pthread_mutex_init(&self->gate, NULL);
 	pthread_cond_init(&self->gate_cv, NULL);
 	self->state = XPY_NEW;
@@ -101,7 +36,8 @@ static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 /* One configuration key: str, int or bool values as text, None the
  * default. */
-static int config_set(struct xfer_config *cfg, PyObject *key, PyObject *val)
+static int config_set(EngineObject *self, struct xfer_config *cfg,
+		      PyObject *key, PyObject *val)
 {
 	const char *k = PyUnicode_AsUTF8(key), *v = NULL;
 	PyObject *text = NULL;
@@ -126,7 +62,7 @@ static int config_set(struct xfer_config *cfg, PyObject *key, PyObject *val)
 	snprintf(what, sizeof(what), ret == -ENOENT ?
 		 "unknown configuration key %.100s" :
 		 "configuration key %.100s: bad value", k);
-	xpy_raise(NULL, ret, what);
+	xpy_raise(self, ret, what);
 	return -1;
 }
 
@@ -152,16 +88,16 @@ static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
 	}
 	cfg = xfer_config_new();
 	if (!cfg) {
-		xpy_raise(NULL, -errno, "configuration from the environment");
+		xpy_raise(self, -errno, "configuration from the environment");
 		return -1;
 	}
 	while (config != Py_None && PyDict_Next(config, &pos, &key, &val)) {
-		if (config_set(cfg, key, val) < 0) {
+		if (config_set(self, cfg, key, val) < 0) {
 			xfer_config_free(cfg);
 			return -1;
 		}
 	}
-	eng_set_state(self, XPY_STARTING); /* checked and set with the GIL */
+	xpy_engine_set_state(self, XPY_STARTING); /* checked and set with the GIL */
 	Py_BEGIN_ALLOW_THREADS
 	e = xfer_engine_new(cfg);
 	if (!e)
@@ -169,90 +105,11 @@ static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
 	Py_END_ALLOW_THREADS
 	xfer_config_free(cfg);
 	self->e = e;
-	eng_set_state(self, e ? XPY_OPEN : XPY_NEW);
+	xpy_engine_set_state(self, e ? XPY_OPEN : XPY_NEW);
 	if (!e) {
-		xpy_raise(NULL, -err, "engine start");
+		xpy_raise(self, -err, "engine start");
 		return -1;
 	}
-	return 0;
-}
-
-/* How long close() waits for cancelled batches before it frees the engine
- * anyway (a READ on the wire from a stalled peer ends only with the
- * transfer timeout). */
-#define XPY_CLOSE_GRACE_MS 2000
-
-/* Once no call is in flight (waiting up to @p ms), free the engine:
- * true; false if calls are still in flight then. Without the GIL. */
-static bool eng_free_when_idle(EngineObject *self, int ms)
-{
-	struct timespec deadline;
-	bool idle;
-
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_nsec += (long)ms * 1000000;
-	deadline.tv_sec += deadline.tv_nsec / 1000000000;
-	deadline.tv_nsec %= 1000000000;
-	pthread_mutex_lock(&self->gate);
-	while (self->users && pthread_cond_timedwait(&self->gate_cv,
-						     &self->gate,
-						     &deadline) == 0)
-		;
-	idle = !self->users;
-	if (idle)
-		self->state = XPY_FREEING;
-	pthread_mutex_unlock(&self->gate);
-	if (!idle)
-		return false;
-	xfer_engine_free(self->e);
-	eng_set_state(self, XPY_CLOSED);
-	return true;
-}
-
-/* How often close() cancels again what calls in flight submitted after
- * it began (ms). */
-#define XPY_CLOSE_RECANCEL_MS 100
-
-/*
- * Refuse new calls, cancel everything in flight, wait for the calls in
- * flight to return, then free the engine: its callbacks are over when
- * xfer_engine_free() returns, so what they never answered fails then.
- * A close() while another runs waits for that one.
- */
-static int eng_close_inner(EngineObject *self)
-{
-	struct timespec deadline;
-	bool mine, freed;
-
-	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&self->gate);
-	while (self->state == XPY_STARTING)
-		pthread_cond_wait(&self->gate_cv, &self->gate);
-	mine = self->state == XPY_OPEN;
-	if (mine)
-		self->state = XPY_CLOSING;
-	pthread_mutex_unlock(&self->gate);
-	Py_END_ALLOW_THREADS
-	if (!mine) {
-		xpy_gate_wait(self, eng_settled, self);
-		return 0;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += XPY_CLOSE_GRACE_MS / 1000;
-	xpy_batches_cancel(self, &deadline);
-	xpy_aio_close(self, &deadline);
-	for (;;) {
-		Py_BEGIN_ALLOW_THREADS
-		freed = eng_free_when_idle(self, XPY_CLOSE_RECANCEL_MS);
-		Py_END_ALLOW_THREADS
-		if (freed)
-			break;
-		xpy_batches_cancel(self, NULL);
-	}
-	self->e = NULL;
-	xpy_aio_free(self);
-	xpy_batches_close(self);
-	PyDict_Clear(self->regs);
 	return 0;
 }
 
@@ -267,12 +124,13 @@ PyDoc_STRVAR(close_doc,
 static PyObject *eng_close(EngineObject *self, PyObject *unused)
 {
 	(void)unused;
-	eng_close_inner(self);
+	xpy_engine_close(self);
 	Py_RETURN_NONE;
 }
 
 static int eng_traverse(EngineObject *self, visitproc visit, void *arg)
 {
+	Py_VISIT(Py_TYPE(self));
 	Py_VISIT(self->regs);
 	Py_VISIT(self->on_notify);
 	return 0;
@@ -286,18 +144,20 @@ static int eng_clear(EngineObject *self)
 
 static void eng_dealloc(EngineObject *self)
 {
+	PyTypeObject *tp = Py_TYPE(self);
+
 	PyObject_GC_UnTrack(self);
 	if (self->state == XPY_OPEN) {
 #if PY_VERSION_HEX >= 0x030C0000
 		PyObject *exc = PyErr_GetRaisedException();
 
-		eng_close_inner(self);
+		xpy_engine_close(self);
 		PyErr_SetRaisedException(exc);
 #else
 		PyObject *t, *v, *tb;
 
 		PyErr_Fetch(&t, &v, &tb);
-		eng_close_inner(self);
+		xpy_engine_close(self);
 		PyErr_Restore(t, v, tb);
 #endif
 	}
@@ -305,7 +165,8 @@ static void eng_dealloc(EngineObject *self)
 	Py_CLEAR(self->regs);
 	pthread_cond_destroy(&self->gate_cv);
 	pthread_mutex_destroy(&self->gate);
-	Py_TYPE(self)->tp_free(self);
+	tp->tp_free(self);
+	Py_DECREF(tp);
 }
 
 /* The engine's attributes, by the closure of their getter. */
@@ -745,19 +606,23 @@ static PyGetSetDef eng_getset[] = {
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
-PyTypeObject xpy_EngineType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "xfer._xfer._Engine",
-	.tp_doc = "_Engine(config=None): an xfer engine with its own threads; "
-		  "config maps configuration keys to values.",
-	.tp_basicsize = sizeof(EngineObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE |
-		    Py_TPFLAGS_HAVE_GC,
-	.tp_new = eng_new,
-	.tp_init = (initproc)eng_init,
-	.tp_dealloc = (destructor)eng_dealloc,
-	.tp_traverse = (traverseproc)eng_traverse,
-	.tp_clear = (inquiry)eng_clear,
-	.tp_methods = eng_methods,
-	.tp_getset = eng_getset,
+static PyType_Slot eng_slots[] = {
+	{ Py_tp_doc, "_Engine(config=None): an xfer engine with its own "
+		     "threads; config maps configuration keys to values." },
+	{ Py_tp_new, eng_new },
+	{ Py_tp_init, eng_init },
+	{ Py_tp_dealloc, eng_dealloc },
+	{ Py_tp_traverse, eng_traverse },
+	{ Py_tp_clear, eng_clear },
+	{ Py_tp_methods, eng_methods },
+	{ Py_tp_getset, eng_getset },
+	{ 0, NULL },
+};
+
+PyType_Spec xpy_engine_spec = {
+	.name = "xfer._xfer._Engine",
+	.basicsize = sizeof(EngineObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE |
+		 Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+	.slots = eng_slots,
 };

@@ -8,7 +8,7 @@
  */
 #include <errno.h>
 
-#include "python/src/xfer_py.h"
+#include "xfer_py.h"
 
 /* Addresses and lengths in bytes are uint64_t in Python's hands and
  * size_t or pointers in the engine's: the same width, so no cast cuts. */
@@ -114,6 +114,7 @@ static int one_request(struct xfer_request *r, PyObject *src,
 
 /* What a call may take: at most max requests, else XferError err. */
 struct limit {
+	EngineObject *eng;
 	size_t max;
 	int err;
 };
@@ -131,7 +132,7 @@ static struct xfer_request *reqs_alloc(Py_ssize_t n, const struct limit *lim)
 	if ((size_t)n > lim->max) {
 		snprintf(what, sizeof(what), "%zd requests, room for %zu",
 			 n, lim->max);
-		xpy_raise(NULL, lim->err, what);
+		xpy_raise(lim->eng, lim->err, what);
 		return NULL;
 	}
 	if ((size_t)n > PY_SSIZE_T_MAX / sizeof(*reqs)) {
@@ -271,11 +272,11 @@ static int notify_arg(PyObject *o, const char **name, const char **msg)
 	return 0;
 }
 
-int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
-		       size_t max, int err, struct xpy_transfer *t,
-		       struct xpy_hold *h)
+int xpy_transfer_parse(EngineObject *eng, PyObject *args, PyObject *kw,
+		       const char *fname, size_t max, int err,
+		       struct xpy_transfer *t, struct xpy_hold *h)
 {
-	const struct limit lim = { .max = max, .err = err };
+	const struct limit lim = { .eng = eng, .max = max, .err = err };
 	static char *kwlist[] = { "opcode", "segment", "sources", "targets",
 				  "lengths", "pairs", "notify", NULL };
 	PyObject *sources = Py_None, *targets = Py_None, *lengths = Py_None;

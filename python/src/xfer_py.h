@@ -1,9 +1,11 @@
 /*
  * xfer._xfer: what the files of the extension module share.
  *
- * module.c    the module: exceptions, constants, memory helpers
- * engine.c    the _Engine type: lifetime, configuration, registration,
- *             segments, notifications (blocking forms)
+ * module.c    the module: its state (types, exceptions), constants,
+ *             memory helpers
+ * engine.c    the _Engine type: configuration, registration, segments,
+ *             notifications (blocking forms)
+ * gate.c      who may use an engine: calls counted in and out, close()
  * requests.c  Python arguments into struct xfer_request arrays, and the
  *             buffers they keep exported while a transfer runs
  * batch.c     the Batch type (submitted, polled, waited) and blocking
@@ -23,6 +25,12 @@
  * and free() waits for the calls of other threads on it. The engine's
  * callbacks never take the GIL: they queue what happened and write the
  * eventfd; the loop's thread resolves it.
+ *
+ * State: nothing is global. The types (heap types) and exceptions live in
+ * the module's state (multi-phase initialisation, as CPython's _sqlite),
+ * so each module object has its own; an engine keeps a pointer to its
+ * module's state, its type keeps that module alive. Engines and batches
+ * are tracked by the cycle collector.
  */
 #ifndef XFER_PY_H
 #define XFER_PY_H
@@ -87,8 +95,17 @@ struct xpy_op {
 
 typedef struct BatchObject BatchObject;
 
+/* The module's state: its heap types and exceptions (module.c). */
+typedef struct {
+	PyTypeObject *EngineType;
+	PyTypeObject *BatchType;
+	PyObject *XferError;
+	PyObject *TransferError;
+} xpy_state;
+
 typedef struct {
 	PyObject_HEAD
+	xpy_state *st;                    /* its module's */
 	struct xfer_engine *e;            /* NULL once closed */
 	pthread_mutex_t gate;             /* state, users, each Batch's users */
 	pthread_cond_t gate_cv;           /* a count fell, the state moved */
@@ -118,17 +135,20 @@ struct BatchObject {
 };
 
 /* module.c */
-extern PyObject *xpy_XferError;
-extern PyObject *xpy_TransferError;
-extern PyTypeObject xpy_EngineType;
-extern PyTypeObject xpy_BatchType;
+extern struct PyModuleDef xpy_module;
+extern PyType_Spec xpy_engine_spec, xpy_batch_spec;
+/* The state of the module that defined @p type (or its base); NULL with
+ * TypeError if none did. */
+xpy_state *xpy_state_of(PyTypeObject *type);
+/* XferError (errno -@p err or @p err, "what: strerror (the engine's last
+ * message)") raised: NULL. */
 PyObject *xpy_raise(EngineObject *eng, int err, const char *what);
 PyObject *xpy_error(EngineObject *eng, int err, const char *what);
 PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 			     enum xfer_status outcome);
 int xpy_addr(PyObject *o, uint64_t *addr);
 
-/* engine.c */
+/* gate.c */
 /* The engine, counted in for a call that may let the GIL go; NULL with
  * ValueError set unless it is open. */
 struct xfer_engine *xpy_engine_get(EngineObject *eng);
@@ -142,6 +162,14 @@ bool xpy_engine_hold(EngineObject *eng);
 bool xpy_engine_try(EngineObject *eng);
 /* Wait, without the GIL, until @p done(@p arg) holds under the gate. */
 void xpy_gate_wait(EngineObject *eng, bool (*done)(void *arg), void *arg);
+/* Move to @p st, waking who waits on the gate. */
+void xpy_engine_set_state(EngineObject *eng, enum xpy_state st);
+/* Refuse new calls, cancel what is in flight, wait for the calls in
+ * flight, free the engine (with the GIL; lets it go while it waits). A
+ * close while another runs waits for that one. */
+void xpy_engine_close(EngineObject *eng);
+
+/* engine.c */
 int xpy_reg_args(PyObject *obj, PyObject *length, bool writable,
 		 struct xpy_hold *h, void **addr, size_t *len);
 PyObject *xpy_reg_keep(EngineObject *eng, uint64_t addr,
@@ -160,9 +188,9 @@ struct xpy_transfer {
 	size_t n;
 	const char *nname, *nmsg;         /* a notification, or NULL */
 };
-int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
-		       size_t max, int err, struct xpy_transfer *t,
-		       struct xpy_hold *h);
+int xpy_transfer_parse(EngineObject *eng, PyObject *args, PyObject *kw,
+		       const char *fname, size_t max, int err,
+		       struct xpy_transfer *t, struct xpy_hold *h);
 
 /* batch.c */
 extern const char xpy_transfer_doc[], xpy_batch_doc[];
