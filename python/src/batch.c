@@ -148,7 +148,8 @@ const char xpy_transfer_doc[] = (
 "in bytes. @notify=(name, msg) goes to the segment's owner once every\n"
 "task completed, and the call returns once it acknowledged it. Raises\n"
 "TransferError (.outcome, .statuses) unless every task completed;\n"
-"XferError (EINVAL, EMSGSIZE, ENOMEM); KeyboardInterrupt cancels.");
+"XferError (EINVAL: also more than 2^24 requests, EMSGSIZE, ENOMEM);\n"
+"KeyboardInterrupt, or close() from another thread, cancels.");
 
 PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 			      PyObject *kw)
@@ -241,7 +242,9 @@ BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
 const char xpy_batch_doc[] = (
 "batch(capacity) -> Batch\n\n"
 "A batch for up to @capacity requests (Mooncake's allocateBatchID), to\n"
-"submit() now and wait() or poll later; `with` frees it.");
+"submit() now and wait() or poll later; `with` frees it. Usable from\n"
+"any thread. Raises ValueError (capacity <= 0, or the engine closed),\n"
+"XferError EINVAL (capacity over 2^24), ENOMEM.");
 
 PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw)
 {
