@@ -52,8 +52,3 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
-
-# The packages, for the Python build (python/setup.py).
-pkgs:
-	@echo $(PKGS)
-.PHONY: pkgs

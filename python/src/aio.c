@@ -12,7 +12,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "python/src/xfer_py.h"
+#include "xfer_py.h"
 
 struct xpy_cq {
 	int efd;
@@ -153,7 +153,8 @@ static void resolve_batch(EngineObject *eng, struct xpy_op *op)
 		exc = xpy_transfer_error(eng, bo->b, bo->outcome);
 	if (bo->outcome != XFER_COMPLETED && !exc)
 		exc = xpy_error(eng, -EIO, "transfer");
-	xpy_batch_finish(bo, op->called);
+	bo->pending = false;
+	xpy_batch_release(bo);
 	pending_unlink(op);
 	if (op->fut)
 		fut_settle(op->fut, NULL, exc);
@@ -222,11 +223,16 @@ static struct xpy_op *cq_take(struct xpy_cq *cq)
 
 static void drain(EngineObject *eng)
 {
-	struct xpy_op *op, *next;
+	struct xpy_op *op, *next, *list;
 
 	if (!eng->cq)
 		return;
-	for (op = cq_take(eng->cq); op; op = next) {
+	/* ours from here on: a close() (or another drain) while resolving
+	 * lets the GIL go must not see them pending */
+	list = cq_take(eng->cq);
+	for (op = list; op; op = op->qnext)
+		pending_unlink(op);
+	for (op = list; op; op = next) {
 		next = op->qnext;
 		resolve(eng, op);
 	}
@@ -246,10 +252,9 @@ PyObject *xpy_aio_fileno(EngineObject *eng, PyObject *unused)
 	struct xpy_cq *cq;
 
 	(void)unused;
-	if (!eng->e) {
-		PyErr_SetString(PyExc_ValueError, "the engine is closed");
+	if (!xpy_engine_get(eng))
 		return NULL;
-	}
+	xpy_engine_put(eng);
 	cq = cq_get(eng);
 	return cq ? PyLong_FromLong(cq->efd) : NULL;
 }
@@ -309,8 +314,8 @@ static void notify_cb(struct xfer_engine *e, const char *name,
 PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 {
 	PyObject *fut, *rest, *cb, *r;
-	struct xpy_hold h = { 0 };
 	struct xpy_transfer t = { 0 };
+	struct xpy_hold *h;
 	BatchObject *bo = NULL;
 	struct xpy_cq *cq;
 	int ret = -1;
@@ -322,34 +327,38 @@ PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 	}
 	fut = PyTuple_GET_ITEM(args, 0);
 	rest = PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args));
-	if (!rest)
-		return NULL;
+	h = PyMem_Calloc(1, sizeof(*h));
+	if (!rest || !h) {
+		PyErr_NoMemory();
+		goto out;
+	}
 	if (!(cq = cq_get(eng)) ||
-	    xpy_transfer_parse(rest, kw, "_aio_submit", &t, &h) < 0)
+	    xpy_transfer_parse(eng, rest, kw, "_aio_submit", XPY_REQS_MAX,
+			       -EINVAL, &t, h) < 0)
 		goto out;
 	bo = xpy_batch_new(eng, t.n);
-	if (!bo || !xpy_engine_get(eng))
+	if (!bo || xpy_batch_enter(bo) < 0)
 		goto out;
-	bo->hold = h;
-	h = (struct xpy_hold){ 0 };
+	bo->holds = h;
+	h = NULL;
 	xfer_batch_set_callback(bo->b, xpy_aio_batch_done, bo);
 	bo->op.cq = cq;
 	bo->op.fut = Py_NewRef(fut);
-	bo->inflight = true;
+	bo->pending = true;
 	Py_INCREF(bo); /* held while pending */
 	pending_link(eng, &bo->op);
 	pthread_mutex_lock(&cq->lock);
 	cq->batches++;
 	pthread_mutex_unlock(&cq->lock);
-	ret = xpy_submit(bo->b, &t);
-	xpy_engine_put(eng);
+	ret = xpy_batch_submit(bo, &t);
+	xpy_batch_leave(bo);
 	if (ret) { /* the callback never runs */
 		pthread_mutex_lock(&cq->lock);
 		cq->batches--;
 		pthread_mutex_unlock(&cq->lock);
 		pending_unlink(&bo->op);
 		Py_CLEAR(bo->op.fut);
-		bo->inflight = false;
+		bo->pending = false;
 		Py_DECREF(bo);
 		xpy_raise(eng, ret, "submit");
 		goto out;
@@ -361,9 +370,12 @@ PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 	Py_XDECREF(cb);
 	Py_XDECREF(r);
 out:
-	Py_DECREF(rest);
+	Py_XDECREF(rest);
 	PyMem_Free(t.reqs);
-	xpy_hold_release(&h);
+	if (h) {
+		xpy_hold_release(h);
+		PyMem_Free(h);
+	}
 	if (ret)
 		Py_CLEAR(bo);
 	return (PyObject *)bo;
@@ -557,7 +569,7 @@ void xpy_aio_free(EngineObject *eng)
 			resolve_batch(eng, op);
 			continue;
 		}
-		exc = xpy_error(NULL, -ECANCELED, "the engine closed");
+		exc = xpy_error(eng, -ECANCELED, "the engine closed");
 		if (op->fut && exc)
 			fut_settle(op->fut, NULL, exc);
 		Py_XDECREF(exc);

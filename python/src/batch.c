@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "python/src/xfer_py.h"
+#include "xfer_py.h"
 
 /* How long a blocking wait sleeps before it looks at signals (ms). */
 #define XPY_SIGNAL_MS 200
@@ -32,19 +32,28 @@ enum xfer_status xpy_batch_outcome(struct xfer_batch *b)
 	return XFER_COMPLETED;
 }
 
+/* xfer_batch_cancel() without the GIL, never beside a submit on the same
+ * batch (xfer.h's rule). */
+static void cancel_nogil(BatchObject *bo)
+{
+	pthread_mutex_lock(&bo->submit_lock);
+	xfer_batch_cancel(bo->b);
+	pthread_mutex_unlock(&bo->submit_lock);
+}
+
 /*
- * Wait for every task of @p b, without the GIL, looking at signals now
- * and then: on KeyboardInterrupt (or another signal handler's exception)
- * cancel the batch, wait for it, and return -1 with the exception set.
+ * Wait for every task of @p bo (entered), without the GIL, looking at
+ * signals now and then: on KeyboardInterrupt (or another signal
+ * handler's exception) cancel the batch, wait for it, and return -1 with
+ * the exception set.
  */
-int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b)
+int xpy_batch_wait(BatchObject *bo)
 {
 	int ret;
 
-	(void)eng;
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
-		ret = xfer_batch_wait(b, XPY_SIGNAL_MS);
+		ret = xfer_batch_wait(bo->b, XPY_SIGNAL_MS);
 		Py_END_ALLOW_THREADS
 		if (ret == 0)
 			return 0;
@@ -52,22 +61,50 @@ int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b)
 			break;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	xfer_batch_cancel(b);
-	xfer_batch_wait(b, -1);
+	cancel_nogil(bo);
+	xfer_batch_wait(bo->b, -1);
 	Py_END_ALLOW_THREADS
 	return -1;
 }
 
-int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t)
+int xpy_batch_submit(BatchObject *bo, const struct xpy_transfer *t)
 {
+	struct xfer_batch *b = bo->b;
 	int ret;
 
+	bo->submitting++;
 	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&bo->submit_lock);
 	ret = t->nname ? xfer_batch_submit_notify(b, t->reqs, t->n, t->nname,
 						  t->nmsg) :
 			 xfer_batch_submit(b, t->reqs, t->n);
+	pthread_mutex_unlock(&bo->submit_lock);
 	Py_END_ALLOW_THREADS
+	bo->submitting--;
 	return ret;
+}
+
+int xpy_batch_enter(BatchObject *bo)
+{
+	if (!bo->b || bo->freeing) {
+		PyErr_SetString(PyExc_ValueError, "the batch is freed");
+		return -1;
+	}
+	if (!xpy_engine_get(bo->eng))
+		return -1;
+	pthread_mutex_lock(&bo->eng->gate);
+	bo->users++;
+	pthread_mutex_unlock(&bo->eng->gate);
+	return 0;
+}
+
+void xpy_batch_leave(BatchObject *bo)
+{
+	pthread_mutex_lock(&bo->eng->gate);
+	if (!--bo->users && bo->freeing)
+		pthread_cond_broadcast(&bo->eng->gate_cv);
+	pthread_mutex_unlock(&bo->eng->gate);
+	xpy_engine_put(bo->eng);
 }
 
 /* A notifying batch's outcome comes from its callback. */
@@ -111,7 +148,8 @@ const char xpy_transfer_doc[] = (
 "in bytes. @notify=(name, msg) goes to the segment's owner once every\n"
 "task completed, and the call returns once it acknowledged it. Raises\n"
 "TransferError (.outcome, .statuses) unless every task completed;\n"
-"XferError (EINVAL, EMSGSIZE, ENOMEM); KeyboardInterrupt cancels.");
+"XferError (EINVAL: also more than 2^24 requests, EMSGSIZE, ENOMEM);\n"
+"KeyboardInterrupt, or close() from another thread, cancels.");
 
 PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 			      PyObject *kw)
@@ -120,43 +158,39 @@ PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 			       .cond = PTHREAD_COND_INITIALIZER };
 	struct xpy_hold h = { 0 };
 	struct xpy_transfer t;
-	struct xfer_engine *e;
-	struct xfer_batch *b;
 	enum xfer_status outcome;
+	BatchObject *bo = NULL;
 	PyObject *exc = NULL;
 	int ret;
 
-	if (xpy_transfer_parse(args, kw, "transfer", &t, &h) < 0)
+	if (xpy_transfer_parse(eng, args, kw, "transfer", XPY_REQS_MAX,
+			       -EINVAL, &t, &h) < 0)
 		return NULL;
-	e = xpy_engine_get(eng);
-	if (!e)
+	/* a Batch, on the engine's list, so that close() cancels it too */
+	bo = xpy_batch_new(eng, t.n);
+	if (!bo || xpy_batch_enter(bo) < 0)
 		goto out;
-	b = xfer_batch_new(e, t.n);
-	if (!b) {
-		xpy_raise(eng, -errno, "batch");
-		goto out_put;
-	}
 	if (t.nname)
-		xfer_batch_set_callback(b, sync_done_cb, &d);
-	ret = xpy_submit(b, &t);
+		xfer_batch_set_callback(bo->b, sync_done_cb, &d);
+	ret = xpy_batch_submit(bo, &t);
 	if (ret) {
 		xpy_raise(eng, ret, "submit");
-	} else if (xpy_batch_wait(eng, b) == 0) {
+	} else if (xpy_batch_wait(bo) == 0) {
 		if (t.nname)
 			sync_done_wait(&d);
-		outcome = t.nname ? d.outcome : xpy_batch_outcome(b);
+		outcome = t.nname ? d.outcome : xpy_batch_outcome(bo->b);
 		if (outcome != XFER_COMPLETED) {
-			exc = xpy_transfer_error(eng, b, outcome);
+			exc = xpy_transfer_error(eng, bo->b, outcome);
 			if (exc)
 				PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
 		}
 	} else if (t.nname) {
 		sync_done_wait(&d);
 	}
-	xfer_batch_free(b);
-out_put:
-	xpy_engine_put(eng);
+	xpy_batch_leave(bo);
+	xpy_batch_release(bo);
 out:
+	Py_XDECREF(bo);
 	PyMem_Free(t.reqs);
 	xpy_hold_release(&h);
 	if (exc) {
@@ -175,17 +209,15 @@ BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
 	struct xfer_engine *e;
 	BatchObject *bo;
 
-	bo = PyObject_New(BatchObject, &xpy_BatchType);
+	/* zeroed, and tracked by the collector from here on */
+	bo = (BatchObject *)eng->st->BatchType->tp_alloc(eng->st->BatchType,
+							 0);
 	if (!bo)
 		return NULL;
-	bo->eng = NULL;
-	bo->b = NULL;
 	bo->cap = cap;
-	bo->hold = (struct xpy_hold){ 0 };
-	bo->inflight = false;
+	pthread_mutex_init(&bo->submit_lock, NULL);
 	bo->outcome = XFER_WAITING;
-	bo->op = (struct xpy_op){ .kind = XPY_OP_BATCH };
-	bo->pprev = NULL;
+	bo->op.kind = XPY_OP_BATCH;
 	e = xpy_engine_get(eng);
 	if (!e) {
 		Py_DECREF(bo);
@@ -210,7 +242,9 @@ BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
 const char xpy_batch_doc[] = (
 "batch(capacity) -> Batch\n\n"
 "A batch for up to @capacity requests (Mooncake's allocateBatchID), to\n"
-"submit() now and wait() or poll later; `with` frees it.");
+"submit() now and wait() or poll later; `with` frees it. Usable from\n"
+"any thread. Raises ValueError (capacity <= 0, or the engine closed),\n"
+"XferError EINVAL (capacity over 2^24), ENOMEM.");
 
 PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw)
 {
@@ -226,44 +260,81 @@ PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw)
 	return (PyObject *)xpy_batch_new(eng, (size_t)cap);
 }
 
-/*
- * Free the xfer batch and let go of the buffers. With the engine alive
- * what is in flight is cancelled and waited for first (a batch with a
- * callback has had it, or has none set). Once the engine is freed its
- * tasks are over and the batch frees as it is (xfer_engine_free()).
- */
-static void batch_release(BatchObject *bo, bool engine_alive)
+static bool batch_gone(void *arg)
 {
+	return !((BatchObject *)arg)->b;
+}
+
+static bool batch_idle(void *arg)
+{
+	return !((BatchObject *)arg)->users;
+}
+
+/* Cancel what is in flight on @p bo (freeing: no new calls) and wait for
+ * it and for the calls of other threads, without the GIL. */
+static void batch_quiesce(BatchObject *bo)
+{
+	struct xfer_batch *b = bo->b;
+	bool idle;
+
+	for (;;) {
+		pthread_mutex_lock(&bo->eng->gate);
+		idle = !bo->users;
+		pthread_mutex_unlock(&bo->eng->gate);
+		if (idle && xfer_batch_wait(b, 0) == 0)
+			return;
+		Py_BEGIN_ALLOW_THREADS
+		cancel_nogil(bo);
+		if (idle)
+			xfer_batch_wait(b, -1);
+		Py_END_ALLOW_THREADS
+		if (!idle) /* their waits end with the cancel */
+			xpy_gate_wait(bo->eng, batch_idle, bo);
+	}
+}
+
+/*
+ * With the engine alive, what is in flight is cancelled and waited for
+ * first (a batch with a callback has had it, or has none set); once the
+ * engine is freed its tasks are over and the batch frees as it is
+ * (xfer_engine_free()). Another thread freeing it is waited for.
+ */
+void xpy_batch_release(BatchObject *bo)
+{
+	struct xpy_hold *h, *next;
+	bool alive;
+
 	if (!bo->b)
 		return;
-	if (bo->inflight && engine_alive) {
-		Py_BEGIN_ALLOW_THREADS
-		xfer_batch_cancel(bo->b);
-		xfer_batch_wait(bo->b, -1);
-		Py_END_ALLOW_THREADS
+	alive = xpy_engine_hold(bo->eng); /* may wait out a close */
+	if (bo->b && bo->freeing && alive) {
+		xpy_gate_wait(bo->eng, batch_gone, bo);
+	} else if (bo->b) {
+		bo->freeing = true;
+		if (alive)
+			batch_quiesce(bo);
+		if (!bo->op.fut) /* an awaited one's comes from its callback */
+			bo->outcome = xpy_batch_outcome(bo->b);
+		xfer_batch_free(bo->b);
+		pthread_mutex_lock(&bo->eng->gate);
+		bo->b = NULL;
+		pthread_cond_broadcast(&bo->eng->gate_cv);
+		pthread_mutex_unlock(&bo->eng->gate);
+		for (h = bo->holds; h; h = next) {
+			next = h->next;
+			xpy_hold_release(h);
+			PyMem_Free(h);
+		}
+		bo->holds = NULL;
+		if (bo->pprev) {
+			*bo->pprev = bo->next;
+			if (bo->next)
+				bo->next->pprev = bo->pprev;
+			bo->pprev = NULL;
+		}
 	}
-	bo->inflight = false;
-	xfer_batch_free(bo->b);
-	bo->b = NULL;
-	xpy_hold_release(&bo->hold);
-	if (bo->pprev) {
-		*bo->pprev = bo->next;
-		if (bo->next)
-			bo->next->pprev = bo->pprev;
-		bo->pprev = NULL;
-	}
-}
-
-static void batch_free(BatchObject *bo)
-{
-	batch_release(bo, true);
-}
-
-void xpy_batch_finish(BatchObject *bo, bool engine_alive)
-{
-	if (engine_alive)
-		bo->inflight = false; /* its callback ran */
-	batch_release(bo, engine_alive);
+	if (alive)
+		xpy_engine_put(bo->eng);
 }
 
 int xpy_ms_left(const struct timespec *deadline)
@@ -277,6 +348,38 @@ int xpy_ms_left(const struct timespec *deadline)
 	return ms > 0 ? (int)ms : 0;
 }
 
+/* Run @p fn on the batch of @p bo without the GIL, counted as a user of
+ * it so that a free() waits; not on one being freed. */
+static void batch_nogil(BatchObject *bo, void (*fn)(BatchObject *bo,
+						    void *arg), void *arg)
+{
+	if (!bo->b || bo->freeing)
+		return;
+	pthread_mutex_lock(&bo->eng->gate);
+	bo->users++;
+	pthread_mutex_unlock(&bo->eng->gate);
+	Py_BEGIN_ALLOW_THREADS
+	fn(bo, arg);
+	Py_END_ALLOW_THREADS
+	pthread_mutex_lock(&bo->eng->gate);
+	if (!--bo->users && bo->freeing)
+		pthread_cond_broadcast(&bo->eng->gate_cv);
+	pthread_mutex_unlock(&bo->eng->gate);
+}
+
+static void close_cancel(BatchObject *bo, void *arg)
+{
+	(void)arg;
+	if (xfer_batch_wait(bo->b, 0) == 0)
+		return; /* nothing in flight: no need to stop the reactors */
+	cancel_nogil(bo);
+}
+
+static void close_wait(BatchObject *bo, void *arg)
+{
+	xfer_batch_wait(bo->b, xpy_ms_left(arg));
+}
+
 void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
 {
 	PyObject *live = PyList_New(0);
@@ -284,33 +387,21 @@ void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
 
 	/* held in a list: another thread may free one while the GIL is out */
 	for (BatchObject *bo = eng->batches; live && bo; bo = bo->next)
-		if (bo->inflight && PyList_Append(live, (PyObject *)bo) < 0)
+		if (PyList_Append(live, (PyObject *)bo) < 0)
 			Py_CLEAR(live);
 	if (!live) {
 		PyErr_Clear();
 		return;
 	}
 	n = PyList_GET_SIZE(live);
-	for (Py_ssize_t i = 0; i < n; i++) {
+	for (Py_ssize_t i = 0; i < n; i++)
+		batch_nogil((BatchObject *)PyList_GET_ITEM(live, i),
+			    close_cancel, NULL);
+	for (Py_ssize_t i = 0; deadline && i < n; i++) {
 		BatchObject *bo = (BatchObject *)PyList_GET_ITEM(live, i);
 
-		if (!bo->b)
-			continue;
-		Py_BEGIN_ALLOW_THREADS
-		xfer_batch_cancel(bo->b);
-		Py_END_ALLOW_THREADS
-	}
-	for (Py_ssize_t i = 0; i < n; i++) {
-		BatchObject *bo = (BatchObject *)PyList_GET_ITEM(live, i);
-		int ret;
-
-		if (!bo->b || !bo->inflight || bo->op.fut)
-			continue; /* an awaited one: aio.c waits for it */
-		Py_BEGIN_ALLOW_THREADS
-		ret = xfer_batch_wait(bo->b, xpy_ms_left(deadline));
-		Py_END_ALLOW_THREADS
-		if (ret == 0)
-			bo->inflight = false;
+		if (!bo->op.fut) /* an awaited one: aio.c waits for it */
+			batch_nogil(bo, close_wait, (void *)deadline);
 	}
 	Py_DECREF(live);
 }
@@ -318,19 +409,42 @@ void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
 void xpy_batches_close(EngineObject *eng)
 {
 	while (eng->batches)
-		batch_release(eng->batches, false);
+		xpy_batch_release(eng->batches);
+}
+
+/* What the collector sees: the engine, a pending future, and the
+ * objects of the buffers the batch keeps exported. */
+static int batch_traverse(BatchObject *bo, visitproc visit, void *arg)
+{
+	Py_VISIT(Py_TYPE(bo));
+	Py_VISIT(bo->eng);
+	Py_VISIT(bo->op.fut);
+	for (struct xpy_hold *h = bo->holds; h; h = h->next)
+		for (size_t i = 0; i < h->n; i++)
+			Py_VISIT(h->views[i].obj);
+	return 0;
+}
+
+/* Breaking a cycle frees the batch as free() does (an awaited one holds
+ * a reference to itself until its callback is settled: never here). */
+static int batch_clear(BatchObject *bo)
+{
+	if (bo->eng)
+		xpy_batch_release(bo);
+	Py_CLEAR(bo->eng);
+	Py_CLEAR(bo->op.fut);
+	return 0;
 }
 
 static void batch_dealloc(BatchObject *bo)
 {
-	if (bo->b && bo->eng && bo->eng->e) {
-		pthread_rwlock_rdlock(&bo->eng->lock);
-		batch_free(bo);
-		pthread_rwlock_unlock(&bo->eng->lock);
-	}
-	xpy_hold_release(&bo->hold);
-	Py_XDECREF(bo->eng);
-	PyObject_Free(bo);
+	PyTypeObject *tp = Py_TYPE(bo);
+
+	PyObject_GC_UnTrack(bo);
+	batch_clear(bo);
+	pthread_mutex_destroy(&bo->submit_lock);
+	tp->tp_free(bo);
+	Py_DECREF(tp);
 }
 
 /* The batch, usable; NULL with ValueError once freed. */
@@ -349,30 +463,49 @@ PyDoc_STRVAR(submit_doc,
 "Append requests as tasks (Mooncake's submitTransfer) and return at once.\n"
 "@segment is a segment id; the requests are @pairs [(source, target\n"
 "address[, length]), ...] or the three lists. A source is an integer\n"
-"address or a buffer object (kept exported until the batch is done);\n"
+"address or a buffer object (kept exported until the batch is freed);\n"
 "lengths are in bytes. @notify=(name, msg) is sent to the segment's\n"
 "owner once every task completed. A bad request becomes an INVALID task.\n"
-"Raises XferError: ENOSPC (capacity), EBUSY, EINVAL, EMSGSIZE.");
+"Any thread: submits to one batch from several threads take turns.\n"
+"Raises XferError: ENOSPC (more requests than free capacity, checked\n"
+"before anything is taken), EBUSY (a notification is pending), EINVAL,\n"
+"EMSGSIZE; ValueError once the batch is freed or the engine closing.");
 
 static PyObject *batch_submit(BatchObject *bo, PyObject *args, PyObject *kw)
 {
 	struct xfer_batch *b = batch_get(bo);
 	struct xpy_transfer t;
+	struct xpy_hold *h;
 	int ret;
 
-	if (!b || xpy_transfer_parse(args, kw, "submit", &t, &bo->hold) < 0)
+	if (!b)
 		return NULL;
-	if (!xpy_engine_get(bo->eng)) {
-		PyMem_Free(t.reqs);
-		return NULL;
+	h = PyMem_Calloc(1, sizeof(*h));
+	if (!h)
+		return PyErr_NoMemory();
+	if (xpy_transfer_parse(bo->eng, args, kw, "submit",
+			       bo->cap - xfer_batch_size(b), -ENOSPC, &t,
+			       h) < 0)
+		goto err_free;
+	if (xpy_batch_enter(bo) < 0)
+		goto err_reqs;
+	ret = xpy_batch_submit(bo, &t);
+	xpy_batch_leave(bo);
+	if (ret) {
+		xpy_raise(bo->eng, ret, "submit");
+		goto err_reqs;
 	}
-	ret = xpy_submit(b, &t);
-	xpy_engine_put(bo->eng);
 	PyMem_Free(t.reqs);
-	if (ret)
-		return xpy_raise(bo->eng, ret, "submit");
-	bo->inflight = true;
+	h->next = bo->holds; /* exported until the batch is freed */
+	bo->holds = h;
 	Py_RETURN_NONE;
+
+err_reqs:
+	PyMem_Free(t.reqs);
+err_free:
+	xpy_hold_release(h);
+	PyMem_Free(h);
+	return NULL;
 }
 
 PyDoc_STRVAR(wait_doc,
@@ -380,31 +513,29 @@ PyDoc_STRVAR(wait_doc,
 "Wait, without the GIL, until every task is done (and a notification\n"
 "acknowledged): True, or False after @timeout_ms (< 0: no limit). What\n"
 "Mooncake's get_batch_transfer_status polls for; a signal's exception\n"
-"(KeyboardInterrupt) cancels the batch and is raised.");
+"(KeyboardInterrupt) cancels the batch and is raised. Any thread; a\n"
+"free() or close() from another thread cancels the batch and ends it.");
 
 static PyObject *batch_wait(BatchObject *bo, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "timeout_ms", NULL };
-	struct xfer_batch *b = batch_get(bo);
 	int timeout_ms = -1, ret;
 
-	if (!b || !PyArg_ParseTupleAndKeywords(args, kw, "|i:wait", kwlist,
-					       &timeout_ms))
-		return NULL;
-	if (!xpy_engine_get(bo->eng))
+	if (!batch_get(bo) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "|i:wait", kwlist,
+					 &timeout_ms) ||
+	    xpy_batch_enter(bo) < 0)
 		return NULL;
 	if (timeout_ms < 0) {
-		ret = xpy_batch_wait(bo->eng, b);
+		ret = xpy_batch_wait(bo);
 	} else {
 		Py_BEGIN_ALLOW_THREADS
-		ret = xfer_batch_wait(b, timeout_ms);
+		ret = xfer_batch_wait(bo->b, timeout_ms);
 		Py_END_ALLOW_THREADS
 	}
-	xpy_engine_put(bo->eng);
+	xpy_batch_leave(bo);
 	if (ret < 0 && PyErr_Occurred())
 		return NULL;
-	if (ret == 0)
-		bo->inflight = false;
 	return PyBool_FromLong(ret == 0);
 }
 
@@ -467,42 +598,43 @@ PyDoc_STRVAR(cancel_doc,
 
 static PyObject *batch_cancel(BatchObject *bo, PyObject *unused)
 {
-	struct xfer_batch *b = batch_get(bo);
-
 	(void)unused;
-	if (!b)
-		return NULL;
-	if (!xpy_engine_get(bo->eng))
+	if (xpy_batch_enter(bo) < 0)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS
-	xfer_batch_cancel(b);
+	cancel_nogil(bo);
 	Py_END_ALLOW_THREADS
-	xpy_engine_put(bo->eng);
+	xpy_batch_leave(bo);
 	Py_RETURN_NONE;
 }
 
 /* A future's done callback: a cancelled future cancels its batch. */
 static PyObject *batch_on_future_done(BatchObject *bo, PyObject *fut)
 {
-	PyObject *c;
+	PyObject *c, *r;
 	int yes;
 
-	if (!bo->b || !bo->inflight)
+	if (!bo->b || !bo->pending)
 		Py_RETURN_NONE;
 	c = PyObject_CallMethod(fut, "cancelled", NULL);
 	if (!c)
 		return NULL;
 	yes = PyObject_IsTrue(c);
 	Py_DECREF(c);
-	if (yes > 0)
-		return batch_cancel(bo, NULL);
+	if (yes > 0) {
+		r = batch_cancel(bo, NULL);
+		Py_XDECREF(r);
+	}
+	PyErr_Clear(); /* closing: close() cancels it */
 	Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(free_doc,
 "free()\n\n"
 "Free the batch (Mooncake's freeBatchID), cancelling and waiting for\n"
-"what is in flight first. Idempotent; `with` calls it on exit.");
+"what is in flight first, and for the calls of other threads on it\n"
+"(their waits end). Idempotent, also while the engine closes; `with`\n"
+"calls it on exit.");
 
 static PyObject *batch_free_m(BatchObject *bo, PyObject *unused)
 {
@@ -512,12 +644,7 @@ static PyObject *batch_free_m(BatchObject *bo, PyObject *unused)
 				"an awaited batch frees itself");
 		return NULL;
 	}
-	if (bo->b) {
-		if (!xpy_engine_get(bo->eng))
-			return NULL;
-		batch_free(bo);
-		xpy_engine_put(bo->eng);
-	}
+	xpy_batch_release(bo);
 	Py_RETURN_NONE;
 }
 
@@ -545,25 +672,29 @@ static PyObject *batch_get_capacity(BatchObject *bo, void *c)
 	return PyLong_FromSize_t(bo->cap);
 }
 
+/* Every submitted task is over and no submit is under way. */
+static bool batch_done(BatchObject *bo)
+{
+	if (!bo->b)
+		return !bo->pending;
+	return !bo->pending && !bo->submitting &&
+	       xfer_batch_wait(bo->b, 0) == 0;
+}
+
 static PyObject *batch_get_done(BatchObject *bo, void *c)
 {
 	(void)c;
-	if (bo->inflight && bo->b && xfer_batch_wait(bo->b, 0) == 0)
-		bo->inflight = false;
-	return PyBool_FromLong(!bo->inflight);
+	return PyBool_FromLong(batch_done(bo));
 }
 
 static PyObject *batch_get_outcome(BatchObject *bo, void *c)
 {
-	PyObject *done = batch_get_done(bo, c);
-
-	if (!done)
-		return NULL;
-	Py_DECREF(done);
+	(void)c;
+	if (!batch_done(bo))
+		return PyLong_FromLong(XFER_WAITING);
 	if (!bo->b)
 		return PyLong_FromLong(bo->outcome);
-	return PyLong_FromLong(bo->inflight ? XFER_WAITING :
-			       xpy_batch_outcome(bo->b));
+	return PyLong_FromLong(xpy_batch_outcome(bo->b));
 }
 
 static PyMethodDef batch_methods[] = {
@@ -596,14 +727,22 @@ static PyGetSetDef batch_getset[] = {
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
-PyTypeObject xpy_BatchType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "xfer._xfer.Batch",
-	.tp_doc = "A batch of transfer requests (Mooncake's BatchID); made by "
-		  "Engine.batch(capacity). A context manager that frees it.",
-	.tp_basicsize = sizeof(BatchObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_dealloc = (destructor)batch_dealloc,
-	.tp_methods = batch_methods,
-	.tp_getset = batch_getset,
+static PyType_Slot batch_slots[] = {
+	{ Py_tp_doc, "A batch of transfer requests (Mooncake's BatchID); made "
+		     "by Engine.batch(capacity). A context manager that frees "
+		     "it." },
+	{ Py_tp_dealloc, batch_dealloc },
+	{ Py_tp_traverse, batch_traverse },
+	{ Py_tp_clear, batch_clear },
+	{ Py_tp_methods, batch_methods },
+	{ Py_tp_getset, batch_getset },
+	{ 0, NULL },
+};
+
+PyType_Spec xpy_batch_spec = {
+	.name = "xfer._xfer.Batch",
+	.basicsize = sizeof(BatchObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+		 Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = batch_slots,
 };

@@ -1,39 +1,31 @@
 /*
  * The _Engine type: one xfer engine (its own control and worker threads),
  * its configuration, registered memory, open segments and notifications.
- * The blocking calls here release the GIL while they wait.
+ * The blocking calls here release the GIL while they wait; gate.c counts
+ * them in and out and closes the engine.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "python/src/xfer_py.h"
-
-struct xfer_engine *xpy_engine_get(EngineObject *eng)
-{
-	pthread_rwlock_rdlock(&eng->lock);
-	if (eng->e)
-		return eng->e;
-	pthread_rwlock_unlock(&eng->lock);
-	PyErr_SetString(PyExc_ValueError, "the engine is closed");
-	return NULL;
-}
-
-void xpy_engine_put(EngineObject *eng)
-{
-	pthread_rwlock_unlock(&eng->lock);
-}
+#include "xfer_py.h"
 
 static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	EngineObject *self = (EngineObject *)type->tp_alloc(type, 0);
+	xpy_state *st = xpy_state_of(type);
+	EngineObject *self;
 
 	(void)args;
 	(void)kw;
+	if (!st)
+		return NULL;
+	self = (EngineObject *)type->tp_alloc(type, 0);
 	if (!self)
 		return NULL;
-	pthread_rwlock_init(&self->lock, NULL);
+	self->st = st;
+	pthread_mutex_init(&self->gate, NULL);
+	pthread_cond_init(&self->gate_cv, NULL);
+	self->state = XPY_NEW;
 	self->regs = PyDict_New();
 	if (!self->regs) {
 		Py_DECREF(self);
@@ -44,7 +36,8 @@ static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 /* One configuration key: str, int or bool values as text, None the
  * default. */
-static int config_set(struct xfer_config *cfg, PyObject *key, PyObject *val)
+static int config_set(EngineObject *self, struct xfer_config *cfg,
+		      PyObject *key, PyObject *val)
 {
 	const char *k = PyUnicode_AsUTF8(key), *v = NULL;
 	PyObject *text = NULL;
@@ -69,7 +62,7 @@ static int config_set(struct xfer_config *cfg, PyObject *key, PyObject *val)
 	snprintf(what, sizeof(what), ret == -ENOENT ?
 		 "unknown configuration key %.100s" :
 		 "configuration key %.100s: bad value", k);
-	xpy_raise(NULL, ret, what);
+	xpy_raise(self, ret, what);
 	return -1;
 }
 
@@ -85,68 +78,38 @@ static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:_Engine", kwlist,
 					 &config))
 		return -1;
-	if (self->e) {
-		PyErr_SetString(PyExc_RuntimeError, "engine already started");
-		return -1;
-	}
 	if (config != Py_None && !PyDict_Check(config)) {
 		PyErr_SetString(PyExc_TypeError, "config must be a dict");
 		return -1;
 	}
+	if (self->state != XPY_NEW) {
+		PyErr_SetString(PyExc_RuntimeError, "engine already started");
+		return -1;
+	}
 	cfg = xfer_config_new();
 	if (!cfg) {
-		xpy_raise(NULL, -errno, "configuration from the environment");
+		xpy_raise(self, -errno, "configuration from the environment");
 		return -1;
 	}
 	while (config != Py_None && PyDict_Next(config, &pos, &key, &val)) {
-		if (config_set(cfg, key, val) < 0) {
+		if (config_set(self, cfg, key, val) < 0) {
 			xfer_config_free(cfg);
 			return -1;
 		}
 	}
+	xpy_engine_set_state(self, XPY_STARTING); /* checked and set with the GIL */
 	Py_BEGIN_ALLOW_THREADS
 	e = xfer_engine_new(cfg);
 	if (!e)
 		err = errno;
 	Py_END_ALLOW_THREADS
 	xfer_config_free(cfg);
+	self->e = e;
+	xpy_engine_set_state(self, e ? XPY_OPEN : XPY_NEW);
 	if (!e) {
-		xpy_raise(NULL, -err, "engine start");
+		xpy_raise(self, -err, "engine start");
 		return -1;
 	}
-	self->e = e;
-	return 0;
-}
-
-/* How long close() waits for cancelled batches before it frees the engine
- * anyway (a READ on the wire from a stalled peer ends only with the
- * transfer timeout). */
-#define XPY_CLOSE_GRACE_MS 2000
-
-/* Cancel everything in flight, then free the engine: its callbacks are
- * over when xfer_engine_free() returns, so what they never answered
- * fails then. */
-static int eng_close_inner(EngineObject *self)
-{
-	struct xfer_engine *e;
-	struct timespec deadline;
-
-	if (!self->e)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += XPY_CLOSE_GRACE_MS / 1000;
-	xpy_batches_cancel(self, &deadline);
-	xpy_aio_close(self, &deadline);
-	Py_BEGIN_ALLOW_THREADS
-	pthread_rwlock_wrlock(&self->lock);
-	e = self->e;
-	self->e = NULL;
-	xfer_engine_free(e);
-	pthread_rwlock_unlock(&self->lock);
-	Py_END_ALLOW_THREADS
-	xpy_aio_free(self);
-	xpy_batches_close(self);
-	PyDict_Clear(self->regs);
 	return 0;
 }
 
@@ -154,17 +117,20 @@ PyDoc_STRVAR(close_doc,
 "close()\n\n"
 "Cancel what is in flight and free the engine: its listeners, threads\n"
 "and connections go; registered memory is forgotten (it stays yours).\n"
-"Pending futures fail. Idempotent.");
+"Pending futures fail. From the call on, new calls from other threads\n"
+"raise ValueError; those in flight are waited for (without the GIL).\n"
+"Idempotent: a second close() returns once the first is done.");
 
 static PyObject *eng_close(EngineObject *self, PyObject *unused)
 {
 	(void)unused;
-	eng_close_inner(self);
+	xpy_engine_close(self);
 	Py_RETURN_NONE;
 }
 
 static int eng_traverse(EngineObject *self, visitproc visit, void *arg)
 {
+	Py_VISIT(Py_TYPE(self));
 	Py_VISIT(self->regs);
 	Py_VISIT(self->on_notify);
 	return 0;
@@ -178,25 +144,29 @@ static int eng_clear(EngineObject *self)
 
 static void eng_dealloc(EngineObject *self)
 {
+	PyTypeObject *tp = Py_TYPE(self);
+
 	PyObject_GC_UnTrack(self);
-	if (self->e) {
+	if (self->state == XPY_OPEN) {
 #if PY_VERSION_HEX >= 0x030C0000
 		PyObject *exc = PyErr_GetRaisedException();
 
-		eng_close_inner(self);
+		xpy_engine_close(self);
 		PyErr_SetRaisedException(exc);
 #else
 		PyObject *t, *v, *tb;
 
 		PyErr_Fetch(&t, &v, &tb);
-		eng_close_inner(self);
+		xpy_engine_close(self);
 		PyErr_Restore(t, v, tb);
 #endif
 	}
 	eng_clear(self);
 	Py_CLEAR(self->regs);
-	pthread_rwlock_destroy(&self->lock);
-	Py_TYPE(self)->tp_free(self);
+	pthread_cond_destroy(&self->gate_cv);
+	pthread_mutex_destroy(&self->gate);
+	tp->tp_free(self);
+	Py_DECREF(tp);
 }
 
 /* The engine's attributes, by the closure of their getter. */
@@ -230,7 +200,7 @@ static PyObject *eng_attr(EngineObject *self, void *c)
 static PyObject *eng_get_closed(EngineObject *self, void *c)
 {
 	(void)c;
-	return PyBool_FromLong(self->e == NULL);
+	return PyBool_FromLong(self->state >= XPY_CLOSING);
 }
 
 static PyObject *eng_cpu_seconds(EngineObject *self, PyObject *unused)
@@ -632,23 +602,27 @@ static PyGetSetDef eng_getset[] = {
 	  "The engine's message for its last error.",
 	  (void *)(intptr_t)ATTR_LAST_ERROR },
 	{ "closed", (getter)eng_get_closed, NULL,
-	  "Whether close() has run.", NULL },
+	  "Whether close() has begun.", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
-PyTypeObject xpy_EngineType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "xfer._xfer._Engine",
-	.tp_doc = "_Engine(config=None): an xfer engine with its own threads; "
-		  "config maps configuration keys to values.",
-	.tp_basicsize = sizeof(EngineObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE |
-		    Py_TPFLAGS_HAVE_GC,
-	.tp_new = eng_new,
-	.tp_init = (initproc)eng_init,
-	.tp_dealloc = (destructor)eng_dealloc,
-	.tp_traverse = (traverseproc)eng_traverse,
-	.tp_clear = (inquiry)eng_clear,
-	.tp_methods = eng_methods,
-	.tp_getset = eng_getset,
+static PyType_Slot eng_slots[] = {
+	{ Py_tp_doc, "_Engine(config=None): an xfer engine with its own "
+		     "threads; config maps configuration keys to values." },
+	{ Py_tp_new, eng_new },
+	{ Py_tp_init, eng_init },
+	{ Py_tp_dealloc, eng_dealloc },
+	{ Py_tp_traverse, eng_traverse },
+	{ Py_tp_clear, eng_clear },
+	{ Py_tp_methods, eng_methods },
+	{ Py_tp_getset, eng_getset },
+	{ 0, NULL },
+};
+
+PyType_Spec xpy_engine_spec = {
+	.name = "xfer._xfer._Engine",
+	.basicsize = sizeof(EngineObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE |
+		 Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+	.slots = eng_slots,
 };

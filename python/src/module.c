@@ -1,15 +1,14 @@
 /*
- * xfer._xfer: the module, its exceptions and constants, and the raw
- * memory helpers the Mooncake-compatible layer exposes.
+ * xfer._xfer: the module, its state (heap types and exceptions, per
+ * module object: multi-phase initialisation, as CPython's _sqlite), its
+ * constants, and the raw memory helpers the Mooncake-compatible layer
+ * exposes.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "python/src/xfer_py.h"
-
-PyObject *xpy_XferError;
-PyObject *xpy_TransferError;
+#include "xfer_py.h"
 
 /* errno of a batch that did not complete, by its outcome */
 static int outcome_errno(enum xfer_status st)
@@ -30,8 +29,8 @@ static int outcome_errno(enum xfer_status st)
 static PyObject *error_new(PyObject *type, EngineObject *eng, int err,
 			   const char *what)
 {
-	const char *last = eng && eng->e ? xfer_engine_last_error(eng->e) :
-			   NULL;
+	bool held = xpy_engine_try(eng);
+	const char *last = held ? xfer_engine_last_error(eng->e) : NULL;
 	PyObject *msg;
 
 	if (err < 0)
@@ -41,14 +40,19 @@ static PyObject *error_new(PyObject *type, EngineObject *eng, int err,
 					   last);
 	else
 		msg = PyUnicode_FromFormat("%s: %s", what, strerror(err));
+	if (held)
+		xpy_engine_put(eng);
 	if (!msg)
 		return NULL;
-	return PyObject_CallFunction(type, "iN", err, msg);
+	/* the module's state is cleared only with its last object, but a
+	 * cycle collected at exit may clear it first */
+	return PyObject_CallFunction(type ? type : PyExc_OSError, "iN", err,
+				     msg);
 }
 
 PyObject *xpy_error(EngineObject *eng, int err, const char *what)
 {
-	return error_new(xpy_XferError, eng, err, what);
+	return error_new(eng->st->XferError, eng, err, what);
 }
 
 PyObject *xpy_raise(EngineObject *eng, int err, const char *what)
@@ -74,7 +78,8 @@ PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 		return NULL;
 	snprintf(what, sizeof(what), "transfer %s",
 		 xfer_status_str(outcome));
-	exc = error_new(xpy_TransferError, eng, outcome_errno(outcome), what);
+	exc = error_new(eng->st->TransferError, eng, outcome_errno(outcome),
+			what);
 	o = exc ? PyLong_FromLong(outcome) : NULL;
 	if (exc && (!o || PyObject_SetAttrString(exc, "outcome", o) < 0 ||
 		    PyObject_SetAttrString(exc, "statuses", statuses) < 0))
@@ -186,15 +191,6 @@ static PyMethodDef mod_methods[] = {
 	{ NULL, NULL, 0, NULL },
 };
 
-static struct PyModuleDef xfer_module = {
-	PyModuleDef_HEAD_INIT,
-	.m_name = "xfer._xfer",
-	.m_doc = "The C core of the xfer package: engines, batches and the "
-		 "completion queue that asyncio waits on.",
-	.m_size = -1,
-	.m_methods = mod_methods,
-};
-
 static int add_constants(PyObject *m)
 {
 	static const struct { const char *name; long v; } c[] = {
@@ -211,34 +207,91 @@ static int add_constants(PyObject *m)
 	return 0;
 }
 
-PyMODINIT_FUNC PyInit__xfer(void)
+xpy_state *xpy_state_of(PyTypeObject *type)
 {
-	PyObject *m = PyModule_Create(&xfer_module);
+	PyObject *m = PyType_GetModuleByDef(type, &xpy_module);
 
-	if (!m)
-		return NULL;
-	xpy_XferError = PyErr_NewExceptionWithDoc(
+	return m ? PyModule_GetState(m) : NULL;
+}
+
+static int mod_exec(PyObject *m)
+{
+	xpy_state *st = PyModule_GetState(m);
+
+	st->EngineType = (PyTypeObject *)PyType_FromModuleAndSpec(
+		m, &xpy_engine_spec, NULL);
+	st->BatchType = (PyTypeObject *)PyType_FromModuleAndSpec(
+		m, &xpy_batch_spec, NULL);
+	if (!st->EngineType || !st->BatchType)
+		return -1;
+	st->XferError = PyErr_NewExceptionWithDoc(
 		"xfer.XferError",
 		"An engine call failed: .errno is the errno (ECONNREFUSED, "
 		"EINVAL ...), .strerror says what failed, with the engine's "
 		"own message.", PyExc_OSError, NULL);
-	if (!xpy_XferError)
-		goto err;
-	xpy_TransferError = PyErr_NewExceptionWithDoc(
+	if (!st->XferError)
+		return -1;
+	st->TransferError = PyErr_NewExceptionWithDoc(
 		"xfer.TransferError",
 		"A batch did not complete: .outcome is its status (FAILED, "
 		"TIMEOUT, INVALID or CANCELED), .statuses the status of each "
 		"task; .errno EIO, ETIMEDOUT, EINVAL or ECANCELED.",
-		xpy_XferError, NULL);
-	if (!xpy_TransferError)
-		goto err;
-	if (PyModule_AddObjectRef(m, "XferError", xpy_XferError) < 0 ||
-	    PyModule_AddObjectRef(m, "TransferError", xpy_TransferError) < 0 ||
-	    PyModule_AddType(m, &xpy_EngineType) < 0 ||
-	    PyModule_AddType(m, &xpy_BatchType) < 0 || add_constants(m) < 0)
-		goto err;
-	return m;
-err:
-	Py_DECREF(m);
-	return NULL;
+		st->XferError, NULL);
+	if (!st->TransferError ||
+	    PyModule_AddObjectRef(m, "XferError", st->XferError) < 0 ||
+	    PyModule_AddObjectRef(m, "TransferError", st->TransferError) < 0 ||
+	    PyModule_AddType(m, st->EngineType) < 0 ||
+	    PyModule_AddType(m, st->BatchType) < 0 || add_constants(m) < 0)
+		return -1;
+	return 0;
+}
+
+static int mod_traverse(PyObject *m, visitproc visit, void *arg)
+{
+	xpy_state *st = PyModule_GetState(m);
+
+	Py_VISIT(st->EngineType);
+	Py_VISIT(st->BatchType);
+	Py_VISIT(st->XferError);
+	Py_VISIT(st->TransferError);
+	return 0;
+}
+
+static int mod_clear(PyObject *m)
+{
+	xpy_state *st = PyModule_GetState(m);
+
+	Py_CLEAR(st->EngineType);
+	Py_CLEAR(st->BatchType);
+	Py_CLEAR(st->XferError);
+	Py_CLEAR(st->TransferError);
+	return 0;
+}
+
+static void mod_free(void *m)
+{
+	mod_clear(m);
+}
+
+static PyModuleDef_Slot mod_slots[] = {
+	{ Py_mod_exec, mod_exec },
+	{ 0, NULL },
+};
+
+struct PyModuleDef xpy_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "xfer._xfer",
+	.m_doc = "The C core of the xfer package: engines, batches and the "
+		 "completion queue that asyncio waits on.",
+	.m_size = sizeof(xpy_state),
+	.m_methods = mod_methods,
+	.m_slots = mod_slots,
+	.m_traverse = mod_traverse,
+	.m_clear = mod_clear,
+	.m_free = mod_free,
+};
+
+PyMODINIT_FUNC PyInit__xfer(void)
+{
+	return PyModuleDef_Init(&xpy_module);
 }

@@ -6,7 +6,14 @@
  * object stays exported (so it cannot be resized or freed) until the
  * transfer that uses it is over.
  */
-#include "python/src/xfer_py.h"
+#include <errno.h>
+
+#include "xfer_py.h"
+
+/* Addresses and lengths in bytes are uint64_t in Python's hands and
+ * size_t or pointers in the engine's: the same width, so no cast cuts. */
+_Static_assert(sizeof(size_t) >= sizeof(uint64_t) &&
+	       sizeof(uintptr_t) >= sizeof(uint64_t), "64-bit sizes");
 
 int xpy_addr(PyObject *o, uint64_t *addr)
 {
@@ -30,9 +37,10 @@ int xpy_hold_add(struct xpy_hold *h, PyObject *obj, bool writable,
 
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 4;
-		Py_buffer *views = PyMem_Realloc(h->views,
-						 cap * sizeof(*views));
+		Py_buffer *views = NULL;
 
+		if (cap <= PY_SSIZE_T_MAX / sizeof(*views))
+			views = PyMem_Realloc(h->views, cap * sizeof(*views));
 		if (!views) {
 			PyErr_NoMemory();
 			return -1;
@@ -55,7 +63,8 @@ void xpy_hold_release(struct xpy_hold *h)
 	for (size_t i = 0; i < h->n; i++)
 		PyBuffer_Release(&h->views[i]);
 	PyMem_Free(h->views);
-	*h = (struct xpy_hold){ 0 };
+	h->views = NULL;
+	h->n = h->cap = 0;
 }
 
 /*
@@ -103,12 +112,31 @@ static int one_request(struct xfer_request *r, PyObject *src,
 	return 0;
 }
 
-static struct xfer_request *reqs_alloc(Py_ssize_t n)
+/* What a call may take: at most max requests, else XferError err. */
+struct limit {
+	EngineObject *eng;
+	size_t max;
+	int err;
+};
+
+/* Room for @p n requests, once @p n is known to fit @p lim. */
+static struct xfer_request *reqs_alloc(Py_ssize_t n, const struct limit *lim)
 {
 	struct xfer_request *reqs;
+	char what[80];
 
 	if (n == 0) {
 		PyErr_SetString(PyExc_ValueError, "no requests");
+		return NULL;
+	}
+	if ((size_t)n > lim->max) {
+		snprintf(what, sizeof(what), "%zd requests, room for %zu",
+			 n, lim->max);
+		xpy_raise(lim->eng, lim->err, what);
+		return NULL;
+	}
+	if ((size_t)n > PY_SSIZE_T_MAX / sizeof(*reqs)) {
+		PyErr_NoMemory();
 		return NULL;
 	}
 	reqs = PyMem_Calloc((size_t)n, sizeof(*reqs));
@@ -119,7 +147,8 @@ static struct xfer_request *reqs_alloc(Py_ssize_t n)
 
 static struct xfer_request *reqs_lists(PyObject *sources,
 				       PyObject *targets, PyObject *lengths,
-				       int opcode, int64_t seg, size_t *n,
+				       int opcode, int64_t seg,
+				       const struct limit *lim, size_t *n,
 				       struct xpy_hold *h)
 {
 	PyObject *fs = NULL, *ft = NULL, *fl = NULL;
@@ -144,7 +173,7 @@ static struct xfer_request *reqs_lists(PyObject *sources,
 				"and lengths differ in size");
 		goto out;
 	}
-	reqs = reqs_alloc(len);
+	reqs = reqs_alloc(len, lim);
 	if (!reqs)
 		goto out;
 	for (Py_ssize_t i = 0; i < len; i++) {
@@ -167,8 +196,8 @@ out:
 }
 
 static struct xfer_request *reqs_pairs(PyObject *pairs, int opcode,
-				       int64_t seg, size_t *n,
-				       struct xpy_hold *h)
+				       int64_t seg, const struct limit *lim,
+				       size_t *n, struct xpy_hold *h)
 {
 	PyObject *fp = PySequence_Fast(pairs, "pairs must be a sequence");
 	struct xfer_request *reqs = NULL;
@@ -177,7 +206,7 @@ static struct xfer_request *reqs_pairs(PyObject *pairs, int opcode,
 	if (!fp)
 		return NULL;
 	len = PySequence_Fast_GET_SIZE(fp);
-	reqs = reqs_alloc(len);
+	reqs = reqs_alloc(len, lim);
 	for (Py_ssize_t i = 0; reqs && i < len; i++) {
 		PyObject *p = PySequence_Fast(PySequence_Fast_GET_ITEM(fp, i),
 					      "each pair must be a sequence");
@@ -210,7 +239,8 @@ static struct xfer_request *reqs_pairs(PyObject *pairs, int opcode,
  * lists. */
 static struct xfer_request *reqs_from(PyObject *pairs, PyObject *sources,
 				      PyObject *targets, PyObject *lengths,
-				      int opcode, long long seg, size_t *n,
+				      int opcode, long long seg,
+				      const struct limit *lim, size_t *n,
 				      struct xpy_hold *h)
 {
 	if (opcode != XFER_READ && opcode != XFER_WRITE) {
@@ -218,13 +248,13 @@ static struct xfer_request *reqs_from(PyObject *pairs, PyObject *sources,
 		return NULL;
 	}
 	if (pairs != Py_None)
-		return reqs_pairs(pairs, opcode, seg, n, h);
+		return reqs_pairs(pairs, opcode, seg, lim, n, h);
 	if (sources == Py_None || targets == Py_None) {
 		PyErr_SetString(PyExc_TypeError,
 				"give pairs, or sources and targets");
 		return NULL;
 	}
-	return reqs_lists(sources, targets, lengths, opcode, seg, n, h);
+	return reqs_lists(sources, targets, lengths, opcode, seg, lim, n, h);
 }
 
 /* A notification argument: None or (name, msg). */
@@ -233,14 +263,20 @@ static int notify_arg(PyObject *o, const char **name, const char **msg)
 	*name = *msg = NULL;
 	if (o == Py_None)
 		return 0;
+	if (!PyTuple_Check(o)) { /* PyArg_ParseTuple takes tuples only */
+		PyErr_SetString(PyExc_TypeError, "notify is (name, msg)");
+		return -1;
+	}
 	if (!PyArg_ParseTuple(o, "ss;notify is (name, msg)", name, msg))
 		return -1;
 	return 0;
 }
 
-int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
+int xpy_transfer_parse(EngineObject *eng, PyObject *args, PyObject *kw,
+		       const char *fname, size_t max, int err,
 		       struct xpy_transfer *t, struct xpy_hold *h)
 {
+	const struct limit lim = { .eng = eng, .max = max, .err = err };
 	static char *kwlist[] = { "opcode", "segment", "sources", "targets",
 				  "lengths", "pairs", "notify", NULL };
 	PyObject *sources = Py_None, *targets = Py_None, *lengths = Py_None;
@@ -256,6 +292,6 @@ int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
 	    notify_arg(notify, &t->nname, &t->nmsg) < 0)
 		return -1;
 	t->reqs = reqs_from(pairs, sources, targets, lengths, opcode, seg,
-			    &t->n, h);
+			    &lim, &t->n, h);
 	return t->reqs ? 0 : -1;
 }

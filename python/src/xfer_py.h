@@ -1,9 +1,11 @@
 /*
  * xfer._xfer: what the files of the extension module share.
  *
- * module.c    the module: exceptions, constants, memory helpers
- * engine.c    the _Engine type: lifetime, configuration, registration,
- *             segments, notifications (blocking forms)
+ * module.c    the module: its state (types, exceptions), constants,
+ *             memory helpers
+ * engine.c    the _Engine type: configuration, registration, segments,
+ *             notifications (blocking forms)
+ * gate.c      who may use an engine: calls counted in and out, close()
  * requests.c  Python arguments into struct xfer_request arrays, and the
  *             buffers they keep exported while a transfer runs
  * batch.c     the Batch type (submitted, polled, waited) and blocking
@@ -11,12 +13,24 @@
  * aio.c       the completion queue: the engine's callbacks push, an
  *             eventfd wakes the event loop, drain() resolves futures
  *
- * Threads: every call holds the engine's read lock (taken with the GIL,
- * so it never waits while a closing thread needs the GIL) and releases
- * the GIL while it waits; close() takes the write lock without the GIL,
- * so it never frees the engine under a waiting call. The engine's
+ * Threads: a call counts itself in on the engine's gate (xpy_engine_get)
+ * and out (xpy_engine_put), and releases the GIL while it waits. close()
+ * refuses new calls, cancels what is in flight, waits (without the GIL)
+ * until the calls in flight are out, and only then frees the engine: a
+ * stream of calls from other threads cannot starve it, as readers of a
+ * read-write lock starved its writer. The gate's lock is only ever held
+ * for a few instructions, or in a condition wait without the GIL. A
+ * Batch counts its own calls too: submits (and cancels) on one batch run
+ * one at a time under its submit lock, as xfer_batch_submit() requires,
+ * and free() waits for the calls of other threads on it. The engine's
  * callbacks never take the GIL: they queue what happened and write the
  * eventfd; the loop's thread resolves it.
+ *
+ * State: nothing is global. The types (heap types) and exceptions live in
+ * the module's state (multi-phase initialisation, as CPython's _sqlite),
+ * so each module object has its own; an engine keeps a pointer to its
+ * module's state, its type keeps that module alive. Engines and batches
+ * are tracked by the cycle collector.
  */
 #ifndef XFER_PY_H
 #define XFER_PY_H
@@ -29,10 +43,26 @@
 
 #include <xfer/xfer.h>
 
-/* Buffer-protocol objects a call keeps exported (released with the GIL). */
+/* Buffer-protocol objects a call keeps exported (released with the GIL);
+ * a Batch keeps one per submit on its list. */
 struct xpy_hold {
 	Py_buffer *views;
 	size_t n, cap;
+	struct xpy_hold *next;
+};
+
+/* The most requests one call takes: xfer_batch_new()'s largest capacity
+ * (include/xfer/xfer.h). */
+#define XPY_REQS_MAX ((size_t)1 << 24)
+
+/* Who may use an engine (EngineObject.state, under its gate). */
+enum xpy_state {
+	XPY_NEW,          /* __init__ has not run */
+	XPY_STARTING,     /* __init__ starts it, without the GIL */
+	XPY_OPEN,         /* calls welcome */
+	XPY_CLOSING,      /* close() runs: new calls refused, frees allowed */
+	XPY_FREEING,      /* no call in flight: the engine is being freed */
+	XPY_CLOSED,
 };
 
 struct xpy_cq;
@@ -65,10 +95,22 @@ struct xpy_op {
 
 typedef struct BatchObject BatchObject;
 
+/* The module's state: its heap types and exceptions (module.c). */
+typedef struct {
+	PyTypeObject *EngineType;
+	PyTypeObject *BatchType;
+	PyObject *XferError;
+	PyObject *TransferError;
+} xpy_state;
+
 typedef struct {
 	PyObject_HEAD
+	xpy_state *st;                    /* its module's */
 	struct xfer_engine *e;            /* NULL once closed */
-	pthread_rwlock_t lock;            /* read: a call without the GIL */
+	pthread_mutex_t gate;             /* state, users, each Batch's users */
+	pthread_cond_t gate_cv;           /* a count fell, the state moved */
+	enum xpy_state state;
+	unsigned users;                   /* calls in flight */
 	PyObject *regs;                   /* addr -> capsule of a Py_buffer */
 	BatchObject *batches;             /* live batches (under the GIL) */
 	struct xpy_cq *cq;                /* NULL until the first async call */
@@ -79,31 +121,55 @@ typedef struct {
 struct BatchObject {
 	PyObject_HEAD
 	EngineObject *eng;                /* owned */
-	struct xfer_batch *b;             /* NULL once freed */
+	struct xfer_batch *b;             /* NULL once freed (gate and GIL) */
 	size_t cap;
-	struct xpy_hold hold;
-	bool inflight;                    /* submitted, not known to be done */
+	pthread_mutex_t submit_lock;      /* one submit or cancel at a time */
+	unsigned users;                   /* calls using b without the GIL */
+	unsigned submitting;              /* submits in progress (GIL) */
+	bool freeing;                     /* free() began: calls refused */
+	struct xpy_hold *holds;           /* each submit's views (GIL) */
+	bool pending;                     /* awaited: its callback is due */
 	enum xfer_status outcome;         /* once its callback ran */
 	struct xpy_op op;                 /* XPY_OP_BATCH, with a future */
 	BatchObject *next, **pprev;       /* the engine's live list */
 };
 
 /* module.c */
-extern PyObject *xpy_XferError;
-extern PyObject *xpy_TransferError;
-extern PyTypeObject xpy_EngineType;
-extern PyTypeObject xpy_BatchType;
+extern struct PyModuleDef xpy_module;
+extern PyType_Spec xpy_engine_spec, xpy_batch_spec;
+/* The state of the module that defined @p type (or its base); NULL with
+ * TypeError if none did. */
+xpy_state *xpy_state_of(PyTypeObject *type);
+/* XferError (errno -@p err or @p err, "what: strerror (the engine's last
+ * message)") raised: NULL. */
 PyObject *xpy_raise(EngineObject *eng, int err, const char *what);
 PyObject *xpy_error(EngineObject *eng, int err, const char *what);
 PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 			     enum xfer_status outcome);
 int xpy_addr(PyObject *o, uint64_t *addr);
 
-/* engine.c */
-/* The engine under its read lock, for a call that may let the GIL go;
- * NULL with ValueError set once closed. */
+/* gate.c */
+/* The engine, counted in for a call that may let the GIL go; NULL with
+ * ValueError set unless it is open. */
 struct xfer_engine *xpy_engine_get(EngineObject *eng);
+/* Count out a call of xpy_engine_get() or xpy_engine_hold(). */
 void xpy_engine_put(EngineObject *eng);
+/* For a cleanup (freeing a batch): counted in while the engine is open or
+ * closing: true; false once it is freed (its tasks are over), waiting
+ * without the GIL while it is being freed. Never raises. */
+bool xpy_engine_hold(EngineObject *eng);
+/* Counted in while open or closing, as xpy_engine_hold(); never waits. */
+bool xpy_engine_try(EngineObject *eng);
+/* Wait, without the GIL, until @p done(@p arg) holds under the gate. */
+void xpy_gate_wait(EngineObject *eng, bool (*done)(void *arg), void *arg);
+/* Move to @p st, waking who waits on the gate. */
+void xpy_engine_set_state(EngineObject *eng, enum xpy_state st);
+/* Refuse new calls, cancel what is in flight, wait for the calls in
+ * flight, free the engine (with the GIL; lets it go while it waits). A
+ * close while another runs waits for that one. */
+void xpy_engine_close(EngineObject *eng);
+
+/* engine.c */
 int xpy_reg_args(PyObject *obj, PyObject *length, bool writable,
 		 struct xpy_hold *h, void **addr, size_t *len);
 PyObject *xpy_reg_keep(EngineObject *eng, uint64_t addr,
@@ -115,13 +181,15 @@ int xpy_hold_add(struct xpy_hold *h, PyObject *obj, bool writable,
 void xpy_hold_release(struct xpy_hold *h);
 /* The requests of a call (opcode, segment, sources=None, targets=None,
  * lengths=None, *, pairs=None, notify=None); @p h keeps their buffer
- * objects. The strings stay valid while @p args does. */
+ * objects. More than @p max requests raise XferError @p err before
+ * anything is allocated. The strings stay valid while @p args does. */
 struct xpy_transfer {
 	struct xfer_request *reqs;        /* PyMem_Free() them */
 	size_t n;
 	const char *nname, *nmsg;         /* a notification, or NULL */
 };
-int xpy_transfer_parse(PyObject *args, PyObject *kw, const char *fname,
+int xpy_transfer_parse(EngineObject *eng, PyObject *args, PyObject *kw,
+		       const char *fname, size_t max, int err,
 		       struct xpy_transfer *t, struct xpy_hold *h);
 
 /* batch.c */
@@ -130,16 +198,24 @@ PyObject *xpy_engine_transfer(EngineObject *eng, PyObject *args,
 			      PyObject *kw);
 PyObject *xpy_engine_batch(EngineObject *eng, PyObject *args, PyObject *kw);
 BatchObject *xpy_batch_new(EngineObject *eng, size_t cap);
-int xpy_batch_wait(EngineObject *eng, struct xfer_batch *b);
-/* xfer_batch_submit(_notify) without the GIL: 0 or -errno. */
-int xpy_submit(struct xfer_batch *b, const struct xpy_transfer *t);
+int xpy_batch_wait(BatchObject *bo);
+/* Count a call on @p bo in (its batch and engine): 0, or -1 with
+ * ValueError once either is freed or closing. */
+int xpy_batch_enter(BatchObject *bo);
+void xpy_batch_leave(BatchObject *bo);
+/* On an entered batch, without the GIL, under its submit lock:
+ * xfer_batch_submit(_notify): 0 or -errno. */
+int xpy_batch_submit(BatchObject *bo, const struct xpy_transfer *t);
 enum xfer_status xpy_batch_outcome(struct xfer_batch *b);
 /* [status of each task, ...] as ints */
 PyObject *xpy_statuses(struct xfer_batch *b);
-void xpy_batch_finish(BatchObject *bo, bool engine_alive);
+/* Free the xfer batch of @p bo and let go of its buffers (cancelling and
+ * waiting for what is in flight while the engine is alive). */
+void xpy_batch_release(BatchObject *bo);
 int xpy_ms_left(const struct timespec *deadline);
-/* Closing, before the engine is freed: cancel every batch in flight and
- * wait for those not awaited until @p deadline (CLOCK_MONOTONIC). */
+/* Closing, before the engine is freed: cancel every batch in flight and,
+ * with a @p deadline (CLOCK_MONOTONIC), wait for those not awaited until
+ * then. */
 void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline);
 /* After: free them all (their tasks are over). */
 void xpy_batches_close(EngineObject *eng);

@@ -1,0 +1,124 @@
+"""The binding under threads: one Batch submitted to from 64 threads
+keeps every task, and Engine.close() returns while other threads keep
+transferring (new calls are refused, those in flight are waited for)."""
+import threading
+import time
+
+import pytest
+
+import xfer
+
+KiB = 1 << 10
+
+
+@pytest.fixture
+def pair():
+    """A target engine with a registered buffer, and an initiator with its
+    own, its segment open: (initiator, segment, local, target address)."""
+    with xfer.Engine(bind_addr="127.0.0.1") as target, \
+            xfer.Engine(bind_addr="127.0.0.1") as init:
+        tbuf, local = bytearray(4 << 20), bytearray(4 << 20)
+        with target.register(tbuf), init.register(local):
+            seg = init.open_segment_sync(target.name)
+            yield init, seg, local, xfer.address_of(tbuf)[0]
+
+
+def start(threads):
+    for t in threads:
+        t.start()
+
+
+def test_one_batch_many_threads(pair):
+    init, seg, local, taddr = pair
+    nthreads, per = 64, 20
+    laddr = xfer.address_of(local)[0]
+    for rnd in range(20):
+        errors = []
+        go = threading.Barrier(nthreads)
+        b = init.batch(nthreads * per)
+
+        def run(t):
+            go.wait()
+            try:
+                for k in range(per):
+                    i = t * per + k
+                    b.submit(xfer.WRITE, seg, pairs=[
+                        (laddr + i * KiB, taddr + i * KiB, KiB)])
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=run, args=(t,))
+                   for t in range(nthreads)]
+        start(threads)
+        for t in threads:
+            t.join(30)
+        assert not errors
+        assert b.size == nthreads * per, f"round {rnd}: tasks lost"
+        assert b.wait(20000), f"round {rnd}: the batch never completes"
+        st = b.statuses()
+        assert st.count(xfer.Status.COMPLETED) == nthreads * per, st
+        b.free()
+
+
+def test_batch_free_while_others_wait(pair):
+    """free() from one thread while others wait on the batch: the waits
+    end and later calls say the batch is freed."""
+    init, seg, local, taddr = pair
+    b = init.batch(64)
+    b.submit(xfer.WRITE, seg, pairs=[(memoryview(local)[:KiB], taddr)])
+    out = []
+
+    def run():
+        try:
+            while True:
+                b.wait(50)
+                b.statuses()
+        except ValueError as exc:
+            out.append(str(exc))
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    start(threads)
+    time.sleep(0.1)
+    b.free()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+    assert out == ["the batch is freed"] * 8
+
+
+def test_close_while_transferring(pair):
+    init, seg, local, taddr = pair
+    mv = memoryview(local)
+    refused, other = [], []
+    stop = time.monotonic() + 30
+
+    def run(t):
+        src = mv[t * 64 * KiB:(t + 1) * 64 * KiB]
+        try:
+            while time.monotonic() < stop:
+                init.transfer(xfer.WRITE, seg,
+                              pairs=[(src, taddr + t * 64 * KiB)])
+                init.transfer(xfer.READ, seg,
+                              pairs=[(src, taddr + t * 64 * KiB)])
+        except ValueError:
+            refused.append(t)
+        except xfer.TransferError as exc:  # cancelled by close()
+            refused.append(exc.outcome)
+        except Exception as exc:  # pragma: no cover - reported below
+            other.append(exc)
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(8)]
+    start(threads)
+    time.sleep(0.3)
+    closer = threading.Thread(target=init.close)
+    t0 = time.monotonic()
+    closer.start()
+    closer.join(15)
+    assert not closer.is_alive(), "close() never returns"
+    took = time.monotonic() - t0
+    for t in threads:
+        t.join(15)
+    assert not any(t.is_alive() for t in threads)
+    assert not other
+    assert len(refused) == 8
+    assert init.closed
+    with pytest.raises(ValueError):
+        init.transfer(xfer.WRITE, seg, pairs=[(mv[:KiB], taddr)])
+    print(f"close() took {took:.3f} s under 8 transferring threads")
