@@ -385,12 +385,14 @@ static int open_meta(struct xfer_engine *e)
 
 /* Drop what lives on the control base: segments and their operations,
  * the resolver, notifications. The reactors are stopped. */
+/* The notifier first: a notification still out holds a use of its
+ * segment, which it gives back as it goes. */
 static void control_fini(struct xfer_engine *e)
 {
+	xfer_notifier_fini(&e->notes);
 	xfer_segments_fini(&e->segs);
 	if (e->dns)
 		evdns_base_free(e->dns, 0);
-	xfer_notifier_fini(&e->notes);
 }
 
 /* Free what the engine holds once its reactors and transports are gone. */

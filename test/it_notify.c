@@ -492,6 +492,37 @@ static void test_dead_peer(void **state)
 	assert_int_equal(xfer_batch_free(b), 0);
 }
 
+/* ---- 4. an engine freed with a notification out ---- */
+
+static void gone_cb(struct xfer_engine *e, int result, void *arg)
+{
+	(void)e;
+	(void)result;
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+/* The peer holds its control thread, so the notification waits for its
+ * answer while the engine is freed: the notification goes before the
+ * segment it holds does (a use after free under make test-asan before). */
+static void test_free_with_notify_out(void **state)
+{
+	struct xfer_engine *e = th_engine(1);
+	int64_t seg = xfer_segment_open(e, F.p.name);
+	struct timespec pause = { 0, 200 * 1000000 };
+	atomic_int calls = 0;
+
+	(void)state;
+	assert_true(seg >= 0);
+	assert_int_equal(peer_cmd(&F.p, PEER_HOLD), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(xfer_notify_async(e, seg, "gone", "soon",
+						   gone_cb, &calls), 0);
+	nanosleep(&pause, NULL);
+	xfer_engine_free(e);
+	assert_true(atomic_load(&calls) <= 4);
+	assert_int_equal(peer_cmd(&F.p, PEER_GO), 0);
+}
+
 /* ---- 5. round trip ---- */
 
 static int cmp_ns(const void *a, const void *b)
@@ -552,6 +583,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_peer, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_free_with_notify_out,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rtt, setup, teardown),
 	};
 
