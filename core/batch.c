@@ -41,6 +41,8 @@ struct xfer_batch {
 	struct xfer_job deliver_job;
 	xfer_batch_cb cb;
 	void *cb_arg;
+	bool cb_direct;              /* cb runs where the last task ends */
+	bool direct_again;           /* a round ended during a direct cb */
 	/* A notification to send once every task completed. */
 	char *notify_name, *notify_msg;
 	struct xfer_segment *notify_seg; /* use held while it waits */
@@ -167,7 +169,8 @@ void xfer_batches_orphan(struct xfer_engine *e)
 	pthread_mutex_unlock(&e->batches_lock);
 }
 
-int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg)
+static int set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg,
+			bool direct)
 {
 	int ret = 0;
 
@@ -177,9 +180,21 @@ int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg)
 	else {
 		b->cb = cb;
 		b->cb_arg = arg;
+		b->cb_direct = direct;
 	}
 	pthread_mutex_unlock(&b->lock);
 	return ret;
+}
+
+int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg)
+{
+	return set_callback(b, cb, arg, false);
+}
+
+int xfer_batch_set_callback_direct(struct xfer_batch *b, xfer_batch_cb cb,
+				   void *arg)
+{
+	return set_callback(b, cb, arg, true);
 }
 
 static enum xfer_status outcome(unsigned seen)
@@ -245,9 +260,30 @@ static void deliver(struct xfer_job *j)
 	}
 }
 
+/* A direct callback, on the thread that ended the round: the batch is
+ * not freed meanwhile (deliver_pending keeps xfer_batch_free() at
+ * -EBUSY), and the callback may not free it. */
+static void deliver_direct(struct xfer_batch *b, xfer_batch_cb cb, void *arg)
+{
+	bool again;
+
+	do {
+		cb(b, outcome(atomic_load(&b->seen)), arg);
+		pthread_mutex_lock(&b->lock);
+		again = b->direct_again; /* once for the rounds since */
+		b->direct_again = false;
+		b->deliver_pending = again;
+		pthread_cond_broadcast(&b->idle);
+		pthread_mutex_unlock(&b->lock);
+	} while (again);
+}
+
 /* @p n tasks (or the submit guard) of @p b are done. */
 static void batch_release(struct xfer_batch *b, size_t n)
 {
+	xfer_batch_cb direct = NULL;
+	void *arg = NULL;
+
 	pthread_mutex_lock(&b->lock);
 	b->inflight -= n;
 	if (b->inflight == 0) {
@@ -255,13 +291,23 @@ static void batch_release(struct xfer_batch *b, size_t n)
 			b->notifying = true; /* waiters wait for the ack */
 		else
 			pthread_cond_broadcast(&b->idle);
-		if ((b->cb || b->notify_name) && !b->deliver_pending) {
+		if (b->cb_direct && !b->notify_name && b->deliver_pending) {
+			b->direct_again = true; /* its caller runs it again */
+		} else if ((b->cb || b->notify_name) && !b->deliver_pending) {
 			b->deliver_pending = true;
-			b->deliver_job.fn = deliver;
-			xfer_reactor_post(&b->e->control, &b->deliver_job);
+			if (b->cb_direct && !b->notify_name) {
+				direct = b->cb;
+				arg = b->cb_arg;
+			} else {
+				b->deliver_job.fn = deliver;
+				xfer_reactor_post(&b->e->control,
+						  &b->deliver_job);
+			}
 		}
 	}
 	pthread_mutex_unlock(&b->lock);
+	if (direct)
+		deliver_direct(b, direct, arg);
 }
 
 static void task_end(struct xfer_task *t, enum xfer_status st)

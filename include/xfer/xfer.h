@@ -643,6 +643,20 @@ XFER_EXPORT
 int xfer_batch_set_callback(struct xfer_batch *b, xfer_batch_cb cb, void *arg);
 
 /**
+ * xfer_batch_set_callback(), but @p cb runs on the thread that ends the
+ * round (a worker reactor, the control reactor, or the submitter inside
+ * xfer_batch_submit() when the round ends there), one wake-up sooner: to
+ * hand the outcome to another event loop (Python's asyncio). @p cb must
+ * not block, call blocking forms or free the batch (xfer_batch_free()
+ * answers -EBUSY until it returns). A round with a notification ends on
+ * the control reactor as with xfer_batch_set_callback().
+ * @return 0, -EBUSY while tasks are in flight. Any thread.
+ */
+XFER_EXPORT
+int xfer_batch_set_callback_direct(struct xfer_batch *b, xfer_batch_cb cb,
+				   void *arg);
+
+/**
  * Append @p n requests as tasks (Mooncake's submitTransfer): their indices
  * follow those already in the batch. Each request is checked at once; a
  * bad one (source outside registered memory, unknown segment, target range

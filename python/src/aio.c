@@ -341,7 +341,7 @@ PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 		goto out;
 	bo->holds = h;
 	h = NULL;
-	xfer_batch_set_callback(bo->b, xpy_aio_batch_done, bo);
+	xfer_batch_set_callback_direct(bo->b, xpy_aio_batch_done, bo);
 	bo->op.cq = cq;
 	bo->op.fut = Py_NewRef(fut);
 	bo->pending = true;
