@@ -42,6 +42,7 @@ static struct {
 	struct xfer_error err;
 	struct xfer_transport_env env;
 	struct file_transport *t;
+	union xfer_knob_val knobs[K_BOUNCE + 1];
 	char dir[64];
 } F;
 
@@ -66,6 +67,8 @@ static int setup(void **state)
 	t = F.t = calloc(1, sizeof(*t));
 	assert_non_null(t);
 	t->base.env = &F.env;
+	F.knobs[K_BOUNCE].num = 64 * MiB; /* file_bounce_max's default */
+	t->k = F.knobs;
 	t->r = &F.r;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->reads_done, NULL);
