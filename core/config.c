@@ -42,6 +42,18 @@ static const struct xfer_knob core_knobs[] = {
 		    1 << 20, "4096"),
 	XFER_KNOB_N("max_handshake_conns", "XFER_MAX_HANDSHAKE_CONNS", NULL,
 		    1, 1 << 20, "256"),
+	/* data conns per port not yet proved; the oldest closes for a new one */
+	XFER_KNOB_N("max_new_data_conns", "XFER_MAX_NEW_DATA_CONNS", NULL, 1,
+		    1 << 20, "256"),
+	/* data conns per port from one address (IPv6: a /64); its oldest idle */
+	XFER_KNOB_N("max_data_conns_per_addr", "XFER_MAX_DATA_CONNS_PER_ADDR",
+		    NULL, 1, 1 << 20, "1024"),
+	/* handshake conns from one address (IPv6: a /64); its oldest waiting */
+	XFER_KNOB_N("max_handshake_conns_per_addr",
+		    "XFER_MAX_HANDSHAKE_CONNS_PER_ADDR", NULL, 1, 1 << 20, "64"),
+	/* ms a new conn has to prove itself (or, no secret, send a request) */
+	XFER_KNOB_N("auth_timeout_ms", "XFER_AUTH_TIMEOUT_MS", NULL, 1,
+		    60000, "2000"),
 	XFER_KNOB_N("handshake_buffer_max", "XFER_HANDSHAKE_BUFFER_MAX", NULL,
 		    1 << 20, 1LL << 40, "67108864"),
 	XFER_KNOB_S("auth_secret", "XFER_AUTH_SECRET", NULL, NULL),

@@ -2,8 +2,9 @@
  * The handshake port's memory and connections (issue 13, defect 3): a
  * flood of slow 1 MiB frames keeps the target's resident memory bounded
  * (at most handshake_buffer_max bytes of frames buffered at once), at
- * most max_handshake_conns connections are open, and the port serves
- * again once the flood is gone. A peer that resets the connection before
+ * most max_handshake_conns connections are open (the oldest silent ones
+ * closed for new ones), and the port serves again once the flood is
+ * gone. A peer that resets the connection before
  * its reply is written costs that connection only (a write on it must
  * not raise SIGPIPE in the engine's process).
  */
@@ -120,7 +121,9 @@ static void test_slow_frames_bounded(void **state)
 	print_message("1000 slow 1 MiB handshake frames: RSS %ld MiB before, "
 		      "peak growth %ld MiB; %d connections left open\n",
 		      rss0 / 1024, peak / 1024, open);
-	assert_true(peak < 100 * 1024);
+	/* under ASan, plus its quarantine (256 MiB): the frames of the
+	 * connections closed for room stay resident there */
+	assert_true(peak < (100 + (th_under_asan() ? 256 : 0)) * 1024);
 	assert_true(probe_ok(port, 6000));
 	xfer_engine_free(t);
 }
@@ -170,6 +173,9 @@ static void test_handshake_conn_cap(void **state)
 	print_message("max_handshake_conns 16: %d of 40 idle connections "
 		      "closed at once\n", closed);
 	assert_int_equal(closed, 24);
+	/* the oldest, for the newer */
+	for (int i = 0; i < 40; i++)
+		assert_true((fds[i] < 0) == (i < 24));
 	for (int i = 0; i < 40; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -22,8 +22,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <xfer/xfer.h>
 
+#include "core/handshake_internal.h"
+#include "util/auth_internal.h"
 #include "test/helpers.h"
 #include "test/th_harden.h"
 
@@ -82,6 +87,20 @@ long hd_rss_kib(void)
 			break;
 	fclose(f);
 	return kib;
+}
+
+int hd_fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
 }
 
 int hd_nofile_for(int spare)
@@ -232,8 +251,37 @@ static struct {
 	int ctl, ready;
 } holders[8];
 
+/* A connection to 127.0.0.1:@p port from @p src (NULL: any); the fd or
+ * -1. No cmocka (the holder's child calls it). */
+static int connect_from(const char *src, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd;
+
+	if (!src)
+		return th_connect_try(port);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	inet_pton(AF_INET, src, &sa.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		goto err;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(port);
+	if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return fd;
+err:
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
 pid_t hd_holder_new(uint16_t port, int n, const void *first,
 		    size_t first_len)
+{
+	return hd_holder_new_from(NULL, port, n, first, first_len);
+}
+
+pid_t hd_holder_new_from(const char *src, uint16_t port, int n,
+			 const void *first, size_t first_len)
 {
 	int ready[2], ctl[2], count = 0, slot;
 	pid_t pid;
@@ -264,7 +312,7 @@ pid_t hd_holder_new(uint16_t port, int n, const void *first,
 		if (read(ctl[0], &c, 1) != 1)
 			_exit(1);
 		for (int i = 0; i < n; i++) {
-			int fd = th_connect_try(port);
+			int fd = connect_from(src, port);
 
 			if (fd < 0)
 				continue;
@@ -411,6 +459,43 @@ void hd_metad_stop(pid_t pid)
 	snprintf(path, sizeof(path), "%s/port", metad_dir);
 	unlink(path);
 	rmdir(metad_dir);
+}
+
+/* ---- a raw client that knows the protocol ---- */
+
+int hd_raw_auth(int fd, const char *secret, bool framed)
+{
+	struct xfer_auth *a = xfer_auth_new(secret);
+	struct xfer_auth_session s;
+	uint8_t hello[XFER_AUTH_HELLO_LEN], ch[XFER_AUTH_CHALLENGE_LEN];
+	uint8_t proof[XFER_AUTH_PROOF_LEN];
+	char *body = NULL;
+	size_t len;
+	int ret;
+
+	assert_non_null(a);
+	assert_int_equal(xfer_auth_hello(&s, hello), 0);
+	if (framed) {
+		ret = th_hs_send(fd, XFER_HS_AUTH, hello, sizeof(hello));
+		if (!ret)
+			ret = th_hs_recv(fd, &body, &len, 3000);
+		if (!ret && (len != 1 + sizeof(ch) || (uint8_t)body[0] != XFER_HS_AUTH))
+			ret = -EPROTO;
+		if (!ret)
+			memcpy(ch, body + 1, sizeof(ch));
+		free(body);
+	} else {
+		ret = th_send_all(fd, hello, sizeof(hello));
+		if (!ret && th_recv_all(fd, ch, sizeof(ch), 3000) != sizeof(ch))
+			ret = -EPROTO;
+	}
+	if (!ret)
+		ret = xfer_auth_prove(a, &s, ch, proof);
+	if (!ret)
+		ret = framed ? th_hs_send(fd, XFER_HS_AUTH, proof, sizeof(proof))
+			     : th_send_all(fd, proof, sizeof(proof));
+	xfer_auth_free(a);
+	return ret;
 }
 
 /* ---- the good transfer ---- */

@@ -30,6 +30,9 @@ double hd_cpu_seconds(pid_t pid);
 /** Resident memory of this process in KiB (VmRSS), or -1. */
 long hd_rss_kib(void);
 
+/** Descriptors this process has open (entries of /proc/self/fd), or -1. */
+int hd_fd_count(void);
+
 /** The RLIMIT_NOFILE that leaves this process @p spare more descriptors
  *  (new ones take the lowest free numbers; the limit caps the number). */
 int hd_nofile_for(int spare);
@@ -58,10 +61,15 @@ int hd_teardown(void **state);
  * A child process that, once hd_holder_go() says so, connects @p n times
  * to 127.0.0.1:@p port (writing the @p first_len bytes at @p first on
  * each connection, if any), then holds the connections until
- * hd_holder_stop(). At most 8 at once. @return its pid.
+ * hd_holder_stop(); it reads nothing. At most 8 at once. @return its pid.
  */
 pid_t hd_holder_new(uint16_t port, int n, const void *first,
 		    size_t first_len);
+
+/** hd_holder_new() whose connections come from the numeric IPv4 address
+ *  @p src (any of 127.0.0.0/8 on loopback; NULL: the kernel's choice). */
+pid_t hd_holder_new_from(const char *src, uint16_t port, int n,
+			 const void *first, size_t first_len);
 
 /** Let holder @p pid connect; returns once it has tried every
  *  connection. @return how many it made. */
@@ -98,6 +106,15 @@ void hd_metad_stop(pid_t pid);
  */
 void hd_good_transfer(const char *name, uint64_t addr, const uint8_t *mem,
 		      const char *const *kv);
+
+/**
+ * The client's half of the challenge-response (PROTOCOL.md §6) on the
+ * connected socket @p fd with @p secret: hello, challenge, proof, as raw
+ * bytes (a data port) or in frames of type 0xC1 (@p framed: the
+ * handshake port). @return 0, -EACCES if the server's proof is wrong,
+ * -EPROTO for a malformed challenge, or another -errno.
+ */
+int hd_raw_auth(int fd, const char *secret, bool framed);
 
 /** Is @p fd closed by its peer (EOF or reset), without waiting? Bytes
  *  that arrived are read and dropped. */

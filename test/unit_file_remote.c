@@ -73,6 +73,7 @@ static int setup(void **state)
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->reads_done, NULL);
 	TAILQ_INIT(&t->files);
+	xfer_sstream_table_init(&t->sconns, "file");
 	SLIST_INIT(&t->rpeers);
 	t->in_tail = &t->in_head;
 	assert_int_equal(xfer_fio_new(&F.r, 64, false, &t->fio), 0);
@@ -99,6 +100,7 @@ static void stop(void)
 	xfer_reactor_destroy(&F.r);
 	pthread_cond_destroy(&t->reads_done);
 	pthread_mutex_destroy(&t->lock);
+	xfer_sstream_table_fini(&t->sconns);
 	free(t);
 	F.t = NULL;
 }

@@ -125,6 +125,10 @@ enum xfer_status {
  * | max_handshake_conns | XFER_MAX_HANDSHAKE_CONNS                      | 256, 1..2^20 (23) |
  * | handshake_buffer_max | XFER_HANDSHAKE_BUFFER_MAX                    | 64 MiB, 1 MiB..1 TiB (24) |
  * | auth_secret         | XFER_AUTH_SECRET                              | unset (25)     |
+ * | max_new_data_conns  | XFER_MAX_NEW_DATA_CONNS                       | 256, 1..2^20 (26) |
+ * | max_data_conns_per_addr | XFER_MAX_DATA_CONNS_PER_ADDR              | 1024, 1..2^20 (27) |
+ * | max_handshake_conns_per_addr | XFER_MAX_HANDSHAKE_CONNS_PER_ADDR    | 64, 1..2^20 (27) |
+ * | auth_timeout_ms     | XFER_AUTH_TIMEOUT_MS                          | 2000, 1..60000 (28) |
  *
  * 1. Name of this process's RAM segment. In peer-to-peer mode the name is
  *    always `host:port` (port = the handshake port): a bare host here
@@ -172,13 +176,17 @@ enum xfer_status {
  *    partly sent counts as between). In a request (a WRITE payload on
  *    its way, replies owed) the limit is transfer_timeout_ms instead.
  *    The initiator's own connections reconnect on their next request.
- * 22. TCP data connections peers may hold open to this engine at once;
- *    more are closed as they are accepted (logged at most once a
- *    second). A connection buffers no payload (bytes move straight
- *    between the socket and registered memory): a few hundred bytes of
- *    header and at most 32 queued replies, whatever the peer sends.
- * 23. Handshake connections open at once; more are closed as they are
- *    accepted. Each must complete its request within 5 s.
+ * 22. TCP data connections peers may hold open to this engine at once
+ *    (and file data connections, apart). At the cap a new one closes
+ *    the oldest not yet proved (26), else the oldest idle (between
+ *    requests), else it is closed itself, all being in requests (logged
+ *    at most once a second). A connection buffers no payload (bytes
+ *    move straight between the socket and registered memory): a few
+ *    hundred bytes of header and at most 32 queued replies, whatever
+ *    the peer sends.
+ * 23. Handshake connections open at once. At the cap a new one closes
+ *    the oldest not yet proved (28), else the oldest not being answered,
+ *    else it is closed itself. Each has 5 s for its request once proved.
  * 24. Bytes of handshake frames being read, all connections together: a
  *    frame is read only once its announced length fits (else its
  *    connection is closed), so peers make the engine buffer at most this
@@ -190,6 +198,15 @@ enum xfer_status {
  *    all have the same one; unset or empty: none, Mooncake's protocol
  *    unchanged. With an HTTP metadata server, writes carry a MAC with it
  *    that xfer-metad given the secret checks (PROTOCOL.md §2).
+ * 26. Data connections per port not yet proved: with auth_secret, before
+ *    the peer's proof; without, before its first request. At the cap a
+ *    new one closes the oldest of them.
+ * 27. Data (per port) or handshake connections from one source address
+ *    (an IPv6 /64 counts as one): at the cap a new one closes that
+ *    address's oldest not in a request, else it is closed itself.
+ * 28. A new handshake or data connection is closed unless it proves
+ *    itself (auth_secret) or, without a secret, sends its first
+ *    request's header within this long (docs/SECURITY.md).
  */
 struct xfer_config;
 

@@ -106,6 +106,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			.control = &reactor,
 			.worker = worker,
 			.max_conns = 4,
+			.max_new_conns = 4,
+			.max_conns_per_addr = 4,
+			.auth_timeout_ms = 2000,
 			.err = &err,
 			.auth = i ? xfer_auth_new("xfer-fuzz-secret") : NULL,
 		};
@@ -151,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_DIE("socketpair: %s", strerror(errno));
 	xfer_file_server_accept(&t, sv[1]);
 	/* sv[0] is -1 once the peer closed or saw the server close */
-	while (sv[0] >= 0 || !LIST_EMPTY(&t.sconns.list)) {
+	while (sv[0] >= 0 || xfer_sstream_any(&t.sconns)) {
 		if (sv[0] >= 0 && !fuzz_write_some(sv[0], data, size, &off))
 			off = size; /* the server is gone */
 		if (sv[0] >= 0 && off == size && !shut) {

@@ -138,8 +138,7 @@ static const struct xfer_knob file_knobs[] = {
 			.def = "0" },
 	[K_LOCAL] = { .name = "file_local", .env = "XFER_FILE_LOCAL",
 		      .type = XFER_KNOB_BOOL, .min = 0, .max = 1, .def = "1" },
-	/* bytes of bounce memory the data port's requests hold at once,
-	 * all connections together */
+	/* bytes of bounce memory the data port's requests hold, all together */
 	[K_BOUNCE] = XFER_KNOB_N("file_bounce_max", "XFER_FILE_BOUNCE_MAX",
 				 NULL, XFER_FILE_PIECE, 1LL << 40, "67108864"),
 	{ .name = NULL },

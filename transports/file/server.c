@@ -21,10 +21,11 @@
  * another needs, only its connection, until the transfer timeout.
  *
  * With a cluster secret the peer proves it first (util/auth_internal.h);
- * a connection with nothing in it for conn_idle_timeout_ms, or stuck
- * mid-request for the transfer timeout, is closed, and at most
- * max_data_conns are open. The socket, its events and the table of
- * connections are transports/sstream.c's.
+ * a new connection must take a request (or prove itself) within
+ * auth_timeout_ms, one with nothing in it for conn_idle_timeout_ms, or
+ * stuck mid-request for the transfer timeout, is closed. The socket,
+ * its events, the table of connections and its caps are
+ * transports/sstream.c's.
  */
 #include <endian.h>
 #include <errno.h>
@@ -348,6 +349,7 @@ static int take_header(struct file_sconn *c)
 		return 0;
 	}
 	c->off = in_file;
+	xfer_sstream_proved(&c->t->sconns, &c->s); /* a request taken */
 	return next_piece(c);
 }
 
@@ -452,20 +454,17 @@ static int sconn_run(struct file_sconn *c)
 	return 0;
 }
 
-/* The timer for the connection's state: proving itself, idle between
- * requests, mid-request; none while it waits for memory or the file. */
+/* The timer for the connection's state: new, idle between requests,
+ * mid-request (a header partly read too); none while it waits for
+ * memory or the file. */
 static void rearm(struct file_sconn *c)
 {
 	const struct xfer_transport_env *env = c->t->base.env;
 	bool idle = c->state == S_HEADER && !c->got;
-	uint32_t ms = c->s.auth ? XFER_SSTREAM_AUTH_TIMEOUT_MS :
-		      idle ? env->idle_timeout_ms : env->transfer_timeout_ms;
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	bool ours = c->state == S_IO || c->state == S_WAIT;
 
-	if (ms && c->state != S_IO && c->state != S_WAIT)
-		event_add(c->s.timer, &tv);
-	else
-		event_del(c->s.timer);
+	xfer_sstream_arm(&c->s, env, c->state != S_HEADER, ours ? 0 :
+			 idle ? env->idle_timeout_ms : env->transfer_timeout_ms);
 }
 
 /* After the connection moved: the events and the timer of its state, and
@@ -506,15 +505,10 @@ static int sconn_step(struct file_sconn *c)
 {
 	int ret;
 
-	if (c->s.auth) {
-		ret = xfer_auth_srv_step(c->s.auth, c->s.fd);
-		if (ret)
-			return ret < 0 ? -1 : 0;
-		/* proved: requests from now on */
-		xfer_auth_srv_free(c->s.auth);
-		c->s.auth = NULL;
-	}
-	return sconn_run(c);
+	ret = xfer_sstream_auth(&c->t->sconns, &c->s);
+	if (ret)
+		return ret < 0 ? -1 : 0;
+	return sconn_run(c); /* proved: requests from now on */
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
@@ -685,11 +679,12 @@ int xfer_file_server_start(struct file_transport *t)
 
 void xfer_file_server_stop(struct file_transport *t)
 {
+	struct xfer_sstream *s;
+
 	xfer_listener_free(t->listener);
 	t->listener = NULL;
-	while (!LIST_EMPTY(&t->sconns.list))
-		sconn_free(container_of(LIST_FIRST(&t->sconns.list),
-					struct file_sconn, s));
+	while ((s = xfer_sstream_any(&t->sconns)))
+		sconn_free(container_of(s, struct file_sconn, s));
 	if (t->wake)
 		event_free(t->wake);
 	t->wake = NULL;
