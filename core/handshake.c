@@ -8,10 +8,11 @@
  * length fits the bytes all connections may buffer (buffer_max); at most
  * max_conns connections, and max_conns_per_addr from one source address
  * (util/addrs_internal.h), where a cap makes room by closing the oldest
- * connection in the way that is not being answered (one not yet proved
- * first); a new connection must prove itself (with a secret) or send its
- * request's header within auth_timeout_ms, and then has 5 s for the
- * request. Client: one exchange on an event_base.
+ * connection in the way that is not being answered (first one not yet
+ * proved, from the address with the most of them); a new connection
+ * must prove itself (with a secret) or send its request's header within
+ * auth_timeout_ms, and then has 5 s for the request. Client: one
+ * exchange on an event_base.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -72,6 +73,7 @@ static void proved(struct hs_conn *c)
 	if (c->proved)
 		return;
 	c->proved = true;
+	c->from.a->unproved--;
 	evtimer_add(c->deadline, &request);
 }
 
@@ -88,6 +90,8 @@ static void conn_free(struct hs_conn *c)
 {
 	release(c);
 	TAILQ_REMOVE(&c->hs->conns, c, link);
+	if (!c->proved)
+		c->from.a->unproved--;
 	xfer_addrs_del(&c->from);
 	c->hs->nconns--;
 	event_free(c->deadline);
@@ -336,19 +340,21 @@ static struct hs_conn *victim_of_addr(struct hs_conn *self)
 	return NULL;
 }
 
-/* The oldest connection not proved, else the oldest not being answered;
- * NULL if none. */
+/* The oldest connection not proved from the address with the most of
+ * them (a flood from a few addresses closes its own), else the oldest
+ * not being answered; NULL if none. */
 static struct hs_conn *victim(struct xfer_hs_server *hs)
 {
-	struct hs_conn *c, *waiting = NULL;
+	struct hs_conn *c, *v = NULL, *waiting = NULL;
 
 	TAILQ_FOREACH(c, &hs->conns, link) {
-		if (!c->proved)
-			return c;
+		if (!c->proved && (!v || c->from.a->unproved >
+					 v->from.a->unproved))
+			v = c;
 		if (!waiting && !c->answering)
 			waiting = c;
 	}
-	return waiting;
+	return v ? v : waiting;
 }
 
 /* Room for @p c, counted under its address, within the caps: at most one
@@ -401,6 +407,7 @@ static void on_accept(void *arg, int fd)
 		goto err_timer;
 	c->hs = hs;
 	c->phase = hs->env.auth ? WAIT_HELLO : WAIT_REQUEST;
+	c->from.a->unproved++;
 	TAILQ_INSERT_TAIL(&hs->conns, c, link);
 	hs->nconns++;
 	/* a header at a time: a frame is read once its bytes are reserved */

@@ -41,10 +41,10 @@ static void move(struct xfer_sstream_table *tab, struct xfer_sstream *s,
 		 enum xfer_sstream_list to)
 {
 	TAILQ_REMOVE(&tab->lists[s->list], s, link);
-	if (s->list == XFER_SS_NEW)
+	if (s->list == XFER_SS_NEW) {
 		tab->nnew--;
-	if (to == XFER_SS_NEW)
-		tab->nnew++;
+		s->from.a->unproved--;
+	}
 	if (s->list != XFER_SS_SHUT && to == XFER_SS_SHUT) {
 		tab->n--;
 		xfer_addrs_del(&s->from);
@@ -83,10 +83,23 @@ static struct xfer_sstream *victim_of_addr(struct xfer_sstream *self)
 	return NULL;
 }
 
-/* The oldest new connection, else the oldest idle one; NULL if none. */
+/* The oldest new connection from the address with the most of them (so
+ * that a flood from a few addresses closes its own); NULL if none. */
+static struct xfer_sstream *victim_new(struct xfer_sstream_table *tab)
+{
+	struct xfer_sstream *s, *v = NULL;
+
+	TAILQ_FOREACH(s, &tab->lists[XFER_SS_NEW], link)
+		if (!v || s->from.a->unproved > v->from.a->unproved)
+			v = s;
+	return v;
+}
+
+/* A new connection (victim_new()), else the oldest idle one; NULL if
+ * none. */
 static struct xfer_sstream *victim(struct xfer_sstream_table *tab)
 {
-	struct xfer_sstream *s = TAILQ_FIRST(&tab->lists[XFER_SS_NEW]);
+	struct xfer_sstream *s = victim_new(tab);
 
 	if (s)
 		return s;
@@ -118,7 +131,7 @@ static const char *make_room(struct xfer_sstream_table *tab,
 		*what = "max_data_conns_per_addr";
 	}
 	if (env->max_new_conns && tab->nnew >= env->max_new_conns) {
-		shut(tab, TAILQ_FIRST(&tab->lists[XFER_SS_NEW]));
+		shut(tab, victim_new(tab));
 		*what = "max_new_data_conns";
 	}
 	if (env->max_conns && tab->n >= env->max_conns) {
@@ -149,6 +162,7 @@ static bool admit(struct xfer_sstream_table *tab, struct xfer_sstream *s,
 		TAILQ_INSERT_TAIL(&tab->lists[XFER_SS_NEW], s, link);
 		tab->nnew++;
 		tab->n++;
+		s->from.a->unproved++;
 	}
 	n = tab->n;
 	pthread_mutex_unlock(&tab->lock);

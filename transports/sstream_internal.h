@@ -17,8 +17,9 @@
  * holds a slot for nothing:
  *   - max_conns_per_addr from the peer's source address: that address's
  *     oldest new or idle connection;
- *   - max_new_conns new ones: the oldest new one;
- *   - max_conns in all: the oldest new one, else the oldest idle one.
+ *   - max_new_conns new ones: the oldest new one from the address with
+ *     the most new ones (a flood from a few addresses closes its own);
+ *   - max_conns in all: a new one so chosen, else the oldest idle one.
  * Only where every connection in the way is busy is the new one closed
  * instead. A connection closed for room is shut (both ways) from the
  * accepting thread and leaves the counts at once; its reactor sees the

@@ -27,6 +27,8 @@ struct xfer_addr {
 	LIST_ENTRY(xfer_addr) link;        /* its bucket */
 	TAILQ_HEAD(, xfer_addr_node) nodes;
 	unsigned n;                        /* nodes */
+	unsigned unproved;                 /* of them not proved: the
+					    * owner counts them */
 	uint8_t key[16];
 };
 
