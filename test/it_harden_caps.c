@@ -152,20 +152,6 @@ static void test_data_half_auth(void **state)
 	target_free(&t);
 }
 
-static bool probe_ok(uint16_t port)
-{
-	int fd = th_connect(port);
-	char *body = NULL;
-	size_t len;
-	bool ok = th_hs_send(fd, 3, "{}\n", 3) == 0 &&
-		  th_hs_recv(fd, &body, &len, 1000) == 0 &&
-		  strstr(body, "success");
-
-	free(body);
-	close(fd);
-	return ok;
-}
-
 static void test_handshake_silent(void **state)
 {
 	struct target t;
@@ -176,7 +162,7 @@ static void test_handshake_silent(void **state)
 	target_new(&t, NULL, NULL);
 	pid = hd_holder_start(t.hs_port, NHOSTILE, NULL, 0, &made);
 	for (int i = 0; i < 10; i++)
-		ok += probe_ok(t.hs_port);
+		ok += hd_probe_ok(t.hs_port, 0);
 	print_message("%d silent handshake connections held: %d of 10 "
 		      "probes answered at once\n", made, ok);
 	assert_int_equal(made, NHOSTILE);

@@ -34,7 +34,7 @@
 
 static const uint8_t status_ok[8] = { 0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4d };
 
-static char dir[64], path[96];
+static char path[96];
 
 /* An owner engine (keys @p kv) with the file registered, and its file
  * data port. */
@@ -149,18 +149,18 @@ static void test_unread_reads_bounded(void **state)
 
 	(void)state;
 	owner_new(&o, kv);
-	rss0 = peak = hd_rss_kib();
+	rss0 = peak = hd_rss_kib(0);
 	for (int i = 0; i < NCONN; i++)
 		fds[i] = ask_read(o.port, 0, FILE_LEN);
 	end = th_now_ms() + 1500;
 	while (th_now_ms() < end) {
-		long rss = hd_rss_kib();
+		long rss = hd_rss_kib(0);
 
 		peak = rss > peak ? rss : peak;
 		usleep(10000);
 	}
 	ms = good_peer(&o, 5 * MIB, 61);
-	peak = hd_rss_kib() > peak ? hd_rss_kib() : peak;
+	peak = hd_rss_kib(0) > peak ? hd_rss_kib(0) : peak;
 	print_message("%d connections asking 64 MiB READs, none read: owner "
 		      "RSS %ld MiB before, peak growth %ld MiB (file_bounce_max "
 		      "16 MiB); a good peer's 1 MiB WRITE + READ took %lld "
@@ -257,24 +257,15 @@ static void test_large_requests(void **state)
 
 static int setup(void **state)
 {
-	int fd;
-
 	(void)state;
-	snprintf(dir, sizeof(dir), "/var/tmp/xfer-hfile.XXXXXX");
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/segment", dir);
-	fd = open(path, O_CREAT | O_RDWR, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, FILE_LEN), 0);
-	close(fd);
+	hd_scratch_file(path, sizeof(path), FILE_LEN);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	unlink(path);
-	rmdir(dir);
+	hd_scratch_rm(path);
 	return 0;
 }
 

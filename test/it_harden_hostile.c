@@ -67,7 +67,7 @@ struct target {
 	char name[64];
 };
 
-static char dir[64], path[96];
+static char path[96];
 
 /* One request on the handshake port, after the proof: the reply's JSON
  * (malloc'd). */
@@ -161,23 +161,6 @@ static void target_stop(struct target *t)
 {
 	close(t->ctl);
 	assert_true(th_wait_exit(t->pid, 10000) >= 0);
-}
-
-static long rss_kib_of(pid_t pid)
-{
-	char file[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(file, sizeof(file), "/proc/%d/status", (int)pid);
-	f = fopen(file, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
 }
 
 /* ---- the hostile process ---- */
@@ -326,7 +309,7 @@ static void test_hostile_peers(void **state)
 	snprintf(file_name, sizeof(file_name), "nvmeof/%s", t.name);
 	good(t.name, t.addr + MIB, with_secret, 1); /* warm */
 	good(file_name, MIB, by_owner, 2);
-	rss0 = peak = rss_kib_of(t.pid);
+	rss0 = peak = hd_rss_kib(t.pid);
 	cpu0 = hd_cpu_seconds(t.pid);
 
 	memset(hs, 0, sizeof(hs));
@@ -371,7 +354,7 @@ static void test_hostile_peers(void **state)
 		ms = good(file_name, MIB, by_owner, 1000 + good_file);
 		slowest = ms > slowest ? ms : slowest;
 		good_file++;
-		rss = rss_kib_of(t.pid);
+		rss = hd_rss_kib(t.pid);
 		peak = rss > peak ? rss : peak;
 	}
 	cpu = hd_cpu_seconds(t.pid) - cpu0;
@@ -399,16 +382,8 @@ static void test_hostile_peers(void **state)
 
 static int setup(void **state)
 {
-	int fd;
-
 	(void)state;
-	snprintf(dir, sizeof(dir), "/var/tmp/xfer-hostile.XXXXXX");
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/segment", dir);
-	fd = open(path, O_CREAT | O_RDWR, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, FILE_LEN), 0);
-	close(fd);
+	hd_scratch_file(path, sizeof(path), FILE_LEN);
 	hd_set_nofile(20000);
 	return 0;
 }
@@ -416,8 +391,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	unlink(path);
-	rmdir(dir);
+	hd_scratch_rm(path);
 	return hd_teardown(NULL);
 }
 

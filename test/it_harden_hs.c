@@ -44,7 +44,7 @@ static int slow_frames(uint16_t port, int n, size_t frame_len, int ms,
 	uint8_t *frame = calloc(1, 8 + frame_len);
 	struct slow *s = calloc((size_t)n, sizeof(*s));
 	const size_t total = 8 + frame_len - 100;
-	long base = hd_rss_kib(), peak = base;
+	long base = hd_rss_kib(0), peak = base;
 	int64_t end;
 	int open = 0;
 
@@ -72,8 +72,8 @@ static int slow_frames(uint16_t port, int n, size_t frame_len, int ms,
 				s[i].fd = -1;
 			}
 		}
-		if (hd_rss_kib() > peak)
-			peak = hd_rss_kib();
+		if (hd_rss_kib(0) > peak)
+			peak = hd_rss_kib(0);
 		usleep(5000);
 	}
 	for (int i = 0; i < n; i++)
@@ -88,32 +88,11 @@ static int slow_frames(uint16_t port, int n, size_t frame_len, int ms,
 	return open;
 }
 
-static bool probe_ok(uint16_t port, int ms)
-{
-	int64_t end = th_now_ms() + ms;
-
-	while (th_now_ms() < end) {
-		int fd = th_connect(port);
-		char *body = NULL;
-		size_t len;
-		bool ok = th_hs_send(fd, 3, "{}\n", 3) == 0 &&
-			  th_hs_recv(fd, &body, &len, 1000) == 0 &&
-			  strstr(body, "success");
-
-		free(body);
-		close(fd);
-		if (ok)
-			return true;
-		usleep(20000);
-	}
-	return false;
-}
-
 static void test_slow_frames_bounded(void **state)
 {
 	struct xfer_engine *t = hd_engine(1, NULL);
 	uint16_t port = xfer_engine_rpc_port(t);
-	long peak, rss0 = hd_rss_kib();
+	long peak, rss0 = hd_rss_kib(0);
 	int open;
 
 	(void)state;
@@ -124,7 +103,7 @@ static void test_slow_frames_bounded(void **state)
 	/* under ASan, plus its quarantine (256 MiB): the frames of the
 	 * connections closed for room stay resident there */
 	assert_true(peak < (100 + (th_under_asan() ? 256 : 0)) * 1024);
-	assert_true(probe_ok(port, 6000));
+	assert_true(hd_probe_ok(port, 6000));
 	xfer_engine_free(t);
 }
 
@@ -144,7 +123,7 @@ static void test_handshake_budget(void **state)
 		      "connections kept, RSS growth %ld KiB\n", open, peak);
 	assert_true(open <= 4);
 	assert_true(open >= 3);
-	assert_true(probe_ok(port, 2000));
+	assert_true(hd_probe_ok(port, 2000));
 	xfer_engine_free(t);
 }
 
@@ -179,7 +158,7 @@ static void test_handshake_conn_cap(void **state)
 	for (int i = 0; i < 40; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	assert_true(probe_ok(port, 2000));
+	assert_true(hd_probe_ok(port, 2000));
 	xfer_engine_free(t);
 }
 
@@ -209,7 +188,7 @@ static void test_reset_before_reply(void **state)
 					    sizeof(rst)), 0);
 		close(fd);
 	}
-	assert_true(probe_ok(port, 2000));
+	assert_true(hd_probe_ok(port, 2000));
 	for (int i = 0; i < 512; i++)
 		assert_int_equal(xfer_unregister(t, buf + i * 128), 0);
 	xfer_engine_free(t);

@@ -74,12 +74,14 @@ double hd_cpu_seconds(pid_t pid)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-long hd_rss_kib(void)
+long hd_rss_kib(pid_t pid)
 {
-	char line[256];
+	char line[256], path[64];
 	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f;
 
+	snprintf(path, sizeof(path), "/proc/%d/status", pid ? pid : getpid());
+	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
@@ -529,6 +531,56 @@ void hd_good_transfer(const char *name, uint64_t addr, const uint8_t *mem,
 	assert_int_equal(xfer_unregister(i, ib), 0);
 	xfer_engine_free(i);
 	free(ib);
+}
+
+bool hd_probe_ok(uint16_t port, int ms)
+{
+	int64_t end = th_now_ms() + ms;
+
+	do {
+		int fd = th_connect_try(port);
+		char *body = NULL;
+		size_t len;
+		bool ok;
+
+		if (fd < 0) {
+			usleep(20000);
+			continue;
+		}
+		ok = th_hs_send(fd, 3, "{}\n", 3) == 0 &&
+		     th_hs_recv(fd, &body, &len, 1000) == 0 && len > 1 &&
+		     strstr(body + 1, "success");
+		free(body);
+		close(fd);
+		if (ok)
+			return true;
+		usleep(20000);
+	} while (th_now_ms() < end);
+	return false;
+}
+
+void hd_scratch_file(char *path, size_t size, uint64_t len)
+{
+	char dir[64];
+	int fd;
+
+	snprintf(dir, sizeof(dir), "/var/tmp/xfer-harden.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, size, "%s/segment", dir);
+	fd = open(path, O_CREAT | O_RDWR, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)len), 0);
+	close(fd);
+}
+
+void hd_scratch_rm(const char *path)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	unlink(path);
+	*strrchr(dir, '/') = '\0';
+	rmdir(dir);
 }
 
 bool hd_peer_closed(int fd)

@@ -27,8 +27,9 @@ struct xfer_engine *hd_engine(int workers, const char *const *kv);
  *  one), from /proc; -1 if it cannot be read. */
 double hd_cpu_seconds(pid_t pid);
 
-/** Resident memory of this process in KiB (VmRSS), or -1. */
-long hd_rss_kib(void);
+/** Resident memory of process @p pid (0: this one) in KiB (VmRSS), or
+ *  -1. */
+long hd_rss_kib(pid_t pid);
 
 /** Descriptors this process has open (entries of /proc/self/fd), or -1. */
 int hd_fd_count(void);
@@ -115,6 +116,18 @@ void hd_good_transfer(const char *name, uint64_t addr, const uint8_t *mem,
  * -EPROTO for a malformed challenge, or another -errno.
  */
 int hd_raw_auth(int fd, const char *secret, bool framed);
+
+/** A Probe on the handshake port @p port answered "success" within
+ *  @p ms (one try at least; connections may fail meanwhile). */
+bool hd_probe_ok(uint16_t port, int ms);
+
+/**
+ * A sparse file of @p len bytes in a new folder under /var/tmp (O_DIRECT
+ * works there): its path into @p path (@p size bytes). hd_scratch_rm()
+ * removes both.
+ */
+void hd_scratch_file(char *path, size_t size, uint64_t len);
+void hd_scratch_rm(const char *path);
 
 /** Is @p fd closed by its peer (EOF or reset), without waiting? Bytes
  *  that arrived are read and dropped. */
