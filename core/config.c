@@ -50,7 +50,7 @@ static const struct xfer_knob core_knobs[] = {
 		    NULL, 1, 1 << 20, "1024"),
 	/* handshake conns from one address (IPv6: a /64); its oldest waiting */
 	XFER_KNOB_N("max_handshake_conns_per_addr",
-		    "XFER_MAX_HANDSHAKE_CONNS_PER_ADDR", NULL, 1, 1 << 20, "64"),
+		    "XFER_MAX_HANDSHAKE_CONNS_PER_ADDR", NULL, 1, 1 << 20, "128"),
 	/* ms a new conn has to prove itself (or, no secret, send a request) */
 	XFER_KNOB_N("auth_timeout_ms", "XFER_AUTH_TIMEOUT_MS", NULL, 1,
 		    60000, "2000"),

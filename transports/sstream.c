@@ -148,7 +148,7 @@ static bool admit(struct xfer_sstream_table *tab, struct xfer_sstream *s,
 		  const struct xfer_transport_env *env,
 		  struct xfer_log_limit *cap_log)
 {
-	const char *refused = "memory", *made;
+	const char *refused = "memory", *made = NULL;
 	unsigned n;
 
 	pthread_mutex_lock(&tab->lock);

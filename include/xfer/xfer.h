@@ -127,7 +127,7 @@ enum xfer_status {
  * | auth_secret         | XFER_AUTH_SECRET                              | unset (25)     |
  * | max_new_data_conns  | XFER_MAX_NEW_DATA_CONNS                       | 256, 1..2^20 (26) |
  * | max_data_conns_per_addr | XFER_MAX_DATA_CONNS_PER_ADDR              | 1024, 1..2^20 (27) |
- * | max_handshake_conns_per_addr | XFER_MAX_HANDSHAKE_CONNS_PER_ADDR    | 64, 1..2^20 (27) |
+ * | max_handshake_conns_per_addr | XFER_MAX_HANDSHAKE_CONNS_PER_ADDR    | 128, 1..2^20 (27) |
  * | auth_timeout_ms     | XFER_AUTH_TIMEOUT_MS                          | 2000, 1..60000 (28) |
  *
  * 1. Name of this process's RAM segment. In peer-to-peer mode the name is
