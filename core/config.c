@@ -58,6 +58,19 @@ static const struct xfer_knob core_knobs[] = {
 	XFER_KNOB_N("max_handshake_conns", "XFER_MAX_HANDSHAKE_CONNS", NULL,
 		    1, 1 << 20, "256", "count", "handshake connections open "
 		    "at once; more are closed"),
+	XFER_KNOB_N("max_new_data_conns", "XFER_MAX_NEW_DATA_CONNS", NULL, 1,
+		    1 << 20, "256", "count", "data connections per port not "
+		    "yet proved; the oldest is closed for a new one"),
+	XFER_KNOB_N("max_data_conns_per_addr", "XFER_MAX_DATA_CONNS_PER_ADDR",
+		    NULL, 1, 1 << 20, "1024", "count", "data connections per "
+		    "port from one address (IPv6: a /64); its oldest idle goes"),
+	XFER_KNOB_N("max_handshake_conns_per_addr",
+		    "XFER_MAX_HANDSHAKE_CONNS_PER_ADDR", NULL, 1, 1 << 20, "128",
+		    "count", "handshake connections from one address (IPv6: a "
+		    "/64); its oldest waiting goes"),
+	XFER_KNOB_N("auth_timeout_ms", "XFER_AUTH_TIMEOUT_MS", NULL, 1, 60000,
+		    "2000", "ms", "a new connection must prove itself (no "
+		    "secret: send a request) within this"),
 	XFER_KNOB_N("handshake_buffer_max", "XFER_HANDSHAKE_BUFFER_MAX", NULL,
 		    1 << 20, 1LL << 40, "67108864", "bytes", "handshake "
 		    "frames being read, all connections together"),

@@ -129,6 +129,12 @@ static int start_transport(struct xfer_engine *e,
 			e->cfg, "conn_idle_timeout_ms").num,
 		.max_conns = (unsigned)xfer_config_val(
 			e->cfg, "max_data_conns").num,
+		.max_new_conns = (unsigned)xfer_config_val(
+			e->cfg, "max_new_data_conns").num,
+		.max_conns_per_addr = (unsigned)xfer_config_val(
+			e->cfg, "max_data_conns_per_addr").num,
+		.auth_timeout_ms = (uint32_t)xfer_config_val(
+			e->cfg, "auth_timeout_ms").num,
 		.auth = e->auth,
 		.control = &e->control,
 		.nworkers = e->nworkers,
@@ -331,6 +337,10 @@ static int listen_handshake(struct xfer_engine *e, uint16_t *port)
 		.max_len = e->hs_max_len,
 		.max_conns = (unsigned)xfer_config_val(e->cfg,
 						       "max_handshake_conns").num,
+		.max_conns_per_addr = (unsigned)xfer_config_val(e->cfg,
+					"max_handshake_conns_per_addr").num,
+		.auth_timeout_ms = (uint32_t)xfer_config_val(e->cfg,
+							   "auth_timeout_ms").num,
 		/* room for one largest frame at least */
 		.buffer_max = budget > e->hs_max_len ? budget : e->hs_max_len + 1,
 		.auth = e->auth,

@@ -4,9 +4,15 @@
  * type byte (a legacy untyped frame with an untyped one), then the write
  * side is shut. Anything malformed closes that connection only, without
  * a reply. With a cluster secret, the peer proves itself first (frames
- * of type 0xC1, PROTOCOL.md §6). Bounded: at most max_conns connections,
- * and a frame is read only once its length fits the bytes all of them
- * may buffer (buffer_max). Client: one exchange on an event_base.
+ * of type 0xC1, PROTOCOL.md §6). Bounded: a frame is read only once its
+ * length fits the bytes all connections may buffer (buffer_max); at most
+ * max_conns connections, and max_conns_per_addr from one source address
+ * (util/addrs_internal.h), where a cap makes room by closing the oldest
+ * connection in the way that is not being answered (first one not yet
+ * proved, from the address with the most of them); a new connection
+ * must prove itself (with a secret) or send its request's header within
+ * auth_timeout_ms, and then has 5 s for the request. Client: one
+ * exchange on an event_base.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,7 +25,9 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "util/addrs_internal.h"
 #include "util/auth_internal.h"
+#include "util/container_internal.h"
 #include "core/handshake_internal.h"
 #include "util/json_internal.h"
 #include "util/listen_internal.h"
@@ -34,9 +42,12 @@ enum { WAIT_HELLO, WAIT_PROOF, WAIT_REQUEST };
 struct hs_conn {
 	struct xfer_hs_server *hs;
 	struct bufferevent *bev;
-	struct event *deadline;    /* the whole request within 5 s */
-	LIST_ENTRY(hs_conn) link;
+	struct event *deadline;    /* proved, then the request within 5 s */
+	TAILQ_ENTRY(hs_conn) link; /* hs->conns, oldest first */
+	struct xfer_addr_node from; /* under its source address */
 	int phase;
+	bool proved;               /* its proof, or its request's header */
+	bool answering;            /* its reply is being written */
 	uint64_t want;             /* the frame being read: its L; 0: none */
 	struct xfer_auth_session s;
 };
@@ -44,12 +55,27 @@ struct hs_conn {
 struct xfer_hs_server {
 	struct xfer_hs_env env;
 	struct xfer_listener *listener;
-	LIST_HEAD(, hs_conn) conns;
+	TAILQ_HEAD(, hs_conn) conns;
 	unsigned nconns;
+	struct xfer_addrs addrs;
 	uint64_t reserved;         /* bytes of frames being read, all conns */
 };
 
 static struct xfer_log_limit full_log, budget_log, refused_log;
+
+/* The peer proved itself (its proof, or without a secret its request's
+ * header): 5 s from now for the request. */
+static void proved(struct hs_conn *c)
+{
+	static const struct timeval request = {
+		XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
+
+	if (c->proved)
+		return;
+	c->proved = true;
+	c->from.a->unproved--;
+	evtimer_add(c->deadline, &request);
+}
 
 /* The frame being read is done with: its bytes leave the budget, and at
  * most a header is read until the next one is seen. */
@@ -63,7 +89,10 @@ static void release(struct hs_conn *c)
 static void conn_free(struct hs_conn *c)
 {
 	release(c);
-	LIST_REMOVE(c, link);
+	TAILQ_REMOVE(&c->hs->conns, c, link);
+	if (!c->proved)
+		c->from.a->unproved--;
+	xfer_addrs_del(&c->from);
 	c->hs->nconns--;
 	event_free(c->deadline);
 	bufferevent_free(c->bev);
@@ -203,6 +232,7 @@ static int take_auth(struct hs_conn *c, const uint8_t *body)
 		if (xfer_auth_verify(a, &c->s, body + 1))
 			return refuse("it does not know the secret");
 		c->phase = WAIT_REQUEST;
+		proved(c);
 		return 0;
 	}
 	if (xfer_auth_challenge(a, &c->s, body + 1, ch))
@@ -237,6 +267,7 @@ static int take_request(struct hs_conn *c, uint8_t *body, uint64_t len)
 	if (answer(&c->hs->env, type, (char *)body, len, &reply, &reply_len))
 		return -1;
 	event_del(c->deadline); /* the write timeout covers the reply */
+	c->answering = true;
 	reply_hdr = reply_len + !legacy;
 	bufferevent_disable(c->bev, EV_READ);
 	bufferevent_setcb(c->bev, NULL, on_written, on_event, c);
@@ -269,6 +300,8 @@ static void on_read(struct bufferevent *bev, void *arg)
 				goto close;
 			c->want = len;
 			c->hs->reserved += len;
+			if (c->phase == WAIT_REQUEST)
+				proved(c);
 			bufferevent_setwatermark(bev, EV_READ, 0, FRAME_HDR + len);
 		}
 		len = c->want;
@@ -292,42 +325,103 @@ close:
 	conn_free(c);
 }
 
+/* The oldest connection from @p self's address, but @p self, that is not
+ * being answered; NULL if none. */
+static struct hs_conn *victim_of_addr(struct hs_conn *self)
+{
+	struct xfer_addr_node *n;
+	struct hs_conn *c;
+
+	TAILQ_FOREACH(n, &self->from.a->nodes, link) {
+		c = container_of(n, struct hs_conn, from);
+		if (c != self && !c->answering)
+			return c;
+	}
+	return NULL;
+}
+
+/* The oldest connection not proved from the address with the most of
+ * them (a flood from a few addresses closes its own), else the oldest
+ * not being answered; NULL if none. */
+static struct hs_conn *victim(struct xfer_hs_server *hs)
+{
+	struct hs_conn *c, *v = NULL, *waiting = NULL;
+
+	TAILQ_FOREACH(c, &hs->conns, link) {
+		if (!c->proved && (!v || c->from.a->unproved >
+					 v->from.a->unproved))
+			v = c;
+		if (!waiting && !c->answering)
+			waiting = c;
+	}
+	return v ? v : waiting;
+}
+
+/* Room for @p c, counted under its address, within the caps: at most one
+ * connection closed per cap. @return NULL, or the cap that refuses it. */
+static const char *make_room(struct xfer_hs_server *hs, struct hs_conn *c)
+{
+	struct hs_conn *v;
+
+	if (hs->env.max_conns_per_addr &&
+	    c->from.a->n > hs->env.max_conns_per_addr) {
+		if (!(v = victim_of_addr(c)))
+			return "max_handshake_conns_per_addr";
+		conn_free(v);
+	}
+	if (hs->nconns >= hs->env.max_conns) {
+		if (!(v = victim(hs)))
+			return "max_handshake_conns";
+		conn_free(v);
+	}
+	return NULL;
+}
+
 static void on_accept(void *arg, int fd)
 {
-	static const struct timeval timeout = { XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
 	struct xfer_hs_server *hs = arg;
-	struct hs_conn *c = NULL;
+	struct timeval proof = { hs->env.auth_timeout_ms / 1000,
+				 hs->env.auth_timeout_ms % 1000 * 1000 };
+	static const struct timeval timeout = {
+		XFER_HANDSHAKE_TIMEOUT_MS / 1000, 0 };
+	struct hs_conn *c = calloc(1, sizeof(*c));
+	const char *cap;
 
-	if (hs->nconns >= hs->env.max_conns) {
-		xfer_log_limited(&full_log, XFER_LOG_WARN, "handshake: %u "
-				 "connections open (max_handshake_conns): a "
-				 "new one closed", hs->nconns);
-		goto err_close;
-	}
-	c = calloc(1, sizeof(*c));
 	if (!c)
 		goto err_close;
+	if (xfer_addrs_add(&hs->addrs, &c->from, fd))
+		goto err_free;
+	cap = make_room(hs, c);
+	if (cap) {
+		xfer_log_limited(&full_log, XFER_LOG_WARN, "handshake: %u "
+				 "connections open (%s), all being answered: "
+				 "a new one closed", hs->nconns, cap);
+		goto err_addr;
+	}
 	c->deadline = evtimer_new(hs->env.base, on_deadline, c);
 	if (!c->deadline)
-		goto err_free;
+		goto err_addr;
 	c->bev = bufferevent_socket_new(hs->env.base, fd,
 					BEV_OPT_CLOSE_ON_FREE);
 	if (!c->bev)
 		goto err_timer;
 	c->hs = hs;
 	c->phase = hs->env.auth ? WAIT_HELLO : WAIT_REQUEST;
-	LIST_INSERT_HEAD(&hs->conns, c, link);
+	c->from.a->unproved++;
+	TAILQ_INSERT_TAIL(&hs->conns, c, link);
 	hs->nconns++;
 	/* a header at a time: a frame is read once its bytes are reserved */
 	bufferevent_setwatermark(c->bev, EV_READ, 0, FRAME_HDR);
 	bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
 	bufferevent_set_timeouts(c->bev, NULL, &timeout);
 	bufferevent_enable(c->bev, EV_READ);
-	evtimer_add(c->deadline, &timeout);
+	evtimer_add(c->deadline, &proof);
 	return;
 
 err_timer:
 	event_free(c->deadline);
+err_addr:
+	xfer_addrs_del(&c->from);
 err_free:
 	free(c);
 err_close:
@@ -344,7 +438,8 @@ int xfer_handshake_listen(const struct xfer_hs_env *env,
 	if (!hs)
 		return -ENOMEM;
 	hs->env = *env;
-	LIST_INIT(&hs->conns);
+	TAILQ_INIT(&hs->conns);
+	xfer_addrs_init(&hs->addrs);
 	hs->listener = xfer_listen(env->base, sa, salen, "handshake",
 				   on_accept, hs);
 	if (!hs->listener) {
@@ -359,8 +454,8 @@ int xfer_handshake_listen(const struct xfer_hs_env *env,
 
 void xfer_handshake_close(struct xfer_hs_server *hs)
 {
-	while (!LIST_EMPTY(&hs->conns))
-		conn_free(LIST_FIRST(&hs->conns));
+	while (!TAILQ_EMPTY(&hs->conns))
+		conn_free(TAILQ_FIRST(&hs->conns));
 	xfer_listener_free(hs->listener);
 	free(hs);
 }

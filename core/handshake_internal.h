@@ -58,8 +58,13 @@ struct xfer_hs_notify {
 struct xfer_hs_env {
 	struct event_base *base;
 	uint32_t max_len;          /* largest request frame, bytes */
-	/** Connections open at once; more are closed at accept. */
-	unsigned max_conns;
+	/** Connections open at once, and from one source address: past
+	 *  either the oldest in the way not being answered is closed (the
+	 *  new one if all are). */
+	unsigned max_conns, max_conns_per_addr;
+	/** A new connection proves itself (with a secret) or sends its
+	 *  request's header within this; then 5 s for the request. */
+	uint32_t auth_timeout_ms;
 	/** Bytes of frames being read, all connections together: a frame
 	 *  whose length would pass it closes its connection. At least
 	 *  max_len + 1. */

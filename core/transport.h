@@ -51,9 +51,14 @@ struct xfer_transport_env {
 	/** A data connection idle (no request in it) this long is closed;
 	 *  0: never (conn_idle_timeout_ms). */
 	uint32_t idle_timeout_ms;
-	/** Data connections a listener keeps open at once; more are closed
-	 *  at accept (max_data_conns). */
-	unsigned max_conns;
+	/** Data connections a listener keeps open at once (max_data_conns),
+	 *  of them not yet proved (max_new_data_conns), and from one source
+	 *  address (max_data_conns_per_addr): transports/sstream.c makes
+	 *  room, or closes the new one. */
+	unsigned max_conns, max_new_conns, max_conns_per_addr;
+	/** A new data connection proves itself (or, without a secret,
+	 *  sends its first request) within this (auth_timeout_ms). */
+	uint32_t auth_timeout_ms;
 	/** The cluster secret: peers must prove they know it before a
 	 *  request is read or sent (core/auth_internal.h); NULL: none. */
 	const struct xfer_auth *auth;

@@ -33,33 +33,6 @@
  * at the edges */
 #define LINES_MAX (WATCH_MS / 1000 + 2)
 
-/* A Probe answered within @p ms (connections may fail meanwhile). */
-static bool probe_ok(uint16_t port, int ms)
-{
-	int64_t end = th_now_ms() + ms;
-
-	while (th_now_ms() < end) {
-		int fd = th_connect_try(port);
-		char *body = NULL;
-		size_t len;
-		bool ok;
-
-		if (fd < 0) {
-			usleep(20000);
-			continue;
-		}
-		ok = th_hs_send(fd, 3, "{}\n", 3) == 0 &&
-		     th_hs_recv(fd, &body, &len, 1000) == 0 && len > 1 &&
-		     strstr(body + 1, "success");
-		free(body);
-		close(fd);
-		if (ok)
-			return true;
-		usleep(20000);
-	}
-	return false;
-}
-
 /* The file data port, from the engine's file segment document. */
 static uint16_t file_port(uint16_t rpc)
 {
@@ -110,7 +83,7 @@ static void test_engine_listeners(void **state)
 	hd_holder_stop(h3);
 	/* under the same limit: the listeners resume by themselves */
 	back = th_now_ms();
-	assert_true(probe_ok(rpc, 4000));
+	assert_true(hd_probe_ok(rpc, 4000));
 	back = th_now_ms() - back;
 	hd_set_nofile(old);
 	bytes = hd_capture_stop(&lines, &matched);

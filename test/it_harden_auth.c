@@ -32,7 +32,6 @@
 #define OTHER "another cluster's secret, 1234"
 #define LEN (1u << 20)
 #define OP_V2 0x80
-#define HS_AUTH XFER_HS_AUTH
 
 static const char *const with_secret[] = { "auth_secret", SECRET, NULL };
 static const char *const with_other[] = { "auth_secret", OTHER, NULL };
@@ -60,47 +59,6 @@ static void target_stop(void)
 	assert_int_equal(th_unregister(T.e, T.mem), 0);
 	xfer_engine_free(T.e);
 	free(T.mem);
-}
-
-/* ---- a raw client that knows the protocol ---- */
-
-/* The client's half of the exchange on a connected socket @p fd: hello,
- * challenge, proof, as raw bytes (data port) or in frames of type 0xC1
- * (handshake port). @return 0, or -EACCES if the server's proof is wrong,
- * or another -errno. */
-static int raw_auth(int fd, const char *secret, bool framed)
-{
-	struct xfer_auth *a = xfer_auth_new(secret);
-	struct xfer_auth_session s;
-	uint8_t hello[XFER_AUTH_HELLO_LEN], ch[XFER_AUTH_CHALLENGE_LEN];
-	uint8_t proof[XFER_AUTH_PROOF_LEN];
-	char *body = NULL;
-	size_t len;
-	int ret;
-
-	assert_non_null(a);
-	assert_int_equal(xfer_auth_hello(&s, hello), 0);
-	if (framed) {
-		ret = th_hs_send(fd, HS_AUTH, hello, sizeof(hello));
-		if (!ret)
-			ret = th_hs_recv(fd, &body, &len, 3000);
-		if (!ret && (len != 1 + sizeof(ch) || (uint8_t)body[0] != HS_AUTH))
-			ret = -EPROTO;
-		if (!ret)
-			memcpy(ch, body + 1, sizeof(ch));
-		free(body);
-	} else {
-		ret = th_send_all(fd, hello, sizeof(hello));
-		if (!ret && th_recv_all(fd, ch, sizeof(ch), 3000) != sizeof(ch))
-			ret = -EPROTO;
-	}
-	if (!ret)
-		ret = xfer_auth_prove(a, &s, ch, proof);
-	if (!ret)
-		ret = framed ? th_hs_send(fd, HS_AUTH, proof, sizeof(proof))
-			     : th_send_all(fd, proof, sizeof(proof));
-	xfer_auth_free(a);
-	return ret;
 }
 
 static void read_header(uint8_t h[24], uint64_t size, uint64_t addr)
@@ -182,7 +140,7 @@ static void test_handshake_refused(void **state)
 	{
 		int fd = th_connect(T.rpc_port);
 
-		assert_int_equal(raw_auth(fd, OTHER, true), -EACCES);
+		assert_int_equal(hd_raw_auth(fd, OTHER, true), -EACCES);
 		close(fd);
 	}
 	/* the right one, by hand: a Probe is answered */
@@ -191,7 +149,7 @@ static void test_handshake_refused(void **state)
 		char *body = NULL;
 		size_t len;
 
-		assert_int_equal(raw_auth(fd, SECRET, true), 0);
+		assert_int_equal(hd_raw_auth(fd, SECRET, true), 0);
 		assert_int_equal(th_hs_send(fd, 3, "{}\n", 3), 0);
 		assert_int_equal(th_hs_recv(fd, &body, &len, 3000), 0);
 		assert_non_null(strstr(body, "success"));
@@ -218,7 +176,7 @@ static void test_data_port_refused(void **state)
 		char *body = NULL, err[128];
 		size_t len;
 
-		assert_int_equal(raw_auth(fd2, SECRET, true), 0);
+		assert_int_equal(hd_raw_auth(fd2, SECRET, true), 0);
 		assert_int_equal(th_hs_send(fd2, 1, "{}\n", 3), 0);
 		assert_int_equal(th_hs_recv(fd2, &body, &len, 3000), 0);
 		assert_int_equal(xfer_desc_decode(body + 1, len - 1,
@@ -254,11 +212,11 @@ static void test_data_port_refused(void **state)
 	}
 	/* another secret: the client refuses the server's proof */
 	fd = th_connect(T.data_port);
-	assert_int_equal(raw_auth(fd, OTHER, false), -EACCES);
+	assert_int_equal(hd_raw_auth(fd, OTHER, false), -EACCES);
 	close(fd);
 	/* the secret: served */
 	fd = th_connect(T.data_port);
-	assert_int_equal(raw_auth(fd, SECRET, false), 0);
+	assert_int_equal(hd_raw_auth(fd, SECRET, false), 0);
 	assert_int_equal(th_send_all(fd, h, 24), 0);
 	assert_int_equal(th_recv_all(fd, st, 8, 3000), 8);
 	assert_memory_equal(st, status_ok, 8);

@@ -1,7 +1,8 @@
 /*
  * The TCP data port against peers that hold on (issue 13, defects 2 and
  * 6): idle and half-header connections closed after the idle timeout
- * while a good peer keeps working, at most max_data_conns connections,
+ * while a good peer keeps working, at most max_data_conns connections
+ * (the oldest silent ones closed for new ones),
  * xfer_unregister() not held hostage by a peer that pins the buffer (a
  * half-sent WRITE, READ replies never read), and every reply owed to a
  * peer that half-closed delivered.
@@ -228,10 +229,13 @@ static void test_connection_cap(void **state)
 	print_message("max_data_conns %d: %d of %d connections closed at "
 		      "once\n", CAP, closed, OVER);
 	assert_int_equal(closed, OVER - CAP);
+	/* silent ones all: the oldest made room for the newer */
+	for (int i = 0; i < OVER; i++)
+		assert_true((fds[i] < 0) == (i < OVER - CAP));
+	good(&t); /* and for a good peer, the cap reached */
 	for (int i = 0; i < OVER; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	good(&t); /* room again */
 	target_free(&t);
 }
 

@@ -2,8 +2,9 @@
  * The handshake port's memory and connections (issue 13, defect 3): a
  * flood of slow 1 MiB frames keeps the target's resident memory bounded
  * (at most handshake_buffer_max bytes of frames buffered at once), at
- * most max_handshake_conns connections are open, and the port serves
- * again once the flood is gone. A peer that resets the connection before
+ * most max_handshake_conns connections are open (the oldest silent ones
+ * closed for new ones), and the port serves again once the flood is
+ * gone. A peer that resets the connection before
  * its reply is written costs that connection only (a write on it must
  * not raise SIGPIPE in the engine's process).
  */
@@ -43,7 +44,7 @@ static int slow_frames(uint16_t port, int n, size_t frame_len, int ms,
 	uint8_t *frame = calloc(1, 8 + frame_len);
 	struct slow *s = calloc((size_t)n, sizeof(*s));
 	const size_t total = 8 + frame_len - 100;
-	long base = hd_rss_kib(), peak = base;
+	long base = hd_rss_kib(0), peak = base;
 	int64_t end;
 	int open = 0;
 
@@ -71,8 +72,8 @@ static int slow_frames(uint16_t port, int n, size_t frame_len, int ms,
 				s[i].fd = -1;
 			}
 		}
-		if (hd_rss_kib() > peak)
-			peak = hd_rss_kib();
+		if (hd_rss_kib(0) > peak)
+			peak = hd_rss_kib(0);
 		usleep(5000);
 	}
 	for (int i = 0; i < n; i++)
@@ -87,32 +88,11 @@ static int slow_frames(uint16_t port, int n, size_t frame_len, int ms,
 	return open;
 }
 
-static bool probe_ok(uint16_t port, int ms)
-{
-	int64_t end = th_now_ms() + ms;
-
-	while (th_now_ms() < end) {
-		int fd = th_connect(port);
-		char *body = NULL;
-		size_t len;
-		bool ok = th_hs_send(fd, 3, "{}\n", 3) == 0 &&
-			  th_hs_recv(fd, &body, &len, 1000) == 0 &&
-			  strstr(body, "success");
-
-		free(body);
-		close(fd);
-		if (ok)
-			return true;
-		usleep(20000);
-	}
-	return false;
-}
-
 static void test_slow_frames_bounded(void **state)
 {
 	struct xfer_engine *t = hd_engine(1, NULL);
 	uint16_t port = xfer_engine_rpc_port(t);
-	long peak, rss0 = hd_rss_kib();
+	long peak, rss0 = hd_rss_kib(0);
 	int open;
 
 	(void)state;
@@ -120,8 +100,10 @@ static void test_slow_frames_bounded(void **state)
 	print_message("1000 slow 1 MiB handshake frames: RSS %ld MiB before, "
 		      "peak growth %ld MiB; %d connections left open\n",
 		      rss0 / 1024, peak / 1024, open);
-	assert_true(peak < 100 * 1024);
-	assert_true(probe_ok(port, 6000));
+	/* under ASan, plus its quarantine (256 MiB): the frames of the
+	 * connections closed for room stay resident there */
+	assert_true(peak < (100 + (th_under_asan() ? 256 : 0)) * 1024);
+	assert_true(hd_probe_ok(port, 6000));
 	xfer_engine_free(t);
 }
 
@@ -141,7 +123,7 @@ static void test_handshake_budget(void **state)
 		      "connections kept, RSS growth %ld KiB\n", open, peak);
 	assert_true(open <= 4);
 	assert_true(open >= 3);
-	assert_true(probe_ok(port, 2000));
+	assert_true(hd_probe_ok(port, 2000));
 	xfer_engine_free(t);
 }
 
@@ -170,10 +152,13 @@ static void test_handshake_conn_cap(void **state)
 	print_message("max_handshake_conns 16: %d of 40 idle connections "
 		      "closed at once\n", closed);
 	assert_int_equal(closed, 24);
+	/* the oldest, for the newer */
+	for (int i = 0; i < 40; i++)
+		assert_true((fds[i] < 0) == (i < 24));
 	for (int i = 0; i < 40; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	assert_true(probe_ok(port, 2000));
+	assert_true(hd_probe_ok(port, 2000));
 	xfer_engine_free(t);
 }
 
@@ -203,7 +188,7 @@ static void test_reset_before_reply(void **state)
 					    sizeof(rst)), 0);
 		close(fd);
 	}
-	assert_true(probe_ok(port, 2000));
+	assert_true(hd_probe_ok(port, 2000));
 	for (int i = 0; i < 512; i++)
 		assert_int_equal(xfer_unregister(t, buf + i * 128), 0);
 	xfer_engine_free(t);

@@ -22,8 +22,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <xfer/xfer.h>
 
+#include "core/handshake_internal.h"
+#include "util/auth_internal.h"
 #include "test/helpers.h"
 #include "test/th_harden.h"
 
@@ -69,12 +74,14 @@ double hd_cpu_seconds(pid_t pid)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-long hd_rss_kib(void)
+long hd_rss_kib(pid_t pid)
 {
-	char line[256];
+	char line[256], path[64];
 	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f;
 
+	snprintf(path, sizeof(path), "/proc/%d/status", pid ? pid : getpid());
+	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
@@ -82,6 +89,20 @@ long hd_rss_kib(void)
 			break;
 	fclose(f);
 	return kib;
+}
+
+int hd_fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
 }
 
 int hd_nofile_for(int spare)
@@ -232,8 +253,37 @@ static struct {
 	int ctl, ready;
 } holders[8];
 
+/* A connection to 127.0.0.1:@p port from @p src (NULL: any); the fd or
+ * -1. No cmocka (the holder's child calls it). */
+static int connect_from(const char *src, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd;
+
+	if (!src)
+		return th_connect_try(port);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	inet_pton(AF_INET, src, &sa.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		goto err;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(port);
+	if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return fd;
+err:
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
 pid_t hd_holder_new(uint16_t port, int n, const void *first,
 		    size_t first_len)
+{
+	return hd_holder_new_from(NULL, port, n, first, first_len);
+}
+
+pid_t hd_holder_new_from(const char *src, uint16_t port, int n,
+			 const void *first, size_t first_len)
 {
 	int ready[2], ctl[2], count = 0, slot;
 	pid_t pid;
@@ -264,7 +314,7 @@ pid_t hd_holder_new(uint16_t port, int n, const void *first,
 		if (read(ctl[0], &c, 1) != 1)
 			_exit(1);
 		for (int i = 0; i < n; i++) {
-			int fd = th_connect_try(port);
+			int fd = connect_from(src, port);
 
 			if (fd < 0)
 				continue;
@@ -413,6 +463,43 @@ void hd_metad_stop(pid_t pid)
 	rmdir(metad_dir);
 }
 
+/* ---- a raw client that knows the protocol ---- */
+
+int hd_raw_auth(int fd, const char *secret, bool framed)
+{
+	struct xfer_auth *a = xfer_auth_new(secret);
+	struct xfer_auth_session s;
+	uint8_t hello[XFER_AUTH_HELLO_LEN], ch[XFER_AUTH_CHALLENGE_LEN];
+	uint8_t proof[XFER_AUTH_PROOF_LEN];
+	char *body = NULL;
+	size_t len;
+	int ret;
+
+	assert_non_null(a);
+	assert_int_equal(xfer_auth_hello(&s, hello), 0);
+	if (framed) {
+		ret = th_hs_send(fd, XFER_HS_AUTH, hello, sizeof(hello));
+		if (!ret)
+			ret = th_hs_recv(fd, &body, &len, 3000);
+		if (!ret && (len != 1 + sizeof(ch) || (uint8_t)body[0] != XFER_HS_AUTH))
+			ret = -EPROTO;
+		if (!ret)
+			memcpy(ch, body + 1, sizeof(ch));
+		free(body);
+	} else {
+		ret = th_send_all(fd, hello, sizeof(hello));
+		if (!ret && th_recv_all(fd, ch, sizeof(ch), 3000) != sizeof(ch))
+			ret = -EPROTO;
+	}
+	if (!ret)
+		ret = xfer_auth_prove(a, &s, ch, proof);
+	if (!ret)
+		ret = framed ? th_hs_send(fd, XFER_HS_AUTH, proof, sizeof(proof))
+			     : th_send_all(fd, proof, sizeof(proof));
+	xfer_auth_free(a);
+	return ret;
+}
+
 /* ---- the good transfer ---- */
 
 void hd_good_transfer(const char *name, uint64_t addr, const uint8_t *mem,
@@ -444,6 +531,56 @@ void hd_good_transfer(const char *name, uint64_t addr, const uint8_t *mem,
 	assert_int_equal(xfer_unregister(i, ib), 0);
 	xfer_engine_free(i);
 	free(ib);
+}
+
+bool hd_probe_ok(uint16_t port, int ms)
+{
+	int64_t end = th_now_ms() + ms;
+
+	do {
+		int fd = th_connect_try(port);
+		char *body = NULL;
+		size_t len;
+		bool ok;
+
+		if (fd < 0) {
+			usleep(20000);
+			continue;
+		}
+		ok = th_hs_send(fd, 3, "{}\n", 3) == 0 &&
+		     th_hs_recv(fd, &body, &len, 1000) == 0 && len > 1 &&
+		     strstr(body + 1, "success");
+		free(body);
+		close(fd);
+		if (ok)
+			return true;
+		usleep(20000);
+	} while (th_now_ms() < end);
+	return false;
+}
+
+void hd_scratch_file(char *path, size_t size, uint64_t len)
+{
+	char dir[64];
+	int fd;
+
+	snprintf(dir, sizeof(dir), "/var/tmp/xfer-harden.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, size, "%s/segment", dir);
+	fd = open(path, O_CREAT | O_RDWR, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)len), 0);
+	close(fd);
+}
+
+void hd_scratch_rm(const char *path)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	unlink(path);
+	*strrchr(dir, '/') = '\0';
+	rmdir(dir);
 }
 
 bool hd_peer_closed(int fd)

@@ -27,8 +27,12 @@ struct xfer_engine *hd_engine(int workers, const char *const *kv);
  *  one), from /proc; -1 if it cannot be read. */
 double hd_cpu_seconds(pid_t pid);
 
-/** Resident memory of this process in KiB (VmRSS), or -1. */
-long hd_rss_kib(void);
+/** Resident memory of process @p pid (0: this one) in KiB (VmRSS), or
+ *  -1. */
+long hd_rss_kib(pid_t pid);
+
+/** Descriptors this process has open (entries of /proc/self/fd), or -1. */
+int hd_fd_count(void);
 
 /** The RLIMIT_NOFILE that leaves this process @p spare more descriptors
  *  (new ones take the lowest free numbers; the limit caps the number). */
@@ -58,10 +62,15 @@ int hd_teardown(void **state);
  * A child process that, once hd_holder_go() says so, connects @p n times
  * to 127.0.0.1:@p port (writing the @p first_len bytes at @p first on
  * each connection, if any), then holds the connections until
- * hd_holder_stop(). At most 8 at once. @return its pid.
+ * hd_holder_stop(); it reads nothing. At most 8 at once. @return its pid.
  */
 pid_t hd_holder_new(uint16_t port, int n, const void *first,
 		    size_t first_len);
+
+/** hd_holder_new() whose connections come from the numeric IPv4 address
+ *  @p src (any of 127.0.0.0/8 on loopback; NULL: the kernel's choice). */
+pid_t hd_holder_new_from(const char *src, uint16_t port, int n,
+			 const void *first, size_t first_len);
 
 /** Let holder @p pid connect; returns once it has tried every
  *  connection. @return how many it made. */
@@ -98,6 +107,27 @@ void hd_metad_stop(pid_t pid);
  */
 void hd_good_transfer(const char *name, uint64_t addr, const uint8_t *mem,
 		      const char *const *kv);
+
+/**
+ * The client's half of the challenge-response (PROTOCOL.md §6) on the
+ * connected socket @p fd with @p secret: hello, challenge, proof, as raw
+ * bytes (a data port) or in frames of type 0xC1 (@p framed: the
+ * handshake port). @return 0, -EACCES if the server's proof is wrong,
+ * -EPROTO for a malformed challenge, or another -errno.
+ */
+int hd_raw_auth(int fd, const char *secret, bool framed);
+
+/** A Probe on the handshake port @p port answered "success" within
+ *  @p ms (one try at least; connections may fail meanwhile). */
+bool hd_probe_ok(uint16_t port, int ms);
+
+/**
+ * A sparse file of @p len bytes in a new folder under /var/tmp (O_DIRECT
+ * works there): its path into @p path (@p size bytes). hd_scratch_rm()
+ * removes both.
+ */
+void hd_scratch_file(char *path, size_t size, uint64_t len);
+void hd_scratch_rm(const char *path);
 
 /** Is @p fd closed by its peer (EOF or reset), without waiting? Bytes
  *  that arrived are read and dropped. */

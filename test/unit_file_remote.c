@@ -42,6 +42,7 @@ static struct {
 	struct xfer_error err;
 	struct xfer_transport_env env;
 	struct file_transport *t;
+	union xfer_knob_val knobs[K_BOUNCE + 1];
 	char dir[64];
 } F;
 
@@ -66,10 +67,13 @@ static int setup(void **state)
 	t = F.t = calloc(1, sizeof(*t));
 	assert_non_null(t);
 	t->base.env = &F.env;
+	F.knobs[K_BOUNCE].num = 64 * MiB; /* file_bounce_max's default */
+	t->k = F.knobs;
 	t->r = &F.r;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->reads_done, NULL);
 	TAILQ_INIT(&t->files);
+	xfer_sstream_table_init(&t->sconns, "file");
 	SLIST_INIT(&t->rpeers);
 	t->in_tail = &t->in_head;
 	assert_int_equal(xfer_fio_new(&F.r, 64, false, &t->fio), 0);
@@ -96,6 +100,7 @@ static void stop(void)
 	xfer_reactor_destroy(&F.r);
 	pthread_cond_destroy(&t->reads_done);
 	pthread_mutex_destroy(&t->lock);
+	xfer_sstream_table_fini(&t->sconns);
 	free(t);
 	F.t = NULL;
 }

@@ -178,6 +178,18 @@ int xfer_config_next(size_t *iter, const struct xfer_config_key **out);
  * - `max_handshake_conns`, count, default 256, 1..1048576
  *   (`XFER_MAX_HANDSHAKE_CONNS`): handshake connections open at once; more
  *   are closed.
+ * - `max_new_data_conns`, count, default 256, 1..1048576
+ *   (`XFER_MAX_NEW_DATA_CONNS`): data connections per port not yet proved;
+ *   the oldest is closed for a new one.
+ * - `max_data_conns_per_addr`, count, default 1024, 1..1048576
+ *   (`XFER_MAX_DATA_CONNS_PER_ADDR`): data connections per port from one
+ *   address (IPv6: a /64); its oldest idle goes.
+ * - `max_handshake_conns_per_addr`, count, default 128, 1..1048576
+ *   (`XFER_MAX_HANDSHAKE_CONNS_PER_ADDR`): handshake connections from one
+ *   address (IPv6: a /64); its oldest waiting goes.
+ * - `auth_timeout_ms`, ms, default 2000, 1..60000 (`XFER_AUTH_TIMEOUT_MS`):
+ *   a new connection must prove itself (no secret: send a request) within
+ *   this.
  * - `handshake_buffer_max`, bytes, default 64 MiB, 1 MiB..1 TiB
  *   (`XFER_HANDSHAKE_BUFFER_MAX`): handshake frames being read, all
  *   connections together.
@@ -242,6 +254,9 @@ int xfer_config_next(size_t *iter, const struct xfer_config_key **out);
  *   worker thread, not io_uring.
  * - `file_local`, bool, default true (`XFER_FILE_LOCAL`): files this host
  *   reaches are read and written here, not through their owner.
+ * - `file_bounce_max`, bytes, default 64 MiB, 1 MiB..1 TiB
+ *   (`XFER_FILE_BOUNCE_MAX`): bounce memory the data port's requests hold,
+ *   all together.
  * <!-- end of keys -->
  *
  * @return the configuration (free with xfer_config_free()), or NULL with

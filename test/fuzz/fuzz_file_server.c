@@ -38,6 +38,7 @@ static struct xfer_error err;
 /* [0] without a secret, [1] with one */
 static struct xfer_transport_env env[2];
 static struct file_transport t;
+static union xfer_knob_val knobs[K_BOUNCE + 1];
 static int b_fd;                  /* B, to cut it back */
 
 static struct xfer_reactor *worker(void *arg)
@@ -105,13 +106,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			.control = &reactor,
 			.worker = worker,
 			.max_conns = 4,
+			.max_new_conns = 4,
+			.max_conns_per_addr = 4,
+			.auth_timeout_ms = 2000,
 			.err = &err,
 			.auth = i ? xfer_auth_new("xfer-fuzz-secret") : NULL,
 		};
 		if (i && !env[i].auth)
 			FUZZ_DIE("xfer_auth_new");
 	}
-	/* file.c's init, less the listener: the hook below accepts */
+	/* file.c's init, less the listener: the hook below accepts; one
+	 * piece of bounce memory */
+	knobs[K_BOUNCE].num = XFER_FILE_PIECE;
+	t.k = knobs;
 	t.base.env = &env[0];
 	t.r = &reactor;
 	pthread_mutex_init(&t.lock, NULL);
@@ -120,7 +127,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	xfer_sstream_table_init(&t.sconns, "file");
 	SLIST_INIT(&t.rpeers);
 	t.in_tail = &t.in_head;
-	if (xfer_fio_new(&reactor, 64, false, &t.fio))
+	if (xfer_fio_new(&reactor, 64, false, &t.fio) ||
+	    xfer_file_server_init(&t))
 		FUZZ_DIE("xfer_fio_new");
 	close(add(dir, "a", A_LEN, 0, 0xa5));
 	b_fd = add(dir, "b", B_SIZE, B_LEN, 0x5b);
@@ -146,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_DIE("socketpair: %s", strerror(errno));
 	xfer_file_server_accept(&t, sv[1]);
 	/* sv[0] is -1 once the peer closed or saw the server close */
-	while (sv[0] >= 0 || !LIST_EMPTY(&t.sconns.list)) {
+	while (sv[0] >= 0 || xfer_sstream_any(&t.sconns)) {
 		if (sv[0] >= 0 && !fuzz_write_some(sv[0], data, size, &off))
 			off = size; /* the server is gone */
 		if (sv[0] >= 0 && off == size && !shut) {

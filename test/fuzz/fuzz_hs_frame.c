@@ -84,6 +84,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct xfer_hs_env env = {
 		.max_len = MAX_LEN,
 		.max_conns = 16,
+		.max_conns_per_addr = 16,
+		.auth_timeout_ms = 2000,
 		.buffer_max = 4 * MAX_LEN,
 		.connection = on_connection,
 		.descriptor = on_descriptor,

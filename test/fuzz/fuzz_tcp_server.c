@@ -79,6 +79,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			.worker = worker,
 			.buffers = &buffers,
 			.max_conns = 4,
+			.max_new_conns = 4,
+			.max_conns_per_addr = 4,
+			.auth_timeout_ms = 2000,
 			.auth = i ? xfer_auth_new("xfer-fuzz-secret") : NULL,
 		};
 		if (i && !env[i].auth)
@@ -105,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		FUZZ_DIE("socketpair: %s", strerror(errno));
 	xfer_tcp_server_accept(t, sv[1]);
-	while (open || !LIST_EMPTY(&t->sconns.list)) {
+	while (open || xfer_sstream_any(&t->sconns)) {
 		if (!fuzz_write_some(sv[0], data, size, &off))
 			off = size; /* the server is gone */
 		if (off == size && !shut) {

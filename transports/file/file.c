@@ -136,6 +136,10 @@ static const struct xfer_knob file_knobs[] = {
 	[K_LOCAL] = XFER_KNOB_B("file_local", "XFER_FILE_LOCAL", NULL, "true",
 				"files this host reaches are read and "
 				"written here, not through their owner"),
+	[K_BOUNCE] = XFER_KNOB_N("file_bounce_max", "XFER_FILE_BOUNCE_MAX",
+				 NULL, XFER_FILE_PIECE, 1LL << 40, "67108864",
+				 "bytes", "bounce memory the data port's "
+				 "requests hold, all together"),
 	XFER_KNOB_END,
 };
 

@@ -39,7 +39,7 @@
 #include "transports/sstream_internal.h"
 
 /* The knobs of ops->knobs, in order. */
-enum { K_DEPTH, K_THREADS, K_LOCAL };
+enum { K_DEPTH, K_THREADS, K_LOCAL, K_BOUNCE };
 
 /* Connections to each owner: the owner serves each one request at a
  * time. */
@@ -47,6 +47,10 @@ enum { K_DEPTH, K_THREADS, K_LOCAL };
 
 /* Most bytes one request of the data port may carry (a slice). */
 #define XFER_FILE_MAX_IO (64u << 20)
+
+/* The data port moves a request's payload through bounce memory this
+ * much at a time (the least file_bounce_max may be). */
+#define XFER_FILE_PIECE (1u << 20)
 
 /* The data port's frames: TCP's header and status (PROTOCOL.md §3) with
  * a segment offset for the address; a status code other than OK and
@@ -92,6 +96,8 @@ static inline bool xfer_file_direct(const struct file_open *fo,
 }
 
 struct file_rpeer;
+struct file_sconn;
+TAILQ_HEAD(file_sconn_q, file_sconn);
 
 /* A peer's file segment (seg->tp_priv). */
 struct file_peer {
@@ -119,6 +125,14 @@ struct file_transport {
 	struct xfer_listener *listener; /* the data port */
 	uint16_t data_port;
 	struct xfer_sstream_table sconns;
+	/* Bounce memory of the data port, on r: bytes held, of them bytes
+	 * on their way back (partial WRITE pieces being written), the
+	 * connections in line for some (FIFO), those holding some while
+	 * they wait for their peer (oldest first; given back on demand),
+	 * and the event that serves the line when memory comes back. */
+	size_t bounce_used, bounce_coming;
+	struct file_sconn_q waiters, stalled;
+	struct event *wake;
 	/* client.c: every owner reached, as long as the transport lives. */
 	SLIST_HEAD(, file_rpeer) rpeers;
 };
@@ -185,6 +199,10 @@ void xfer_file_io_cancel(struct file_transport *t);
 void xfer_file_io_close(struct file_transport *t);
 
 /* server.c */
+/** The data port's bounce memory, with nothing held (the start's first
+ *  step; a test's or fuzzer's own server calls it alone). t->r and t->k
+ *  are set. @return 0, -ENOMEM. */
+int xfer_file_server_init(struct file_transport *t);
 /** Listen on the bind address, any port (t->data_port), on the control
  *  reactor; connections move to t->r and use t->fio, so both are set
  *  first. @return 0, -errno (with the engine's error set). */

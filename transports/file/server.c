@@ -1,18 +1,31 @@
 /*
  * File transport, owner side: the data port (PROTOCOL.md §5). Peers that
  * cannot reach the engine's files themselves send READ and WRITE requests
- * naming a range of the own segment; each is served through a bounce
- * buffer with the file I/O engine of t->r, which owns every connection.
+ * naming a range of the own segment; each is served through bounce
+ * memory with the file I/O engine of t->r, which owns every connection.
  *
- * A connection serves one request at a time: header, WRITE payload, file
- * I/O, reply (status, READ payload); the next header is read once the
- * reply is out. Nothing is allocated before a header has passed its
- * checks, and a refused request closes its connection once the status
- * has gone out. With a cluster secret the peer proves it first
- * (core/auth_internal.h); a connection with nothing in it for
- * conn_idle_timeout_ms, or stuck mid-request for the transfer timeout,
- * is closed, and at most max_data_conns are open. The socket, its
- * events and the table of connections are transports/sstream.c's.
+ * A connection serves one request at a time: header, then its payload a
+ * piece (XFER_FILE_PIECE) at a time: a WRITE's piece read from the socket
+ * and written to the file, a READ's read from the file and sent (the
+ * status goes with the first piece, so a READ that fails later ends its
+ * connection); the next header is read once the reply is out. Nothing is
+ * allocated before a header has passed its checks, and a refused request
+ * closes its connection once the status has gone out.
+ *
+ * Bounce memory: every connection of the port takes its pieces from one
+ * budget, file_bounce_max, in the order they asked (t->waiters). A
+ * connection keeps its piece's memory while it waits for its peer, and
+ * when idle for its next request (t->stalled), but gives it back as
+ * soon as someone in line needs it (give_back()): so a peer that does
+ * not read its replies, or trickles its payload, holds no memory that
+ * another needs, only its connection, until the transfer timeout.
+ *
+ * With a cluster secret the peer proves it first (util/auth_internal.h);
+ * a new connection must take a request (or prove itself) within
+ * auth_timeout_ms, one with nothing in it for conn_idle_timeout_ms, or
+ * stuck mid-request for the transfer timeout, is closed. The socket,
+ * its events, the table of connections and its caps are
+ * transports/sstream.c's.
  */
 #include <endian.h>
 #include <errno.h>
@@ -30,18 +43,19 @@
 #include "transports/file/file_internal.h"
 
 #define BUDGET (8u << 20)     /* bytes per callback, for fairness */
-#define KEEP_BUF (1u << 20)   /* larger bounce buffers go after use */
 #define DRAIN_LEN 65536
+#define PAGE 4096
 
-/* A WRITE payload with no memory to hold it is read into this and
- * answered ENOMEM; only t->r's thread uses it. */
+/* A WRITE payload that will not be written (a failed piece, no memory)
+ * is read into this; only t->r's thread uses it. */
 static _Thread_local uint8_t drain_buf[DRAIN_LEN];
 
 enum sstate {
 	S_HEADER,     /* reading a header (the connection is idle) */
-	S_PAYLOAD,    /* reading a WRITE payload */
+	S_PAYLOAD,    /* reading a WRITE payload: a piece, or drained */
+	S_REPLY,      /* sending the status and the READ piece in buf */
+	S_WAIT,       /* in t->waiters for bounce memory */
 	S_IO,         /* the file I/O engine has c->req */
-	S_REPLY,      /* sending the status and READ payload */
 };
 
 struct file_sconn {
@@ -49,25 +63,30 @@ struct file_sconn {
 	struct xfer_sstream s;         /* in t->sconns, on t->r */
 	enum sstate state;
 	uint8_t hdr[FILE_HDR_LEN];
-	size_t got;                    /* bytes of hdr, payload or reply */
-	/* The request being served. */
-	bool write, drain, refused;
-	uint64_t size;
-	struct file_open *fo;          /* a reference, from header to done */
+	size_t got;                    /* bytes of hdr, or of the piece */
+	/* The request being served: its payload moves a piece at a time,
+	 * [done, done + len) in buf. */
+	bool write, refused;
+	bool answered;                 /* a READ's status is decided */
+	bool drain;                    /* the rest of the payload is dropped */
+	uint32_t code;                 /* a WRITE's first failure, or OK */
+	uint64_t size, addr;           /* bytes, segment offset */
+	uint64_t off;                  /* file offset of the payload's start */
+	uint64_t done;                 /* bytes written, drained or sent */
+	struct file_open *fo;          /* a reference while the file is used */
 	struct xfer_fio_req req;
 	uint8_t status[8];
-	size_t out_len;                /* the reply: 8, or 8 + size */
-	uint8_t *buf;                  /* bounce buffer of cap bytes */
-	size_t cap;
+	size_t status_left;            /* bytes of status still to send */
+	uint8_t *buf;                  /* the piece's bounce memory, or NULL */
+	size_t cap, len;               /* its bytes (from the budget), used */
+	bool flushing;                 /* buf's memory is on its way back */
+	bool stalled;                  /* in t->stalled */
+	TAILQ_ENTRY(file_sconn) line;  /* t->waiters or t->stalled */
 };
 
-static void sconn_free(struct file_sconn *c)
+static size_t min_sz(uint64_t a, uint64_t b)
 {
-	if (c->fo)
-		xfer_file_open_put(c->fo);
-	xfer_sstream_close(&c->t->sconns, &c->s);
-	free(c->buf);
-	free(c);
+	return (size_t)(a < b ? a : b);
 }
 
 static void put_status(struct file_sconn *c, uint32_t code)
@@ -75,27 +94,7 @@ static void put_status(struct file_sconn *c, uint32_t code)
 	uint64_t v = htole64(FILE_STATUS_MAGIC << 32 | code);
 
 	memcpy(c->status, &v, 8);
-}
-
-/* Queue the reply: @p code, and the READ payload when it is OK. */
-static void reply(struct file_sconn *c, uint32_t code)
-{
-	put_status(c, code);
-	c->out_len = 8 + (code == FILE_STATUS_OK && !c->write ? c->size : 0);
-	c->got = 0;
-	c->state = S_REPLY;
-}
-
-/* Room for @p size bytes in the bounce buffer. @return false on ENOMEM. */
-static bool reserve(struct file_sconn *c, size_t size)
-{
-	if (c->cap >= size)
-		return true;
-	free(c->buf);
-	/* page-aligned, so that aligned requests go with O_DIRECT */
-	c->buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
-	c->cap = c->buf ? size : 0;
-	return c->buf != NULL;
+	c->status_left = 8;
 }
 
 /* The I/O is over: the file may go. */
@@ -106,18 +105,220 @@ static void put_file(struct file_sconn *c)
 	c->fo = NULL;
 }
 
-static void io_submit(struct file_sconn *c)
+/* ---- bounce memory: t->bounce_used of file_bounce_max ---- */
+
+static size_t bounce_max(const struct file_transport *t)
 {
+	return (size_t)t->k[K_BOUNCE].num;
+}
+
+/* What @p len bytes of a piece take from the budget: whole pages. */
+static size_t bounce_cap(size_t len)
+{
+	return (len + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+static void unstall(struct file_sconn *c)
+{
+	if (c->stalled)
+		TAILQ_REMOVE(&c->t->stalled, c, line);
+	c->stalled = false;
+}
+
+/* Give the piece's memory back; the line moves on (on_wake()). */
+static void bounce_put(struct file_sconn *c)
+{
+	struct file_transport *t = c->t;
+
+	if (!c->buf)
+		return;
+	unstall(c); /* stalled: holding memory */
+	free(c->buf);
+	t->bounce_used -= c->cap;
+	if (c->flushing)
+		t->bounce_coming -= c->cap;
+	c->buf = NULL;
+	c->cap = c->len = 0;
+	c->flushing = false;
+	if (!TAILQ_EMPTY(&t->waiters) && t->wake)
+		event_active(t->wake, EV_TIMEOUT, 0);
+}
+
+/* Memory for a piece of @p len bytes, unless others wait in line before
+ * it (@p first: it was first in line): what the connection kept, if it
+ * is enough, else new memory if it fits. @return 1 got, 0 not now (what
+ * it kept is given back), -ENOMEM. */
+static int bounce_take(struct file_sconn *c, size_t len, bool first)
+{
+	struct file_transport *t = c->t;
+	size_t cap = bounce_cap(len);
+	bool line = !first && !TAILQ_EMPTY(&t->waiters);
+
+	if (c->buf && c->cap >= cap && !line) {
+		c->len = len;
+		return 1;
+	}
+	bounce_put(c);
+	if (line || t->bounce_used + cap > bounce_max(t))
+		return 0;
+	/* page-aligned, so that aligned requests go with O_DIRECT */
+	c->buf = aligned_alloc(PAGE, cap);
+	if (!c->buf)
+		return -ENOMEM;
+	t->bounce_used += cap;
+	c->cap = cap;
+	c->len = len;
+	return 1;
+}
+
+static void io_submit(struct file_sconn *c, size_t len);
+static void settle(struct file_sconn *c);
+
+/*
+ * Take the memory of @p c, which waits for its peer, back: an idle
+ * connection's at once; a READ's unsent bytes are dropped and read again
+ * from the file once the peer reads; a WRITE's bytes that came are
+ * written now (their memory comes back when that is done), and the rest
+ * of the piece is read into new memory.
+ */
+static void give_back(struct file_sconn *c)
+{
+	unstall(c);
+	if (c->state == S_PAYLOAD && c->got) {
+		c->flushing = true;
+		c->t->bounce_coming += c->cap;
+		io_submit(c, c->got);
+	} else {
+		if (c->state == S_REPLY)
+			c->done += c->got;
+		bounce_put(c);
+	}
+	if (c->state != S_HEADER)
+		c->got = 0;
+	settle(c);
+}
+
+/* Memory for the first in line, from the stalled connections, oldest
+ * first, counting what is on its way back. */
+static void reclaim(struct file_transport *t)
+{
+	struct file_sconn *w = TAILQ_FIRST(&t->waiters);
+
+	while (w && t->bounce_used - t->bounce_coming + bounce_cap(w->len) >
+		    bounce_max(t) && !TAILQ_EMPTY(&t->stalled))
+		give_back(TAILQ_FIRST(&t->stalled));
+}
+
+/* ---- a request's pieces ---- */
+
+static void reply(struct file_sconn *c, uint32_t code)
+{
+	put_status(c, code);
+	c->got = 0;
+	c->state = S_REPLY;
+}
+
+/* Read @p len bytes of the file into, or write them from, the piece at
+ * the payload's offset c->done. */
+static void io_submit(struct file_sconn *c, size_t len)
+{
+	uint64_t off = c->off + c->done;
+
+	c->req.fd = xfer_file_direct(c->fo, c->buf, off, len) ? c->fo->dfd :
+		    c->fo->fd;
 	c->req.buf = c->buf;
-	c->req.len = c->size;
+	c->req.len = len;
+	c->req.off = off;
 	c->req.write = c->write;
 	c->state = S_IO;
 	xfer_fio_submit(c->t->fio, &c->req);
 }
 
+/* A piece could not be had or moved (@p code): a READ not yet answered
+ * is answered with it, one answered ends the connection; a WRITE reads
+ * the rest of its payload into nowhere and then answers. @return 0, -1
+ * to close. */
+static int piece_failed(struct file_sconn *c, uint32_t code)
+{
+	bounce_put(c);
+	if (!c->write) {
+		if (c->answered)
+			return -1; /* the status said OK: nothing else to say */
+		put_file(c);
+		reply(c, code);
+		return 0;
+	}
+	if (c->code == FILE_STATUS_OK)
+		c->code = code;
+	c->drain = true;
+	c->got = 0;
+	c->state = S_PAYLOAD;
+	return 0;
+}
+
+/* The piece in buf is ready to be filled: from the file (READ), or from
+ * the socket (WRITE). @return 0, -1 to close. */
+static int piece_go(struct file_sconn *c)
+{
+	uint64_t in_file;
+
+	c->got = 0;
+	if (c->write) {
+		c->state = S_PAYLOAD;
+		return 0;
+	}
+	if (!c->fo) { /* let go after the last read; this piece is again */
+		c->fo = xfer_file_own_find(c->t, c->addr + c->done,
+					   c->size - c->done, &in_file);
+		if (!c->fo)
+			return piece_failed(c, ENOENT);
+		c->off = in_file - c->done;
+	}
+	io_submit(c, c->len);
+	return 0;
+}
+
+/* The next piece of the payload, from c->done: its memory now, or a
+ * place in line. @return 0, -1 to close. */
+static int next_piece(struct file_sconn *c)
+{
+	struct file_transport *t = c->t;
+	size_t len = min_sz(XFER_FILE_PIECE, c->size - c->done);
+	int ret = bounce_take(c, len, false);
+
+	if (ret < 0)
+		return piece_failed(c, ENOMEM);
+	if (ret)
+		return piece_go(c);
+	c->len = len;
+	c->state = S_WAIT;
+	TAILQ_INSERT_TAIL(&t->waiters, c, line);
+	reclaim(t);
+	return 0;
+}
+
+/* The reply (status, READ piece) is out: the next piece, or the next
+ * request; the memory stays for it, unless others wait. @return 0, -1
+ * to close. */
+static int reply_sent(struct file_sconn *c)
+{
+	c->done += c->len;
+	c->len = 0;
+	if (!c->write && c->answered && c->done < c->size)
+		return next_piece(c);
+	if (c->refused)
+		return -1; /* the status is out; the connection ends */
+	if (!TAILQ_EMPTY(&c->t->waiters))
+		bounce_put(c);
+	put_file(c);
+	c->got = 0;
+	c->state = S_HEADER;
+	return 0;
+}
+
 /*
- * Act on a complete header: refuse it, start reading a WRITE payload, or
- * start a READ. @return -1 to close at once (not a v2 request).
+ * Act on a complete header: refuse it, or start the request's first
+ * piece. @return -1 to close at once (not a v2 request).
  */
 static int take_header(struct file_sconn *c)
 {
@@ -132,7 +333,10 @@ static int take_header(struct file_sconn *c)
 		return -1; /* v1 has no status to refuse with */
 	c->write = (op & 0x7f) == FILE_OP_WRITE;
 	c->size = size;
-	c->drain = false;
+	c->addr = addr;
+	c->done = 0;
+	c->drain = c->answered = false;
+	c->code = FILE_STATUS_OK;
 	c->fo = size && size <= XFER_FILE_MAX_IO ?
 		xfer_file_own_find(c->t, addr, size, &in_file) : NULL;
 	if (!c->fo) {
@@ -144,44 +348,30 @@ static int take_header(struct file_sconn *c)
 		reply(c, FILE_STATUS_REFUSED);
 		return 0;
 	}
-	c->req.off = in_file;
-	if (reserve(c, size)) {
-		c->req.fd = xfer_file_direct(c->fo, c->buf, in_file, size) ?
-			    c->fo->dfd : c->fo->fd;
-	} else {
-		if (c->write) {
-			c->drain = true; /* the stream needs the payload read */
-		} else {
-			put_file(c);
-			reply(c, ENOMEM);
-			return 0;
-		}
-	}
-	c->got = 0;
-	if (c->write)
-		c->state = S_PAYLOAD;
-	else
-		io_submit(c);
-	return 0;
+	c->off = in_file;
+	xfer_sstream_proved(&c->t->sconns, &c->s); /* a request taken */
+	return next_piece(c);
 }
 
-/* One step of reading. @return bytes read, 0 on EAGAIN, -1 to close. */
+/* One step of reading. @return bytes read (1 when a piece was asked
+ * for), 0 on EAGAIN, -1 to close. */
 static ssize_t sconn_read(struct file_sconn *c)
 {
-	size_t end = c->state == S_HEADER ? FILE_HDR_LEN : c->size;
-	size_t want = end - c->got;
+	size_t end = c->state == S_HEADER ? FILE_HDR_LEN : c->len;
 	uint8_t *p;
 	ssize_t n;
 
 	if (c->state == S_HEADER) {
 		p = c->hdr + c->got;
 	} else if (c->drain) {
+		end = min_sz(DRAIN_LEN, c->size - c->done);
 		p = drain_buf;
-		want = want < DRAIN_LEN ? want : DRAIN_LEN;
+	} else if (!c->len) { /* given back: a piece again */
+		return next_piece(c) ? -1 : 1;
 	} else {
 		p = c->buf + c->got;
 	}
-	n = recv(c->s.fd, p, want, 0);
+	n = recv(c->s.fd, p, end - c->got, 0);
 	if (n == 0)
 		return -1;
 	if (n < 0)
@@ -191,11 +381,15 @@ static ssize_t sconn_read(struct file_sconn *c)
 		return n;
 	if (c->state == S_HEADER)
 		return take_header(c) ? -1 : n;
-	if (c->drain) {
+	if (!c->drain) {
+		io_submit(c, c->len);
+		return n;
+	}
+	c->done += c->got;
+	c->got = 0;
+	if (c->done == c->size) {
 		put_file(c);
-		reply(c, ENOMEM);
-	} else {
-		io_submit(c);
+		reply(c, c->code);
 	}
 	return n;
 }
@@ -205,38 +399,31 @@ static ssize_t sconn_write(struct file_sconn *c)
 {
 	struct iovec iov[2];
 	struct msghdr msg = { .msg_iov = iov };
+	size_t m;
 	ssize_t n;
 
-	if (c->got < 8)
-		iov[msg.msg_iovlen++] = (struct iovec){ c->status + c->got,
-							8 - c->got };
-	if (c->out_len > 8) {
-		size_t off = c->got > 8 ? c->got - 8 : 0;
-
-		iov[msg.msg_iovlen++] = (struct iovec){ c->buf + off,
-							c->out_len - 8 - off };
-	}
+	if (c->status_left)
+		iov[msg.msg_iovlen++] = (struct iovec){
+			c->status + 8 - c->status_left, c->status_left };
+	if (c->len)
+		iov[msg.msg_iovlen++] = (struct iovec){ c->buf + c->got,
+							c->len - c->got };
+	if (!msg.msg_iovlen) /* a READ's piece given back: the next one */
+		return reply_sent(c) ? -1 : 1;
 	/* a peer gone mid-reply is EPIPE here, not SIGPIPE for the process */
 	n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
-	c->got += (size_t)n;
-	if (c->got < c->out_len)
+	m = min_sz((size_t)n, c->status_left);
+	c->status_left -= m;
+	c->got += (size_t)n - m;
+	if (c->status_left || c->got < c->len)
 		return n;
-	if (c->refused)
-		return -1; /* the status is out; the connection ends */
-	if (c->cap > KEEP_BUF) {
-		free(c->buf);
-		c->buf = NULL;
-		c->cap = 0;
-	}
-	c->got = 0;
-	c->state = S_HEADER;
-	return n;
+	return reply_sent(c) ? -1 : n;
 }
 
-/* Move the connection on until the socket would block, the file I/O
- * engine has the request, or the budget is spent. @return -1 to close,
+/* Move the connection on until the socket would block, it waits for
+ * memory or the file, or the budget is spent. @return -1 to close,
  * never while the engine has the request. */
 static int sconn_run(struct file_sconn *c)
 {
@@ -261,29 +448,56 @@ static int sconn_run(struct file_sconn *c)
 		budget -= (size_t)n < budget ? (size_t)n : budget;
 	} while (n && budget);
 
-	xfer_event_want(c->s.rev, &c->s.reading,
-			c->state == S_HEADER || c->state == S_PAYLOAD);
-	xfer_event_want(c->s.wev, &c->s.writing, c->state == S_REPLY);
-	if (!budget && c->state != S_IO)
-		event_active(c->s.reading ? c->s.rev : c->s.wev,
-			     c->s.reading ? EV_READ : EV_WRITE, 0);
+	if (!budget && c->state != S_IO && c->state != S_WAIT)
+		event_active(c->state == S_REPLY ? c->s.wev : c->s.rev,
+			     c->state == S_REPLY ? EV_WRITE : EV_READ, 0);
 	return 0;
 }
 
-/* The timer for the connection's state: proving itself, idle between
- * requests, mid-request; none while the file I/O runs (the owner's). */
+/* The timer for the connection's state: new, idle between requests,
+ * mid-request (a header partly read too); none while it waits for
+ * memory or the file. */
 static void rearm(struct file_sconn *c)
 {
 	const struct xfer_transport_env *env = c->t->base.env;
 	bool idle = c->state == S_HEADER && !c->got;
-	uint32_t ms = c->s.auth ? XFER_SSTREAM_AUTH_TIMEOUT_MS :
-		      idle ? env->idle_timeout_ms : env->transfer_timeout_ms;
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	bool ours = c->state == S_IO || c->state == S_WAIT;
 
-	if (ms && c->state != S_IO)
-		event_add(c->s.timer, &tv);
-	else
-		event_del(c->s.timer);
+	xfer_sstream_arm(&c->s, env, c->state != S_HEADER, ours ? 0 :
+			 idle ? env->idle_timeout_ms : env->transfer_timeout_ms);
+}
+
+/* After the connection moved: the events and the timer of its state, and
+ * in t->stalled while it holds memory and waits for its peer (or, idle,
+ * keeps it for its next request). */
+static void settle(struct file_sconn *c)
+{
+	bool in = c->state == S_HEADER || c->state == S_PAYLOAD;
+	bool out = c->state == S_REPLY;
+
+	if (c->buf && (in || out)) {
+		if (!c->stalled)
+			TAILQ_INSERT_TAIL(&c->t->stalled, c, line);
+		c->stalled = true;
+	} else {
+		unstall(c);
+	}
+	xfer_event_want(c->s.rev, &c->s.reading, in);
+	xfer_event_want(c->s.wev, &c->s.writing, out);
+	rearm(c);
+}
+
+static void sconn_free(struct file_sconn *c)
+{
+	struct file_transport *t = c->t;
+
+	put_file(c);
+	if (c->state == S_WAIT)
+		TAILQ_REMOVE(&t->waiters, c, line);
+	unstall(c);
+	bounce_put(c);
+	xfer_sstream_close(&t->sconns, &c->s);
+	free(c);
 }
 
 /* Serve what can be served now. @return 0, or -1 to close. */
@@ -291,15 +505,10 @@ static int sconn_step(struct file_sconn *c)
 {
 	int ret;
 
-	if (c->s.auth) {
-		ret = xfer_auth_srv_step(c->s.auth, c->s.fd);
-		if (ret)
-			return ret < 0 ? -1 : 0;
-		/* proved: requests from now on */
-		xfer_auth_srv_free(c->s.auth);
-		c->s.auth = NULL;
-	}
-	return sconn_run(c);
+	ret = xfer_sstream_auth(&c->t->sconns, &c->s);
+	if (ret)
+		return ret < 0 ? -1 : 0;
+	return sconn_run(c); /* proved: requests from now on */
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg)
@@ -311,7 +520,7 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 	if (sconn_step(c))
 		sconn_free(c);
 	else
-		rearm(c);
+		settle(c);
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -321,8 +530,33 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	sconn_free(arg);
 }
 
+/* Memory came back: the line, in order, while its first fits. */
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	struct file_transport *t = arg;
+	struct file_sconn *c;
+	int ret;
+
+	(void)fd;
+	(void)what;
+	while ((c = TAILQ_FIRST(&t->waiters))) {
+		reclaim(t);
+		TAILQ_REMOVE(&t->waiters, c, line);
+		ret = bounce_take(c, c->len, true);
+		if (!ret) { /* more is on its way back */
+			TAILQ_INSERT_HEAD(&t->waiters, c, line);
+			return;
+		}
+		ret = ret < 0 ? piece_failed(c, ENOMEM) : piece_go(c);
+		if (ret || sconn_run(c))
+			sconn_free(c);
+		else
+			settle(c);
+	}
+}
+
 /*
- * The read or write of the file ended; the connection's events were off
+ * A read or write of the file ended; the connection's events were off
  * meanwhile, so it is still here. While the transport closes (the reactor
  * stopped, xfer_fio_free() ending what it holds) only the request is let
  * go: xfer_file_server_stop() frees the connection.
@@ -331,26 +565,49 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 {
 	struct file_sconn *c = container_of(r, struct file_sconn, req);
 	uint32_t code = FILE_STATUS_OK;
+	int ret = 0;
 
 	if (res) {
 		xfer_log(XFER_LOG_WARN, "file: %s of %llu bytes at %llu of %s "
 			 "for a peer: %s", c->write ? "write" : "read",
-			 (unsigned long long)c->size,
+			 (unsigned long long)r->len,
 			 (unsigned long long)r->off, c->fo->path,
 			 strerror(-res));
 		/* 1 says refused on the wire */
 		code = res == -EPERM ? EACCES : (uint32_t)-res;
 	}
-	put_file(c);
 	if (c->t->closing) {
 		c->state = S_HEADER;
 		return;
 	}
-	reply(c, code);
-	if (sconn_run(c))
+	if (c->write) {
+		c->done += r->len;
+		c->len = 0;
+		if (c->flushing)
+			bounce_put(c); /* promised to the line */
+		if (code)
+			ret = piece_failed(c, code);
+		else if (c->done < c->size)
+			ret = next_piece(c);
+		if (!ret && c->done == c->size) {
+			put_file(c);
+			reply(c, c->code);
+		}
+	} else if (code) {
+		ret = piece_failed(c, code);
+	} else {
+		if (c->done + c->len == c->size)
+			put_file(c); /* the last read: the file may go */
+		if (!c->answered)
+			put_status(c, FILE_STATUS_OK);
+		c->answered = true;
+		c->got = 0;
+		c->state = S_REPLY;
+	}
+	if (ret || sconn_run(c))
 		sconn_free(c);
 	else
-		rearm(c);
+		settle(c);
 }
 
 static void sconn_start(struct xfer_job *j)
@@ -361,7 +618,7 @@ static void sconn_start(struct xfer_job *j)
 		sconn_free(c);
 		return;
 	}
-	rearm(c);
+	settle(c);
 }
 
 void xfer_file_server_accept(struct file_transport *t, int fd)
@@ -386,6 +643,14 @@ static void on_accept(void *arg, int fd)
 	xfer_file_server_accept(arg, fd);
 }
 
+int xfer_file_server_init(struct file_transport *t)
+{
+	TAILQ_INIT(&t->waiters);
+	TAILQ_INIT(&t->stalled);
+	t->wake = event_new(t->r->base, -1, 0, on_wake, t);
+	return t->wake ? 0 : -ENOMEM;
+}
+
 int xfer_file_server_start(struct file_transport *t)
 {
 	const struct xfer_transport_env *env = t->base.env;
@@ -394,12 +659,17 @@ int xfer_file_server_start(struct file_transport *t)
 	int ret;
 
 	ret = xfer_net_parse(env->bind_addr, 0, &ss, &len);
+	if (!ret)
+		ret = xfer_file_server_init(t);
 	if (ret)
-		return ret;
+		return xfer_error_set(env->err, ret, "file data port: %s",
+				      strerror(-ret));
 	t->listener = xfer_listen(env->control->base, (struct sockaddr *)&ss,
 				  len, "file data", on_accept, t);
 	if (!t->listener) {
 		ret = -errno;
+		event_free(t->wake);
+		t->wake = NULL;
 		return xfer_error_set(env->err, ret, "file data listen: %s",
 				      strerror(-ret));
 	}
@@ -409,9 +679,13 @@ int xfer_file_server_start(struct file_transport *t)
 
 void xfer_file_server_stop(struct file_transport *t)
 {
+	struct xfer_sstream *s;
+
 	xfer_listener_free(t->listener);
 	t->listener = NULL;
-	while (!LIST_EMPTY(&t->sconns.list))
-		sconn_free(container_of(LIST_FIRST(&t->sconns.list),
-					struct file_sconn, s));
+	while ((s = xfer_sstream_any(&t->sconns)))
+		sconn_free(container_of(s, struct file_sconn, s));
+	if (t->wake)
+		event_free(t->wake);
+	t->wake = NULL;
 }

@@ -20,10 +20,11 @@
  *
  * What a connection may hold: at most REPLIES replies (pointers into
  * registered memory, no copies) and STAGE bytes read ahead, so nothing a
- * peer sends is buffered beyond 1.5 KiB; at most max_data_conns
- * connections at once (more are closed at accept); a connection that
- * moves no byte for the idle timeout (between requests) or the transfer
- * timeout (in a request) is closed, and so is one whose peer still holds
+ * peer sends is buffered beyond 1.5 KiB; connections within the caps of
+ * transports/sstream.c; a new connection must take a request (or prove
+ * itself) within auth_timeout_ms, and one that moves no byte for the
+ * idle timeout (between requests) or the transfer timeout (in a
+ * request) is closed, and so is one whose peer still holds
  * a leaving buffer past its deadline (xfer_unregister()). A peer that
  * shuts its write side gets every reply it is owed, then the close.
  * Each connection lives on one worker reactor; nothing here is called
@@ -109,14 +110,9 @@ static bool busy(const struct tcp_sconn *c)
 static void rearm(struct tcp_sconn *c)
 {
 	const struct xfer_transport_env *env = c->t->base.env;
-	uint32_t ms = c->s.auth ? XFER_SSTREAM_AUTH_TIMEOUT_MS :
-		      busy(c) ? env->transfer_timeout_ms : env->idle_timeout_ms;
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
-	if (ms)
-		event_add(c->s.timer, &tv);
-	else
-		event_del(c->s.timer);
+	xfer_sstream_arm(&c->s, env, busy(c), busy(c) ?
+			 env->transfer_timeout_ms : env->idle_timeout_ms);
 }
 
 /* Does the peer hold a buffer past its leaving deadline? */
@@ -174,6 +170,7 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 			push_reply(c, true, TCP_STATUS_REFUSED, NULL, 0, NULL);
 		return v2;
 	}
+	xfer_sstream_proved(&c->t->sconns, &c->s); /* a request taken */
 	if (write) {
 		c->wptr = (uint8_t *)(uintptr_t)addr;
 		c->wleft = size;
@@ -456,10 +453,8 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (c->s.auth) {
-		ret = xfer_auth_srv_step(c->s.auth, c->s.fd);
+		ret = xfer_sstream_auth(&c->t->sconns, &c->s);
 		if (ret == 0) {         /* proved: requests from now on */
-			xfer_auth_srv_free(c->s.auth);
-			c->s.auth = NULL;
 			rearm(c);
 			ret = sconn_run(c);
 		} else if (ret > 0) {   /* more to come */
@@ -510,7 +505,8 @@ void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 
 void xfer_tcp_server_close_all(struct tcp_transport *t)
 {
-	while (!LIST_EMPTY(&t->sconns.list))
-		sconn_free(container_of(LIST_FIRST(&t->sconns.list),
-					struct tcp_sconn, s));
+	struct xfer_sstream *s;
+
+	while ((s = xfer_sstream_any(&t->sconns)))
+		sconn_free(container_of(s, struct tcp_sconn, s));
 }
