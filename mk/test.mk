@@ -60,9 +60,10 @@ define run_each
 endef
 
 # The shared library exports its API only; its files call each other one
-# way only; docs/CONFIG.md and xfer.h list the keys the code has.
+# way only; docs/CONFIG.md and config.h list the keys the code has.
 test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO) $(BENCH)
 	@sh test/check_exports.sh $(LIB_SO) XFER_EXPORT include/xfer/xfer.h \
+		include/xfer/config.h \
 		include/xfer/event.h
 	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
 		include/xfer/transfer_engine_c.h
