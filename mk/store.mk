@@ -1,5 +1,7 @@
-# The store (store/): its parts are built here, apart from libxfer.
+# The store (store/): the master and its bench are built here; the
+# client is libxfer's (mk/lib.mk).
 #   store/*.c                 what the master and the clients share
+#   store/client/*.c          the client (include/xfer/store.h)
 #   store/master/*.c          xfer-stored, the master: the floor
 #                             (libxfer-util.a) and store/*.c, no libxfer
 #   bench/store/alloc_bench.c xfer-store-alloc-bench: the allocator alone
