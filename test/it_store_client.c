@@ -666,10 +666,12 @@ static void test_master_restart(void **state)
 	master_start(NULL);
 	kv = client(16 * MiB, MiB);
 	assert_int_equal(put_pattern(kv, "k", 4096, 1, 1, false), 0);
+	assert_int_equal(xfer_kv_healthy(kv), 1);
 	th_kill(master);
 	master = 0;
 	assert_int_equal(put_pattern(kv, "k2", 4096, 1, 1, false),
 			 XFER_KV_RPC_FAIL);
+	assert_int_equal(xfer_kv_healthy(kv), 0);
 	master = th_stored_start(NULL, mport, &mport);
 	end = th_now_ms() + 10000;
 	do {
@@ -677,6 +679,7 @@ static void test_master_restart(void **state)
 		ret = put_pattern(kv, "k3", 4096, 1, 1, false);
 	} while (ret && th_now_ms() < end);
 	assert_int_equal(ret, 0);
+	assert_int_equal(xfer_kv_healthy(kv), 1);
 	assert_int_equal(get_pattern(kv, "k3", 4096, 1, false), 4096);
 	assert_int_equal(xfer_kv_exist(kv, "k"), 0);    /* forgotten */
 	assert_int_equal(xfer_kv_free(kv), 0);

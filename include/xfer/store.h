@@ -36,7 +36,7 @@
  *    once, on the engine's callback base (the application's event_base
  *    with xfer_engine_new_on_base(), else the engine's control thread),
  *    never inside the call; if it returns an error the callback never
- *    runs. Keys are copied by the call; values and buffers are the
+ *    runs and a batch's results[] is left as it was. Keys are copied by the call; values and buffers are the
  *    caller's and must stay valid, and untouched by the caller, until the
  *    callback;
  *  - a blocking form waits for that callback: called on the callback base
@@ -157,6 +157,14 @@ struct xfer_kv *xfer_kv_new(struct xfer_engine *e,
  */
 XFER_EXPORT
 int xfer_kv_free(struct xfer_kv *kv);
+
+/**
+ * Is the master reachable: connected, and its last answer to a ping or a
+ * mount (every second) said yes? (Mooncake's health_check.)
+ * @return 1 yes, 0 no. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_healthy(const struct xfer_kv *kv);
 
 /** The client's engine (its own or the one given). Any thread. */
 XFER_EXPORT

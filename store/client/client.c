@@ -51,6 +51,7 @@ static void on_mount(struct kv_rpc *r, const struct store_msg *rep)
 
 	kv->mount_out = false;
 	kv->mounted = !err;
+	atomic_store(&kv->healthy, !err);
 	if (err && !kv->ready_wait)
 		xfer_log(XFER_LOG_WARN, "xfer store client: mounting %s "
 			 "failed: %d", kv->name, err);
@@ -75,10 +76,12 @@ static void mount(struct xfer_kv *kv)
 
 void kv_connected(struct xfer_kv *kv)
 {
-	if (kv->seg_size)
+	if (kv->seg_size) {
 		mount(kv);
-	else
-		ready(kv, 0);
+		return;
+	}
+	atomic_store(&kv->healthy, true);
+	ready(kv, 0);
 }
 
 void kv_connect_failed(struct xfer_kv *kv, int err)
@@ -95,6 +98,7 @@ static void on_ping(struct kv_rpc *r, const struct store_msg *rep)
 	struct xfer_kv *kv = container_of(r, struct xfer_kv, ping_rpc);
 
 	kv->ping_out = false;
+	atomic_store(&kv->healthy, rep && !rep->err);
 	/* the master does not know our segment (it expired us, or it
 	 * restarted): mount it again */
 	if (rep && !rep->err && (rep->flags & 1) && kv->seg_size &&
@@ -361,6 +365,11 @@ int xfer_kv_free(struct xfer_kv *kv)
 	xfer_wait_for(kv->close_wait, INT_MAX);
 	destroy(kv);
 	return 0;
+}
+
+int xfer_kv_healthy(const struct xfer_kv *kv)
+{
+	return atomic_load(&kv->healthy);
 }
 
 struct xfer_engine *xfer_kv_engine(struct xfer_kv *kv)

@@ -81,6 +81,7 @@ void kv_conn_close(struct xfer_kv *kv, const char *why)
 		bufferevent_free(kv->bev);
 		kv->bev = NULL;
 	}
+	atomic_store(&kv->healthy, false);
 	fail_all(kv);
 }
 

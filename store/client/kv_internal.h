@@ -173,6 +173,7 @@ struct xfer_kv {
 	struct kv_seg *segs;
 	struct kv_op *resolving;
 	atomic_bool closing;
+	atomic_bool healthy;           /* the master answered the last ping */
 	struct xfer_wait *ready_wait, *close_wait;
 	int ready_err;
 };
