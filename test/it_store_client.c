@@ -602,9 +602,20 @@ static void test_concurrent_puts(void **state)
 
 struct cb_rec {
 	atomic_int calls;
-	_Atomic int64_t result, nested, freed;
+	_Atomic int64_t result, nested, freed, exist;
+	bool returned, inside;              /* the reactor's */
 	pthread_t thread;
 };
+
+static void on_exist(struct xfer_kv *kv, int64_t result, void *arg)
+{
+	struct cb_rec *r = arg;
+
+	(void)kv;
+	r->inside = !r->returned;
+	r->exist = result;
+	atomic_fetch_add(&r->calls, 1);
+}
 
 static void on_put(struct xfer_kv *kv, int64_t result, void *arg)
 {
@@ -614,6 +625,9 @@ static void on_put(struct xfer_kv *kv, int64_t result, void *arg)
 	r->nested = xfer_kv_exist(kv, "a");     /* would wait for itself */
 	r->freed = xfer_kv_free(kv);
 	r->result = result;
+	/* on this thread: a callback inside the call would run first */
+	if (!xfer_kv_exist_async(kv, "a", on_exist, r))
+		r->returned = true;
 	atomic_fetch_add(&r->calls, 1);
 }
 
@@ -633,9 +647,10 @@ static void test_callbacks(void **state)
 	assert_non_null(kv);
 	assert_int_equal(xfer_kv_put_async(kv, "a", val, sizeof(val), NULL,
 					   on_put, &r), 0);
-	assert_int_equal(atomic_load(&r.calls), 0);
-	assert_true(th_wait_atomic(&r.calls, 1, 10000));
+	assert_true(th_wait_atomic(&r.calls, 2, 10000));
 	assert_int_equal(r.result, 0);
+	assert_int_equal(r.exist, 1);
+	assert_false(r.inside);
 	assert_int_equal(r.nested, -EDEADLK);
 	assert_int_equal(r.freed, -EDEADLK);
 	assert_false(pthread_equal(r.thread, pthread_self()));

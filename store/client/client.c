@@ -27,13 +27,7 @@
 /* Live staging allocations at most: rounds of calls in flight. */
 #define STAGE_ALLOCS 4096
 
-int64_t kv_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static void op_gone(struct xfer_kv *kv);
 
 /* xfer_kv_new() waits for this: 0 once mounted, or why not. */
 static void ready(struct xfer_kv *kv, int err)
@@ -74,7 +68,7 @@ static void mount(struct xfer_kv *kv)
 	kv_rpc_send(kv, &kv->mount_rpc, STORE_MOUNT);
 }
 
-void kv_connected(struct xfer_kv *kv)
+static void connected(struct xfer_kv *kv)
 {
 	if (kv->seg_size) {
 		mount(kv);
@@ -84,7 +78,7 @@ void kv_connected(struct xfer_kv *kv)
 	ready(kv, 0);
 }
 
-void kv_connect_failed(struct xfer_kv *kv, int err)
+static void connect_failed(struct xfer_kv *kv, int err)
 {
 	if (kv->ready_wait)
 		ready(kv, err);
@@ -276,6 +270,9 @@ struct xfer_kv *xfer_kv_new(struct xfer_engine *e,
 	kv->seg_size = segment_size;
 	kv->stage_size = buffer_size;
 	kv->stage_wait_tail = &kv->stage_wait;
+	kv->connected = connected;
+	kv->connect_failed = connect_failed;
+	kv->op_gone = op_gone;
 	kv->req = calloc(1, sizeof(*kv->req));
 	kv->rep = calloc(1, sizeof(*kv->rep));
 	kv->ready_wait = xfer_wait_new();
@@ -339,7 +336,7 @@ static void on_unmount(struct kv_rpc *r, const struct store_msg *rep)
 	xfer_wait_done(kv->close_wait, 0);
 }
 
-void kv_op_gone(struct xfer_kv *kv)
+static void op_gone(struct xfer_kv *kv)
 {
 	if (kv->closing && !kv->ops)
 		drained(kv);
@@ -350,7 +347,7 @@ static void close_begin(void *arg)
 	struct xfer_kv *kv = arg;
 
 	kv->unmount_rpc.done = on_unmount;
-	kv_op_gone(kv);
+	op_gone(kv);
 }
 
 int xfer_kv_free(struct xfer_kv *kv)

@@ -88,7 +88,7 @@ void kv_conn_close(struct xfer_kv *kv, const char *why)
 static void connect_failed(struct xfer_kv *kv, int err)
 {
 	drop_connecting(kv);
-	kv_connect_failed(kv, err);
+	kv->connect_failed(kv, err);
 }
 
 static void on_read(struct bufferevent *bev, void *arg)
@@ -152,10 +152,10 @@ static void established(struct xfer_kv *kv)
 	bufferevent_setcb(kv->bev, on_read, NULL, on_event, kv);
 	if (bufferevent_enable(kv->bev, EV_READ)) {
 		kv_conn_close(kv, "no memory");
-		kv_connect_failed(kv, -ENOMEM);
+		kv->connect_failed(kv, -ENOMEM);
 		return;
 	}
-	kv_connected(kv);
+	kv->connected(kv);
 }
 
 static void on_auth(evutil_socket_t fd, short what, void *arg)
@@ -212,7 +212,7 @@ void kv_conn_start(struct xfer_kv *kv)
 	fd = socket(kv->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 		    SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		kv_connect_failed(kv, -errno);
+		kv->connect_failed(kv, -errno);
 		return;
 	}
 	kv->fd = fd;

@@ -11,8 +11,11 @@
  *             rounds of one xfer batch each through the staging buffer
  *   api.c     the public calls, asynchronous and blocking
  *
- * Everything but api.c's entry points and new/free runs on the engine's
- * control reactor (kv->r), which owns every field below: no locks.
+ * Files call down this list only (conn.c lowest, then move.c, op.c, and
+ * client.c and api.c on top: test/check_layers.py); what goes up goes
+ * through the function pointers below. Everything but api.c's entry
+ * points and new/free runs on the engine's control reactor (kv->r),
+ * which owns every field below: no locks.
  */
 #ifndef XFER_STORE_KV_INTERNAL_H
 #define XFER_STORE_KV_INTERNAL_H
@@ -22,6 +25,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <xfer/store.h>
 
@@ -134,6 +138,7 @@ struct kv_op {
 	struct kv_piece *pieces;
 	size_t npieces;
 	struct kv_task *tasks;         /* a round's, by task index */
+	void (*moved)(struct kv_op *op); /* kv_move()'s end */
 	uint64_t stage_off, stage_len;
 	uint32_t stage_id;
 	bool staged;                   /* holds stage_id */
@@ -176,7 +181,21 @@ struct xfer_kv {
 	atomic_bool healthy;           /* the master answered the last ping */
 	struct xfer_wait *ready_wait, *close_wait;
 	int ready_err;
+
+	/* client.c's, for the files below it */
+	void (*connected)(struct xfer_kv *kv);
+	void (*connect_failed)(struct xfer_kv *kv, int err); /* -errno */
+	void (*op_gone)(struct xfer_kv *kv);  /* an op ended */
 };
+
+/** Monotonic milliseconds. */
+static inline int64_t kv_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- conn.c ---- */
 
@@ -184,7 +203,8 @@ struct xfer_kv {
  *  -ENOMEM. */
 int kv_conn_init(struct xfer_kv *kv);
 
-/** Start connecting (a no-op while connected or connecting). */
+/** Start connecting (a no-op while connected or connecting); then
+ *  kv->connected() or kv->connect_failed(). */
 void kv_conn_start(struct xfer_kv *kv);
 
 /** Close the connection: every request in flight fails. */
@@ -201,20 +221,6 @@ void kv_rpc_send(struct xfer_kv *kv, struct kv_rpc *r, uint16_t type);
 
 /** Fail requests that waited over KV_RPC_TIMEOUT_MS (the tick). */
 void kv_conn_check(struct xfer_kv *kv, int64_t now);
-
-/* ---- client.c ---- */
-
-/** Connected: mount the segment (or be ready without one). */
-void kv_connected(struct xfer_kv *kv);
-
-/** The connection could not be made (@p err a negative errno). */
-void kv_connect_failed(struct xfer_kv *kv, int err);
-
-/** An op ended: if the client is closing and none is left, go on. */
-void kv_op_gone(struct xfer_kv *kv);
-
-/** Monotonic milliseconds. */
-int64_t kv_now_ms(void);
 
 /* ---- op.c ---- */
 
@@ -235,20 +241,12 @@ void kv_op_free(struct kv_op *op);
 /** Post @p op to the reactor, which starts it. */
 void kv_op_post(struct kv_op *op);
 
-/** End @p op: results to the caller, the callback, free. */
-void kv_op_finish(struct kv_op *op);
-
-/** The put's bytes moved (or failed): end and revoke. */
-void kv_op_put_end(struct kv_op *op);
-
 /* ---- move.c ---- */
 
-/** Move the bytes of @p op's keys in state KEY_MOVE, then call
- *  kv_op_put_end() (put) or kv_op_finish() (get). */
-void kv_move(struct kv_op *op);
-
-/** The staging buffer has room again: restart the ops waiting. */
-void kv_stage_wake(struct xfer_kv *kv);
+/** Move the bytes of @p op's keys in state KEY_MOVE (those of a put end
+ *  KEY_MOVED or KEY_FAILED, those of a get KEY_DONE), then call
+ *  @p done. */
+void kv_move(struct kv_op *op, void (*done)(struct kv_op *op));
 
 /** Find or make the entry of peer segment @p name (@p len bytes);
  *  NULL on ENOMEM. */

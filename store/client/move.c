@@ -303,7 +303,7 @@ static bool stage_take(struct kv_op *op)
 	return true;
 }
 
-void kv_stage_wake(struct xfer_kv *kv)
+static void stage_wake(struct xfer_kv *kv)
 {
 	struct kv_op *op;
 
@@ -322,7 +322,7 @@ static void stage_give(struct kv_op *op)
 		return;
 	op->staged = false;
 	store_alloc_release(op->kv->stage, op->stage_id);
-	kv_stage_wake(op->kv);
+	stage_wake(op->kv);
 }
 
 /* ---- rounds ---- */
@@ -509,10 +509,7 @@ static void step(struct kv_op *op)
 	if (op->waiting || (has_moves(op) && !resolve(op)))
 		return;
 	if (!has_moves(op)) {
-		if (op->kind == KV_PUT)
-			kv_op_put_end(op);
-		else
-			kv_op_finish(op);
+		op->moved(op);
 		return;
 	}
 	/* first come, first served */
@@ -527,8 +524,9 @@ static void step(struct kv_op *op)
 	submit(op, staged, plan(op, staged));
 }
 
-void kv_move(struct kv_op *op)
+void kv_move(struct kv_op *op, void (*done)(struct kv_op *op))
 {
+	op->moved = done;
 	local_pass(op);
 	step(op);
 }

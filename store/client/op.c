@@ -185,19 +185,32 @@ static void phase(struct kv_op *op, uint16_t type,
 	send_keys(op, type, 0, n);
 }
 
-void kv_op_put_end(struct kv_op *op)
+static void finish(struct kv_op *op);
+
+/* The put's bytes moved, or failed: end and revoke. */
+static void put_end(struct kv_op *op)
 {
 	size_t a = select_keys(op, KEY_MOVED, 0);
 	size_t b = select_keys(op, KEY_FAILED, a);
 
-	op->then = kv_op_finish;
+	op->then = finish;
 	op->rpcs_used = 0;
 	if (!b) {
-		kv_op_finish(op);
+		finish(op);
 		return;
 	}
 	send_keys(op, STORE_PUT_END, 0, a);
 	send_keys(op, STORE_PUT_REVOKE, a, b);
+}
+
+static void put_move(struct kv_op *op)
+{
+	kv_move(op, put_end);
+}
+
+static void get_move(struct kv_op *op)
+{
+	kv_move(op, finish);
 }
 
 static void op_start(struct xfer_job *job)
@@ -212,7 +225,7 @@ static void op_start(struct xfer_job *job)
 	if (kv->closing) {
 		for (size_t i = 0; i < op->n; i++)
 			key_done(op, &op->keys[i], -ESHUTDOWN);
-		kv_op_finish(op);
+		finish(op);
 		return;
 	}
 	switch (op->kind) {
@@ -221,22 +234,22 @@ static void op_start(struct xfer_job *job)
 			if (op->keys[i].state == KEY_MOVE && !op->keys[i].len)
 				key_done(op, &op->keys[i],
 					 XFER_KV_INVALID_PARAMS);
-		phase(op, STORE_PUT_START, kv_move);
+		phase(op, STORE_PUT_START, put_move);
 		break;
 	case KV_GET:
-		phase(op, STORE_QUERY, kv_move);
+		phase(op, STORE_QUERY, get_move);
 		break;
 	case KV_SIZE:
-		phase(op, STORE_QUERY, kv_op_finish);
+		phase(op, STORE_QUERY, finish);
 		break;
 	case KV_EXIST:
-		phase(op, STORE_EXIST, kv_op_finish);
+		phase(op, STORE_EXIST, finish);
 		break;
 	case KV_REMOVE:
-		phase(op, STORE_REMOVE, kv_op_finish);
+		phase(op, STORE_REMOVE, finish);
 		break;
 	case KV_REMOVE_ALL:
-		op->then = kv_op_finish;
+		op->then = finish;
 		op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
 		kv->req->force = op->force;
 		op->rpcs_out = 1;
@@ -263,7 +276,8 @@ void kv_op_free(struct kv_op *op)
 	free(op);
 }
 
-void kv_op_finish(struct kv_op *op)
+/* End @p op: the callback, then free. */
+static void finish(struct kv_op *op)
 {
 	struct xfer_kv *kv = op->kv;
 	xfer_kv_cb cb = op->cb;
@@ -285,7 +299,7 @@ void kv_op_finish(struct kv_op *op)
 		op->next->prev = op->prev;
 	kv_op_free(op);
 	cb(kv, res, arg);
-	kv_op_gone(kv);
+	kv->op_gone(kv);
 }
 
 /* Copy the keys and parts of the caller's arrays into @p op. */
