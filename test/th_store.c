@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <xfer/store.h>
+
+#include "store/proto_internal.h"
 #include "test/helpers.h"
 #include "test/th_store.h"
 
@@ -150,4 +154,196 @@ int th_proc_exit(struct th_proc *p, int timeout_ms)
 	}
 	p->pid = 0;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* ---- clients of the store ---- */
+
+struct th_master th_master;
+
+void th_master_start(const char *const *args)
+{
+	th_master.pid = th_stored_start(args, 0, &th_master.port);
+	snprintf(th_master.addr, sizeof(th_master.addr), "127.0.0.1:%u",
+		 th_master.port);
+}
+
+uint64_t th_seed(const char *key, uint64_t variant)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ variant;
+
+	while (*key)
+		h = (h ^ (uint8_t)*key++) * 0x100000001b3ull;
+	return h;
+}
+
+struct xfer_kv *th_kv_try(uint64_t seg, uint64_t stage)
+{
+	struct xfer_config *cfg = xfer_config_new();
+	struct xfer_kv *kv = NULL;
+
+	if (cfg && !xfer_config_set(cfg, "bind_addr", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "local_server_name", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "workers", "1"))
+		kv = xfer_kv_new(NULL, cfg, th_master.addr, seg, stage);
+	xfer_config_free(cfg);
+	return kv;
+}
+
+struct xfer_kv *th_kv(uint64_t seg, uint64_t stage)
+{
+	struct xfer_kv *kv = th_kv_try(seg, stage);
+
+	if (!kv)
+		fail_msg("client: %s", strerror(errno));
+	return kv;
+}
+
+int64_t th_put_pattern(struct xfer_kv *kv, const char *key, size_t len,
+		       uint64_t v, unsigned repl, bool z)
+{
+	struct xfer_kv_replicate rc = { .replica_num = repl };
+	uint8_t *buf = malloc(len);
+	int64_t ret = -ENOMEM;
+
+	if (!buf)
+		return ret;
+	th_fill(buf, len, th_seed(key, v));
+	if (!z)
+		ret = xfer_kv_put(kv, key, buf, len, &rc);
+	else if (!(ret = xfer_kv_register_buffer(kv, buf, len))) {
+		ret = xfer_kv_put_from(kv, key, buf, len, &rc);
+		xfer_kv_unregister_buffer(kv, buf);
+	}
+	free(buf);
+	return ret;
+}
+
+int64_t th_get_pattern(struct xfer_kv *kv, const char *key, size_t len,
+		       uint64_t v, bool z)
+{
+	uint8_t *buf = malloc(len);
+	int64_t ret = -ENOMEM;
+
+	if (!buf)
+		return ret;
+	if (!z)
+		ret = xfer_kv_get(kv, key, buf, len);
+	else if (!(ret = xfer_kv_register_buffer(kv, buf, len))) {
+		ret = xfer_kv_get_into(kv, key, buf, len);
+		xfer_kv_unregister_buffer(kv, buf);
+	}
+	if (ret > 0 && th_check(buf, (size_t)ret, th_seed(key, v)) >= 0)
+		ret = -9999;
+	free(buf);
+	return ret;
+}
+
+/* Put keys PREFIX0 .. PREFIX(n-1), as two processes racing each other. */
+static int64_t race(struct xfer_kv *kv, const char *prefix, int n,
+		    size_t len, uint64_t v)
+{
+	int64_t failed = 0;
+	char key[160];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "%s%d", prefix, i);
+		failed += th_put_pattern(kv, key, len, v, 1, false) != 0;
+	}
+	return failed;
+}
+
+/*
+ * A client process: says its engine's name, then answers each line
+ *   put|putz|get|getz KEY LEN VARIANT [REPLICAS]   (z: zero-copy)
+ *   race PREFIX N LEN VARIANT
+ * with the call's result, until "q".
+ */
+static int role_client(int in, int out, void *arg)
+{
+	const struct th_sizes *sz = arg;
+	struct xfer_kv *kv = th_kv_try(sz->seg, sz->stage);
+	char line[256], op[8], key[128], res[32];
+	unsigned long long len, v;
+	unsigned repl;
+	int64_t ret;
+
+	if (!kv)
+		return 10;
+	th_line_send(out, xfer_engine_name(xfer_kv_engine(kv)));
+	while (th_line_recv(in, line, sizeof(line), 300000) >= 0 &&
+	       strcmp(line, "q")) {
+		repl = 1;
+		if (sscanf(line, "%7s %127s %llu %llu %u", op, key, &len, &v,
+			   &repl) < 4)
+			return 11;
+		if (!strcmp(op, "race"))
+			ret = race(kv, key, (int)len, (size_t)v, repl);
+		else if (op[0] == 'p')
+			ret = th_put_pattern(kv, key, len, v, repl,
+					     op[3] == 'z');
+		else
+			ret = th_get_pattern(kv, key, len, v, op[3] == 'z');
+		snprintf(res, sizeof(res), "%lld", (long long)ret);
+		th_line_send(out, res);
+	}
+	return xfer_kv_free(kv) ? 12 : 0;
+}
+
+void th_kv_proc_start(struct th_proc *p, struct th_sizes *sz, char *name)
+{
+	th_spawn(p, role_client, sz);
+	assert_true(th_line_recv(p->from, name, 64, 30000) > 0);
+}
+
+long long th_kv_cmd(struct th_proc *p, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	assert_int_equal(th_line_send(p->to, line), 0);
+	assert_true(th_line_recv(p->from, line, sizeof(line), 120000) > 0);
+	return atoll(line);
+}
+
+void th_kv_proc_stop(struct th_proc *p)
+{
+	th_line_send(p->to, "q");
+	assert_int_equal(th_proc_exit(p, 30000), 0);
+}
+
+int th_master_teardown(void **state)
+{
+	(void)state;
+	th_kill(th_master.pid);
+	th_master.pid = 0;
+	return 0;
+}
+
+int th_raw_query(const char *key, char names[][64], int32_t *err)
+{
+	static struct store_msg m, rep;
+	static uint8_t body[1 << 16];
+	struct store_buf b = { 0 };
+	uint8_t hdr[STORE_HDR_LEN];
+	int fd = th_connect(th_master.port);
+
+	m.h = (struct store_hdr){ .type = STORE_QUERY, .seq = 1 };
+	m.n = 1;
+	m.items[0].key = (struct store_str){ key, (uint16_t)strlen(key) };
+	assert_int_equal(store_msg_encode(&b, &m), 0);
+	assert_int_equal(th_send_all(fd, b.p, b.len), 0);
+	store_buf_free(&b);
+	assert_int_equal(th_recv_all(fd, hdr, sizeof(hdr), 5000), sizeof(hdr));
+	assert_int_equal(store_hdr_decode(hdr, &rep.h), 0);
+	assert_int_equal(th_recv_all(fd, body, rep.h.len, 5000), rep.h.len);
+	assert_int_equal(store_msg_decode(body, &rep), 0);
+	close(fd);
+	*err = rep.items[0].err;
+	for (unsigned i = 0; i < rep.items[0].nrep; i++)
+		snprintf(names[i], 64, "%.*s", rep.items[0].rep[i].endpoint.len,
+			 rep.items[0].rep[i].endpoint.p);
+	return rep.items[0].nrep;
 }

@@ -493,8 +493,8 @@ int main(int argc, char **argv)
 			size_t len = sizes[s], n = batches[k];
 			struct result wr, rd, r;
 
-			if (len * n > b.buf_len || len * n > (uint64_t)b.o.segment
-			    / 2)
+			if (len * n > b.buf_len ||
+			    len * n > (uint64_t)b.o.segment / 2)
 				continue;
 			wr = run(&b, 'W', true, n, len);
 			rd = run(&b, 'R', true, n, len);

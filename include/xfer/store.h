@@ -36,9 +36,9 @@
  *    once, on the engine's callback base (the application's event_base
  *    with xfer_engine_new_on_base(), else the engine's control thread),
  *    never inside the call; if it returns an error the callback never
- *    runs and a batch's results[] is left as it was. Keys are copied by the call; values and buffers are the
- *    caller's and must stay valid, and untouched by the caller, until the
- *    callback;
+ *    runs and a batch's results[] is left as it was. Keys are copied by
+ *    the call; values and buffers are the caller's and must stay valid,
+ *    and untouched by the caller, until the callback;
  *  - a blocking form waits for that callback: called on the callback base
  *    it fails at once with -EDEADLK. It always returns: each step has its
  *    own timeout (10 s for the master's reply, transfer_timeout_ms for a

@@ -257,7 +257,8 @@ int xfer_kv_batch_get_async(struct xfer_kv *kv, size_t n,
 {
 	return call(kv, &(struct call){
 		.kind = KV_GET, .n = n, .keys = keys, .iov = iov,
-		.iovcnt = iovcnt, .flags = flags, .batch = true, .results = results,
+		.iovcnt = iovcnt, .flags = flags, .batch = true,
+		.results = results,
 		.cb = cb, .arg = arg });
 }
 
@@ -267,7 +268,8 @@ int xfer_kv_batch_get(struct xfer_kv *kv, size_t n, const char *const *keys,
 {
 	return (int)call_wait(kv, &(struct call){
 		.kind = KV_GET, .n = n, .keys = keys, .iov = iov,
-		.iovcnt = iovcnt, .flags = flags, .batch = true, .results = results });
+		.iovcnt = iovcnt, .flags = flags, .batch = true,
+		.results = results });
 }
 
 /* ---- exist, size, remove ---- */
@@ -290,7 +292,8 @@ int xfer_kv_batch_exist_async(struct xfer_kv *kv, size_t n,
 			      xfer_kv_cb cb, void *arg)
 {
 	return call(kv, &(struct call){ .kind = KV_EXIST, .n = n,
-					.keys = keys, .batch = true, .results = results,
+					.keys = keys, .batch = true,
+					.results = results,
 					.cb = cb, .arg = arg });
 }
 
@@ -298,7 +301,8 @@ int xfer_kv_batch_exist(struct xfer_kv *kv, size_t n, const char *const *keys,
 			int64_t *results)
 {
 	return (int)call_wait(kv, &(struct call){
-		.kind = KV_EXIST, .n = n, .keys = keys, .batch = true, .results = results });
+		.kind = KV_EXIST, .n = n, .keys = keys, .batch = true,
+		.results = results });
 }
 
 int xfer_kv_get_size_async(struct xfer_kv *kv, const char *key, xfer_kv_cb cb,
@@ -334,7 +338,8 @@ int xfer_kv_batch_remove_async(struct xfer_kv *kv, size_t n,
 {
 	return call(kv, &(struct call){ .kind = KV_REMOVE, .n = n,
 					.keys = keys, .force = force,
-					.batch = true, .results = results, .cb = cb,
+					.batch = true, .results = results,
+					.cb = cb,
 					.arg = arg });
 }
 

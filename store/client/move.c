@@ -250,7 +250,8 @@ static bool resolve(struct kv_op *op)
 			int ret = 0;
 
 			while (k->state == KEY_MOVE &&
-			       (ret = seg_ready(op->kv, k->rep[k->cur].seg)) < 0)
+			       (ret = seg_ready(op->kv,
+						k->rep[k->cur].seg)) < 0)
 				get_next(op, k);
 			wait |= k->state == KEY_MOVE && ret > 0;
 			continue;
