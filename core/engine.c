@@ -10,6 +10,7 @@
 #include <xfer/event.h>
 
 #include "util/auth_internal.h"
+#include "core/control_internal.h"
 #include "core/engine_internal.h"
 #include "core/handshake_internal.h"
 #include "util/net_internal.h"
@@ -34,6 +35,16 @@ uint16_t xfer_engine_rpc_port(const struct xfer_engine *e)
 const char *xfer_engine_host(const struct xfer_engine *e)
 {
 	return e->host;
+}
+
+struct xfer_reactor *xfer_engine_control(struct xfer_engine *e)
+{
+	return &e->control;
+}
+
+const struct xfer_auth *xfer_engine_auth(const struct xfer_engine *e)
+{
+	return e->auth;
 }
 
 double xfer_engine_cpu_seconds(const struct xfer_engine *e)

@@ -8,7 +8,9 @@ $(UTIL_A): $(UTIL_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-# libxfer: static and shared (versioned soname), the floor included;
+# libxfer: static and shared (versioned soname), the floor included, and
+# on top the store's client (store/client/, with the codec and allocator
+# it shares with the master: include/xfer/store.h);
 # each optional part's files only when it is in (mk/config.mk), and the
 # file segments' public calls answering -EPROTONOSUPPORT when it is not.
 PART_SRCS_RDMA  := $(wildcard transports/rdma/*.c)
@@ -19,7 +21,8 @@ PART_SRCS_OUT   := $(foreach p,RDMA FILE REDIS ETCD,$(if $(filter $(p),\
 	$(PARTS)),,$(PART_SRCS_$(p)))) \
 	$(if $(filter FILE,$(PARTS)),transports/nofile.c)
 LIB_SRCS := $(UTIL_SRCS) $(filter-out $(PART_SRCS_OUT),$(wildcard \
-	core/*.c transports/*.c transports/*/*.c metadata/*.c))
+	core/*.c transports/*.c transports/*/*.c metadata/*.c)) \
+	$(wildcard store/*.c store/client/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB_A    := $(BUILD)/libxfer.a
 LIB_SO   := $(BUILD)/libxfer.so.$(VERSION)

@@ -6,8 +6,8 @@ folders stand in floors. Fails on
   of the first);
 - a call up or across floors: util and reactor (the floor) use nothing
   above them nor each other; core uses only the floor; transports and
-  metadata use the core and the floor, never each other; capi, python
-  and bench sit on top.
+  metadata and the store's client use the core and the floor, never each
+  other; capi, python and bench sit on top.
 The one way down-to-up is data: the core reads the lists of what this
 build has (LISTS), which the folders above supply, as libevent's event.c
 reads eventops[]. Calls through ops tables and callbacks are not seen,
@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 FLOORS = {"util": 0, "reactor": 0, "core": 1, "transports": 2,
-          "metadata": 2, "capi": 3, "python": 3, "bench": 3}
+          "metadata": 2, "store": 2, "capi": 3, "python": 3, "bench": 3}
 LISTS = {"xfer_transport_list", "xfer_store_list"}
 
 

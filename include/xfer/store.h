@@ -1,0 +1,409 @@
+/*
+ * xfer's store client: objects (KV-cache blocks) kept in the memory of the
+ * store's clients, their places known to the master, xfer-stored
+ * (docs/STORE.md), their bytes moved by the transfer engine. The model is
+ * Mooncake Store's (its Client and RealClient): a client lends a segment
+ * of its memory to the store and puts, gets, tests and removes objects by
+ * key; an object is immutable once its put ends.
+ *
+ * A client (struct xfer_kv) is an engine (the caller's or its own) and a
+ * connection to the master on the engine's control reactor, which also
+ * runs a timer that pings the master every second (so a busy application
+ * cannot starve it). Each call is a chain of steps on that reactor ending
+ * in a callback:
+ *  - put: the master allocates one buffer per replica on distinct
+ *    segments (put_start); one xfer batch writes every replica; put_end
+ *    makes the object visible, or put_revoke drops it if a write failed;
+ *  - get: the master answers the replicas and grants a lease (query); one
+ *    batch reads the first complete replica (the next one if that read
+ *    fails); a read that ends after the lease ran out fails with
+ *    XFER_KV_LEASE_EXPIRED, since the object may have been removed and
+ *    its space reused meanwhile.
+ * A replica in the client's own segment is a memcpy. Plain calls (put,
+ * get) take any memory and stage it through the client's buffer of
+ * buffer_size bytes, piece by piece when an object is larger; the
+ * zero-copy calls (put_from, get_into, XFER_KV_ZERO_COPY) move straight
+ * from or into memory registered with the engine (xfer_kv_register_buffer()
+ * or xfer_register()).
+ *
+ * Conventions, beyond xfer.h's:
+ *  - a call's result is 0 (or a count, a length, 1/0 for exist) or
+ *    negative: one of Mooncake's ErrorCode numbers below (what the master
+ *    answered, or what the transfer did), or one of three negative
+ *    errnos: -ENOMEM (out of memory), -EDEADLK (a blocking call on the
+ *    callback base), -ESHUTDOWN (the client is being freed);
+ *  - an asynchronous call (*_async) returns 0 and later runs its callback
+ *    once, on the engine's callback base (the application's event_base
+ *    with xfer_engine_new_on_base(), else the engine's control thread),
+ *    never inside the call; if it returns an error the callback never
+ *    runs and a batch's results[] is left as it was. Keys are copied by
+ *    the call; values and buffers are the caller's and must stay valid,
+ *    and untouched by the caller, until the callback;
+ *  - a blocking form waits for that callback: called on the callback base
+ *    it fails at once with -EDEADLK. It always returns: each step has its
+ *    own timeout (10 s for the master's reply, transfer_timeout_ms for a
+ *    transfer);
+ *  - keys are 1 to 4096 bytes, NUL-ended strings; a batch has at most
+ *    1024 keys per request to the master and any number in all.
+ */
+#ifndef XFER_KV_STORE_H
+#define XFER_KV_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <xfer/xfer.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A client of the store. */
+struct xfer_kv;
+
+/** Mooncake's ErrorCode numbers (its mooncake-store/include/types.h) that
+ *  the calls return. */
+enum xfer_kv_error {
+	XFER_KV_INTERNAL_ERROR = -1,         /**< the master failed */
+	XFER_KV_SEGMENT_NOT_FOUND = -101,
+	XFER_KV_SEGMENT_ALREADY_EXISTS = -102,
+	/** no space for the object, even after eviction */
+	XFER_KV_NO_AVAILABLE_HANDLE = -200,
+	XFER_KV_INVALID_PARAMS = -600,       /**< a bad argument */
+	XFER_KV_ILLEGAL_CLIENT = -601,
+	XFER_KV_INVALID_WRITE = -700,
+	XFER_KV_REPLICA_IS_NOT_READY = -703, /**< its put has not ended */
+	XFER_KV_OBJECT_NOT_FOUND = -704,
+	XFER_KV_OBJECT_ALREADY_EXISTS = -705,
+	XFER_KV_OBJECT_HAS_LEASE = -706,     /**< leased: remove refused */
+	XFER_KV_LEASE_EXPIRED = -707,        /**< the read outlived its lease */
+	XFER_KV_TRANSFER_FAIL = -800,        /**< a transfer failed */
+	XFER_KV_RPC_FAIL = -900,             /**< the master is unreachable */
+};
+
+/** Mooncake's ReplicateConfig, what a put asks of the master. */
+struct xfer_kv_replicate {
+	/** replicas wanted, 1..16, each on a distinct segment; fewer are
+	 *  made when fewer segments have room (at least one) */
+	unsigned replica_num;
+	/** kept from eviction until nothing else can be evicted */
+	bool with_soft_pin;
+	/** never evicted (removed only by a remove call) */
+	bool with_hard_pin;
+	/** segment name (an engine's name) to hold the first replica,
+	 *  when it is mounted and has room; NULL or "": any */
+	const char *preferred_segment;
+};
+
+/** Completion of an asynchronous call: @p result as the blocking form
+ *  returns it. Runs once, on the engine's callback base. */
+typedef void (*xfer_kv_cb)(struct xfer_kv *kv, int64_t result, void *arg);
+
+/** The flag of the batch calls: every buffer lies in memory registered
+ *  with the engine, and moves without staging (Mooncake's put_from,
+ *  get_into). */
+#define XFER_KV_ZERO_COPY 1u
+
+/**
+ * A client of the master at @p master, `host:port` (host a name or a
+ * number; xfer-stored's --port, 50051 by default): connect (proving the
+ * engine's cluster secret, auth_secret, if it has one), and mount a
+ * segment of @p segment_size bytes of this process's memory that the
+ * store allocates objects in. The segment is registered with the engine,
+ * whose name names it to peers (Mooncake's segment name = its
+ * local_hostname), so every engine can open it; buffer_size bytes more
+ * are registered as the staging buffer.
+ * @param e            the engine to use (not freed with the client: it
+ *                     must outlive it), or NULL for one of its own
+ * @param cfg          the configuration of its own engine (NULL: the
+ *                     defaults); ignored with @p e
+ * @param segment_size bytes lent to the store (Mooncake's
+ *                     global_segment_size); 0: none, the client only uses
+ *                     others' (else at least 64)
+ * @param buffer_size  bytes of the staging buffer (Mooncake's
+ *                     local_buffer_size) through which plain puts and
+ *                     gets move what does not go by memcpy; 0: none (they
+ *                     then move only to and from the own segment)
+ * @return the client, or NULL with errno: EINVAL (a malformed @p master,
+ *         @p segment_size or @p buffer_size 1..63), ENOENT (its host
+ *         does not resolve), ECONNREFUSED, ETIMEDOUT (the master did not
+ *         answer: 10 s to connect, 5 s to prove the secret, 10 s to
+ *         mount),
+ *         EACCES (the master refused the cluster secret, or
+ *         closed the connection while it was proved),
+ *         EPROTO (the master refused the mount), ECONNRESET (the
+ *         connection broke before the mount was answered), EDEADLK
+ *         (called on the callback base of @p e: it waits), ENOMEM, or
+ *         the errno of xfer_engine_new() or xfer_register(). Any other
+ *         thread.
+ */
+XFER_EXPORT
+struct xfer_kv *xfer_kv_new(struct xfer_engine *e,
+			    const struct xfer_config *cfg, const char *master,
+			    uint64_t segment_size, uint64_t buffer_size);
+
+/**
+ * Free a client: wait for its calls in flight to end (their callbacks
+ * run), unmount its segment (best effort: a master that does not answer
+ * within 10 s drops it after --client_ttl), close the connection,
+ * unregister its memory (waiting for peers' reads of the segment, as
+ * xfer_unregister() does) and free it, and its engine if its own.
+ * Objects whose replicas lay only in its segment are gone.
+ * @return 0 (also for NULL); -EDEADLK on the engine's callback base
+ *         (nothing is freed). Not from its callbacks, nor while another
+ *         thread calls it.
+ */
+XFER_EXPORT
+int xfer_kv_free(struct xfer_kv *kv);
+
+/**
+ * Is the master reachable: connected, and its last answer to a ping or a
+ * mount (every second) said yes? (Mooncake's health_check.)
+ * @return 1 yes, 0 no. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_healthy(const struct xfer_kv *kv);
+
+/** The client's engine (its own or the one given). Any thread. */
+XFER_EXPORT
+struct xfer_engine *xfer_kv_engine(struct xfer_kv *kv);
+
+/**
+ * Register [@p addr, @p addr + @p len) with the engine for the
+ * zero-copy calls (Mooncake's register_buffer): xfer_register() of it as
+ * location "*" without remote access.
+ * @return 0, or as xfer_register() (-EINVAL, -EEXIST, -ENOMEM, -EDEADLK
+ *         ...). Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_register_buffer(struct xfer_kv *kv, void *addr, size_t len);
+
+/** Unregister a buffer of xfer_kv_register_buffer() (Mooncake's
+ *  unregister_buffer). @return as xfer_unregister(). Any thread. */
+XFER_EXPORT
+int xfer_kv_unregister_buffer(struct xfer_kv *kv, void *addr);
+
+/* ---- put ---- */
+
+/**
+ * Put the object @p key: the @p len bytes at @p value, staged through the
+ * client's buffer (Mooncake's put). A put of a key that exists, or whose
+ * put another client has started, succeeds without writing anything
+ * (objects are immutable; Mooncake's). Until its put ends the object is
+ * invisible: no reader sees part of it.
+ * @param rc  NULL: one replica, no pin, any segment
+ * @p cb gets 0; XFER_KV_INVALID_PARAMS (a key that is empty or over 4096
+ * bytes, @p len 0, or a replica to write that is not in the own segment
+ * while buffer_size is 0: the put is revoked); XFER_KV_NO_AVAILABLE_HANDLE;
+ * XFER_KV_TRANSFER_FAIL (a replica could not be written: the put is
+ * revoked); XFER_KV_RPC_FAIL; or another error of the master's.
+ * @return 0; XFER_KV_INVALID_PARAMS (NULL @p key or @p cb, replica_num 0
+ *         or over 16, a preferred segment over 255 bytes); -ENOMEM;
+ *         -ESHUTDOWN (the client is being freed). On error @p cb is never
+ *         called. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_put_async(struct xfer_kv *kv, const char *key, const void *value,
+		      size_t len, const struct xfer_kv_replicate *rc,
+		      xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_put_async() and wait: its callback's result, or what it
+ *  returned, or -EDEADLK on the callback base. Any thread. */
+XFER_EXPORT
+int xfer_kv_put(struct xfer_kv *kv, const char *key, const void *value,
+		size_t len, const struct xfer_kv_replicate *rc);
+
+/** xfer_kv_put_async() from @p buf, memory registered with the engine,
+ *  without staging (Mooncake's put_from); memory that is not registered
+ *  fails with XFER_KV_TRANSFER_FAIL. */
+XFER_EXPORT
+int xfer_kv_put_from_async(struct xfer_kv *kv, const char *key,
+			   const void *buf, size_t len,
+			   const struct xfer_kv_replicate *rc, xfer_kv_cb cb,
+			   void *arg);
+
+/** xfer_kv_put_from_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int xfer_kv_put_from(struct xfer_kv *kv, const char *key, const void *buf,
+		     size_t len, const struct xfer_kv_replicate *rc);
+
+/**
+ * Put @p n objects at once: one put_start for them all (per 1024 keys),
+ * one xfer batch (per staging-buffer-full) writing every replica of
+ * every key, one put_end and one put_revoke (Mooncake's batch_put_from
+ * and batch_put_from_multi_buffers). Object i is keys[i], the
+ * concatenation of its @p iovcnt[i] parts taken in order from @p iov
+ * (@p iovcnt NULL: one part each).
+ * @param flags   0, or XFER_KV_ZERO_COPY
+ * @param results n entries, each set to what xfer_kv_put_async() gives
+ *                that key; the caller's until the callback
+ * @p cb gets 0 if every key's result is 0, else the first that is not.
+ * @return 0; XFER_KV_INVALID_PARAMS (@p n 0, a NULL array or key, unknown
+ *         flags, or @p rc as xfer_kv_put_async() says: nothing starts);
+ *         -ENOMEM; -ESHUTDOWN. On error @p cb is never called. Any
+ *         thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_put_async(struct xfer_kv *kv, size_t n,
+			    const char *const *keys, const struct iovec *iov,
+			    const size_t *iovcnt, unsigned flags,
+			    const struct xfer_kv_replicate *rc,
+			    int64_t *results, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_put_async() and wait: its callback's result (each key's
+ *  in @p results), or what it returned, or -EDEADLK on the callback
+ *  base. Any thread. */
+XFER_EXPORT
+int xfer_kv_batch_put(struct xfer_kv *kv, size_t n, const char *const *keys,
+		      const struct iovec *iov, const size_t *iovcnt,
+		      unsigned flags, const struct xfer_kv_replicate *rc,
+		      int64_t *results);
+
+/* ---- get ---- */
+
+/**
+ * Read the object @p key into the @p cap bytes at @p buf, staged through
+ * the client's buffer (Mooncake's get). Its replicas are tried in turn,
+ * the one in the own segment first: a read that fails goes on from the
+ * next replica.
+ * @p cb gets the object's length in bytes (it was read whole); or
+ * XFER_KV_OBJECT_NOT_FOUND; XFER_KV_REPLICA_IS_NOT_READY (its put has not
+ * ended); XFER_KV_INVALID_PARAMS (a bad key, an object longer than @p cap,
+ * or a replica not in the own segment with buffer_size 0);
+ * XFER_KV_LEASE_EXPIRED (the read ended after the lease of the query ran
+ * out: the bytes in @p buf may be another object's); XFER_KV_TRANSFER_FAIL
+ * (no replica could be read); XFER_KV_RPC_FAIL.
+ * @return as xfer_kv_put_async(). Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_get_async(struct xfer_kv *kv, const char *key, void *buf,
+		      size_t cap, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_get_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_get(struct xfer_kv *kv, const char *key, void *buf,
+		    size_t cap);
+
+/** xfer_kv_get_async() into @p buf, memory registered with the engine,
+ *  without staging (Mooncake's get_into). */
+XFER_EXPORT
+int xfer_kv_get_into_async(struct xfer_kv *kv, const char *key, void *buf,
+			   size_t cap, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_get_into_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_get_into(struct xfer_kv *kv, const char *key, void *buf,
+			 size_t cap);
+
+/**
+ * Read @p n objects at once: one query for them all (per 1024 keys), one
+ * xfer batch per staging-buffer-full, replicas as xfer_kv_get_async()
+ * (Mooncake's batch_get_into and batch_get_into_multi_buffers). Object i
+ * fills its @p iovcnt[i] parts of @p iov in order (@p iovcnt NULL: one
+ * each); their lengths add up to its capacity.
+ * @param results n entries, each set to what xfer_kv_get_async() gives
+ *                that key
+ * @p cb gets 0 if every key was read, else the first error.
+ * @return as xfer_kv_batch_put_async(). Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_get_async(struct xfer_kv *kv, size_t n,
+			    const char *const *keys, const struct iovec *iov,
+			    const size_t *iovcnt, unsigned flags,
+			    int64_t *results, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_get_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_get(struct xfer_kv *kv, size_t n, const char *const *keys,
+		      const struct iovec *iov, const size_t *iovcnt,
+		      unsigned flags, int64_t *results);
+
+/* ---- exist, size, remove ---- */
+
+/**
+ * Is there a complete object @p key (Mooncake's is_exist)? One that
+ * exists is leased, as a query leases it (Mooncake's).
+ * @p cb gets 1, 0 (none, or its put has not ended), XFER_KV_INVALID_PARAMS
+ * (a bad key) or XFER_KV_RPC_FAIL.
+ * @return as xfer_kv_put_async(). Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_exist_async(struct xfer_kv *kv, const char *key, xfer_kv_cb cb,
+			void *arg);
+
+/** xfer_kv_exist_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int xfer_kv_exist(struct xfer_kv *kv, const char *key);
+
+/** xfer_kv_exist_async() of @p n keys in one request (per 1024), each
+ *  key's answer in @p results; @p cb gets 0, or the first negative one.
+ *  @return as xfer_kv_batch_put_async(). Any thread. */
+XFER_EXPORT
+int xfer_kv_batch_exist_async(struct xfer_kv *kv, size_t n,
+			      const char *const *keys, int64_t *results,
+			      xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_exist_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_exist(struct xfer_kv *kv, size_t n, const char *const *keys,
+			int64_t *results);
+
+/** The length in bytes of object @p key (Mooncake's get_size), which the
+ *  query leases: @p cb gets it, or an error of xfer_kv_get_async()'s
+ *  query (-704, -703, -600, -900). @return as xfer_kv_put_async(). */
+XFER_EXPORT
+int xfer_kv_get_size_async(struct xfer_kv *kv, const char *key, xfer_kv_cb cb,
+			   void *arg);
+
+/** xfer_kv_get_size_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_get_size(struct xfer_kv *kv, const char *key);
+
+/**
+ * Remove object @p key (Mooncake's remove). @p cb gets 0;
+ * XFER_KV_OBJECT_HAS_LEASE (a lease granted by a query or exist has not
+ * run out, and @p force is false); XFER_KV_OBJECT_NOT_FOUND;
+ * XFER_KV_REPLICA_IS_NOT_READY (its put has not ended, even forced);
+ * XFER_KV_INVALID_PARAMS; XFER_KV_RPC_FAIL. A forced remove frees the
+ * object's space at once: a read of it still in flight may read what a
+ * later put writes there, and only its lease check tells.
+ * @return as xfer_kv_put_async(). Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_remove_async(struct xfer_kv *kv, const char *key, bool force,
+			 xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_remove_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int xfer_kv_remove(struct xfer_kv *kv, const char *key, bool force);
+
+/** xfer_kv_remove_async() of @p n keys (Mooncake's batch_remove), as
+ *  xfer_kv_batch_exist_async(). */
+XFER_EXPORT
+int xfer_kv_batch_remove_async(struct xfer_kv *kv, size_t n,
+			       const char *const *keys, bool force,
+			       int64_t *results, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_remove_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_remove(struct xfer_kv *kv, size_t n,
+			 const char *const *keys, bool force,
+			 int64_t *results);
+
+/** Remove every complete object not leased, leased ones too if @p force
+ *  (Mooncake's remove_all): @p cb gets how many, or XFER_KV_RPC_FAIL.
+ *  @return as xfer_kv_put_async(). */
+XFER_EXPORT
+int xfer_kv_remove_all_async(struct xfer_kv *kv, bool force, xfer_kv_cb cb,
+			     void *arg);
+
+/** xfer_kv_remove_all_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_remove_all(struct xfer_kv *kv, bool force);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XFER_KV_STORE_H */

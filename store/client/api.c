@@ -1,0 +1,366 @@
+/*
+ * The store client's calls (include/xfer/store.h): each checks its
+ * arguments, makes an op (op.c) and posts it to the control reactor; a
+ * blocking form starts its asynchronous twin with a waiter (util/wait.c)
+ * as the callback and waits for it, without a limit of its own since
+ * every step has one.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/client/kv_internal.h"
+#include "util/wait_internal.h"
+
+struct call {
+	enum kv_kind kind;
+	size_t n;
+	const char *const *keys;
+	const struct iovec *iov;
+	const size_t *iovcnt;
+	unsigned flags;
+	const struct xfer_kv_replicate *rc;
+	bool force, batch;             /* batch: results[] wanted */
+	int64_t *results;
+	xfer_kv_cb cb;
+	void *arg;
+};
+
+static bool bad_args(const struct call *c)
+{
+	const struct xfer_kv_replicate *rc = c->rc;
+
+	if (!c->cb || (c->flags & ~XFER_KV_ZERO_COPY))
+		return true;
+	if (c->kind == KV_REMOVE_ALL)
+		return false;
+	if (!c->n || !c->keys || ((c->kind == KV_PUT || c->kind == KV_GET) &&
+				  !c->iov) || (c->batch && !c->results))
+		return true;
+	for (size_t i = 0; i < c->n; i++)
+		if (!c->keys[i])
+			return true;
+	return rc && (!rc->replica_num || rc->replica_num > STORE_REPLICA_MAX ||
+		      (rc->preferred_segment &&
+		       strlen(rc->preferred_segment) > STORE_NAME_MAX));
+}
+
+static int call(struct xfer_kv *kv, const struct call *c)
+{
+	const struct xfer_kv_replicate *rc = c->rc;
+	struct kv_op *op;
+
+	if (atomic_load(&kv->closing))
+		return -ESHUTDOWN;
+	if (bad_args(c))
+		return XFER_KV_INVALID_PARAMS;
+	op = kv_op_new(kv, c->kind, c->n, c->keys, c->iov, c->iovcnt,
+		       c->results);
+	if (!op)
+		return -ENOMEM;
+	op->flags = c->flags;
+	op->force = c->force;
+	op->replicas = rc ? (uint8_t)rc->replica_num : 1;
+	op->pin = rc ? (rc->with_soft_pin ? 1 : 0) |
+		       (rc->with_hard_pin ? 2 : 0) : 0;
+	if (rc && rc->preferred_segment && *rc->preferred_segment &&
+	    !(op->preferred = strdup(rc->preferred_segment))) {
+		kv_op_free(op);
+		return -ENOMEM;
+	}
+	op->cb = c->cb;
+	op->arg = c->arg;
+	kv_op_post(op);
+	return 0;
+}
+
+/* ---- the blocking forms ---- */
+
+static void wait_cb(struct xfer_kv *kv, int64_t result, void *arg)
+{
+	(void)kv;
+	xfer_wait_done(arg, result);
+}
+
+static int wait_begin(struct xfer_kv *kv, struct xfer_wait **w)
+{
+	if (xfer_reactor_on_thread(kv->r))
+		return -EDEADLK;
+	*w = xfer_wait_new();
+	return *w ? 0 : -ENOMEM;
+}
+
+static int64_t wait_end(struct xfer_wait *w, int started)
+{
+	if (!started)
+		return xfer_wait_for(w, INT_MAX);
+	xfer_wait_drop(w);
+	xfer_wait_drop(w);
+	return started;
+}
+
+/* Run the call @p c with a waiter as its callback; @return its result. */
+static int64_t call_wait(struct xfer_kv *kv, struct call *c)
+{
+	struct xfer_wait *w;
+	int ret = wait_begin(kv, &w);
+
+	if (ret)
+		return ret;
+	c->cb = wait_cb;
+	c->arg = w;
+	return wait_end(w, call(kv, c));
+}
+
+/* ---- put ---- */
+
+static struct call put1(const char *key, const void *value, size_t len,
+			unsigned flags, const struct xfer_kv_replicate *rc,
+			const char **k, struct iovec *iov)
+{
+	*k = key;
+	*iov = (struct iovec){ (void *)value, len };
+	return (struct call){ .kind = KV_PUT, .n = 1, .keys = k, .iov = iov,
+			      .flags = flags, .rc = rc };
+}
+
+int xfer_kv_put_async(struct xfer_kv *kv, const char *key, const void *value,
+		      size_t len, const struct xfer_kv_replicate *rc,
+		      xfer_kv_cb cb, void *arg)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = put1(key, value, len, 0, rc, &k, &iov);
+
+	c.cb = cb;
+	c.arg = arg;
+	return call(kv, &c);
+}
+
+int xfer_kv_put(struct xfer_kv *kv, const char *key, const void *value,
+		size_t len, const struct xfer_kv_replicate *rc)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = put1(key, value, len, 0, rc, &k, &iov);
+
+	return (int)call_wait(kv, &c);
+}
+
+int xfer_kv_put_from_async(struct xfer_kv *kv, const char *key,
+			   const void *buf, size_t len,
+			   const struct xfer_kv_replicate *rc, xfer_kv_cb cb,
+			   void *arg)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = put1(key, buf, len, XFER_KV_ZERO_COPY, rc, &k, &iov);
+
+	c.cb = cb;
+	c.arg = arg;
+	return call(kv, &c);
+}
+
+int xfer_kv_put_from(struct xfer_kv *kv, const char *key, const void *buf,
+		     size_t len, const struct xfer_kv_replicate *rc)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = put1(key, buf, len, XFER_KV_ZERO_COPY, rc, &k, &iov);
+
+	return (int)call_wait(kv, &c);
+}
+
+int xfer_kv_batch_put_async(struct xfer_kv *kv, size_t n,
+			    const char *const *keys, const struct iovec *iov,
+			    const size_t *iovcnt, unsigned flags,
+			    const struct xfer_kv_replicate *rc,
+			    int64_t *results, xfer_kv_cb cb, void *arg)
+{
+	return call(kv, &(struct call){
+		.kind = KV_PUT, .n = n, .keys = keys, .iov = iov,
+		.iovcnt = iovcnt, .flags = flags, .rc = rc,
+		.batch = true, .results = results, .cb = cb, .arg = arg });
+}
+
+int xfer_kv_batch_put(struct xfer_kv *kv, size_t n, const char *const *keys,
+		      const struct iovec *iov, const size_t *iovcnt,
+		      unsigned flags, const struct xfer_kv_replicate *rc,
+		      int64_t *results)
+{
+	return (int)call_wait(kv, &(struct call){
+		.kind = KV_PUT, .n = n, .keys = keys, .iov = iov,
+		.iovcnt = iovcnt, .flags = flags, .rc = rc,
+		.batch = true, .results = results });
+}
+
+/* ---- get ---- */
+
+static struct call get1(const char *key, void *buf, size_t cap,
+			unsigned flags, const char **k, struct iovec *iov)
+{
+	*k = key;
+	*iov = (struct iovec){ buf, cap };
+	return (struct call){ .kind = KV_GET, .n = 1, .keys = k, .iov = iov,
+			      .flags = flags };
+}
+
+int xfer_kv_get_async(struct xfer_kv *kv, const char *key, void *buf,
+		      size_t cap, xfer_kv_cb cb, void *arg)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = get1(key, buf, cap, 0, &k, &iov);
+
+	c.cb = cb;
+	c.arg = arg;
+	return call(kv, &c);
+}
+
+int64_t xfer_kv_get(struct xfer_kv *kv, const char *key, void *buf,
+		    size_t cap)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = get1(key, buf, cap, 0, &k, &iov);
+
+	return call_wait(kv, &c);
+}
+
+int xfer_kv_get_into_async(struct xfer_kv *kv, const char *key, void *buf,
+			   size_t cap, xfer_kv_cb cb, void *arg)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = get1(key, buf, cap, XFER_KV_ZERO_COPY, &k, &iov);
+
+	c.cb = cb;
+	c.arg = arg;
+	return call(kv, &c);
+}
+
+int64_t xfer_kv_get_into(struct xfer_kv *kv, const char *key, void *buf,
+			 size_t cap)
+{
+	struct iovec iov;
+	const char *k;
+	struct call c = get1(key, buf, cap, XFER_KV_ZERO_COPY, &k, &iov);
+
+	return call_wait(kv, &c);
+}
+
+int xfer_kv_batch_get_async(struct xfer_kv *kv, size_t n,
+			    const char *const *keys, const struct iovec *iov,
+			    const size_t *iovcnt, unsigned flags,
+			    int64_t *results, xfer_kv_cb cb, void *arg)
+{
+	return call(kv, &(struct call){
+		.kind = KV_GET, .n = n, .keys = keys, .iov = iov,
+		.iovcnt = iovcnt, .flags = flags, .batch = true,
+		.results = results,
+		.cb = cb, .arg = arg });
+}
+
+int xfer_kv_batch_get(struct xfer_kv *kv, size_t n, const char *const *keys,
+		      const struct iovec *iov, const size_t *iovcnt,
+		      unsigned flags, int64_t *results)
+{
+	return (int)call_wait(kv, &(struct call){
+		.kind = KV_GET, .n = n, .keys = keys, .iov = iov,
+		.iovcnt = iovcnt, .flags = flags, .batch = true,
+		.results = results });
+}
+
+/* ---- exist, size, remove ---- */
+
+int xfer_kv_exist_async(struct xfer_kv *kv, const char *key, xfer_kv_cb cb,
+			void *arg)
+{
+	return call(kv, &(struct call){ .kind = KV_EXIST, .n = 1,
+					.keys = &key, .cb = cb, .arg = arg });
+}
+
+int xfer_kv_exist(struct xfer_kv *kv, const char *key)
+{
+	return (int)call_wait(kv, &(struct call){ .kind = KV_EXIST, .n = 1,
+						  .keys = &key });
+}
+
+int xfer_kv_batch_exist_async(struct xfer_kv *kv, size_t n,
+			      const char *const *keys, int64_t *results,
+			      xfer_kv_cb cb, void *arg)
+{
+	return call(kv, &(struct call){ .kind = KV_EXIST, .n = n,
+					.keys = keys, .batch = true,
+					.results = results,
+					.cb = cb, .arg = arg });
+}
+
+int xfer_kv_batch_exist(struct xfer_kv *kv, size_t n, const char *const *keys,
+			int64_t *results)
+{
+	return (int)call_wait(kv, &(struct call){
+		.kind = KV_EXIST, .n = n, .keys = keys, .batch = true,
+		.results = results });
+}
+
+int xfer_kv_get_size_async(struct xfer_kv *kv, const char *key, xfer_kv_cb cb,
+			   void *arg)
+{
+	return call(kv, &(struct call){ .kind = KV_SIZE, .n = 1,
+					.keys = &key, .cb = cb, .arg = arg });
+}
+
+int64_t xfer_kv_get_size(struct xfer_kv *kv, const char *key)
+{
+	return call_wait(kv, &(struct call){ .kind = KV_SIZE, .n = 1,
+					     .keys = &key });
+}
+
+int xfer_kv_remove_async(struct xfer_kv *kv, const char *key, bool force,
+			 xfer_kv_cb cb, void *arg)
+{
+	return call(kv, &(struct call){ .kind = KV_REMOVE, .n = 1,
+					.keys = &key, .force = force,
+					.cb = cb, .arg = arg });
+}
+
+int xfer_kv_remove(struct xfer_kv *kv, const char *key, bool force)
+{
+	return (int)call_wait(kv, &(struct call){
+		.kind = KV_REMOVE, .n = 1, .keys = &key, .force = force });
+}
+
+int xfer_kv_batch_remove_async(struct xfer_kv *kv, size_t n,
+			       const char *const *keys, bool force,
+			       int64_t *results, xfer_kv_cb cb, void *arg)
+{
+	return call(kv, &(struct call){ .kind = KV_REMOVE, .n = n,
+					.keys = keys, .force = force,
+					.batch = true, .results = results,
+					.cb = cb,
+					.arg = arg });
+}
+
+int xfer_kv_batch_remove(struct xfer_kv *kv, size_t n,
+			 const char *const *keys, bool force,
+			 int64_t *results)
+{
+	return (int)call_wait(kv, &(struct call){
+		.kind = KV_REMOVE, .n = n, .keys = keys, .force = force,
+		.batch = true, .results = results });
+}
+
+int xfer_kv_remove_all_async(struct xfer_kv *kv, bool force, xfer_kv_cb cb,
+			     void *arg)
+{
+	return call(kv, &(struct call){ .kind = KV_REMOVE_ALL, .force = force,
+					.cb = cb, .arg = arg });
+}
+
+int64_t xfer_kv_remove_all(struct xfer_kv *kv, bool force)
+{
+	return call_wait(kv, &(struct call){ .kind = KV_REMOVE_ALL,
+					     .force = force });
+}

@@ -1,0 +1,259 @@
+/*
+ * The store's client (include/xfer/store.h): what its files share.
+ *
+ *   client.c  new and free, the own segment and staging buffer, mount,
+ *             the ping timer
+ *   conn.c    the connection to the master: connect, prove the secret,
+ *             frames, requests in flight in order, their timeout
+ *   op.c      a call's life: keys, requests to the master in chunks of
+ *             1024, results, the callback
+ *   move.c    the bytes of puts and gets: segments opened by name,
+ *             rounds of one xfer batch each through the staging buffer
+ *   api.c     the public calls, asynchronous and blocking
+ *
+ * Files call down this list only (conn.c lowest, then move.c, op.c, and
+ * client.c and api.c on top: test/check_layers.py); what goes up goes
+ * through the function pointers below. Everything but api.c's entry
+ * points and new/free runs on the engine's control reactor (kv->r),
+ * which owns every field below: no locks.
+ */
+#ifndef XFER_STORE_KV_INTERNAL_H
+#define XFER_STORE_KV_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <xfer/store.h>
+
+#include "reactor/reactor_internal.h"
+#include "store/proto_internal.h"
+#include "util/auth_internal.h"
+
+#define KV_PING_MS 1000        /* Mooncake's clients ping every second */
+#define KV_RPC_TIMEOUT_MS 10000
+#define KV_CONNECT_TIMEOUT_MS 10000
+#define KV_STAGE_ALIGN 64
+
+struct bufferevent;
+struct event;
+struct store_alloc;
+struct xfer_auth;
+struct xfer_batch;
+struct xfer_wait;
+struct kv_op;
+struct kv_task;
+
+/* A request in flight: answered (@p rep) or failed (NULL: the connection
+ * broke or timed out). */
+struct kv_rpc {
+	struct kv_rpc *next;
+	uint32_t seq;
+	uint16_t type;
+	int64_t sent_ms;
+	void (*done)(struct kv_rpc *r, const struct store_msg *rep);
+	struct kv_op *op;              /* the call it serves, if any */
+	size_t from, count;            /* its keys: op->sel[from ..] */
+};
+
+/* A peer segment, opened by name with the engine (kept for the client's
+ * life: an engine gives one id per name). */
+enum kv_seg_state { SEG_CLOSED, SEG_OPENING, SEG_OPEN, SEG_FAILED };
+
+struct kv_seg {
+	struct kv_seg *next;
+	struct xfer_kv *kv;
+	int64_t id;
+	uint8_t state;
+	bool stale;                    /* a transfer failed: refresh first */
+	char name[];
+};
+
+/* A replica: in a peer segment, or the own one (seg NULL). */
+struct kv_rep {
+	uint64_t addr;
+	struct kv_seg *seg;
+};
+
+enum kv_key_state {
+	KEY_DONE,                      /* result is final */
+	KEY_MOVE,                      /* bytes to move */
+	KEY_MOVED,                     /* put: written, to end */
+	KEY_FAILED,                    /* put: a write failed, to revoke */
+};
+
+struct kv_key {
+	const char *key;               /* in the op's copy */
+	uint16_t klen;
+	uint8_t state, nrep, cur;      /* get: reading rep[cur] */
+	const struct iovec *iov;       /* the caller's parts */
+	size_t niov;
+	uint64_t len;                  /* put: the value; get: the object */
+	uint64_t cap;                  /* get: the parts' room */
+	uint64_t moved;                /* bytes of rep[cur] (get) or of
+					  every replica (put) moved */
+	int64_t lease_until_ms;
+	struct kv_rep rep[STORE_REPLICA_MAX];
+};
+
+enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL };
+
+/* One piece of a round: key @p k's bytes [off, off + len) at staging
+ * offset @p pos. */
+struct kv_piece {
+	uint32_t k;
+	uint64_t off, len, pos;
+	bool failed;
+};
+
+struct kv_op {
+	struct xfer_job job;           /* start, posted to kv->r */
+	struct kv_op *prev, *next;     /* kv->ops */
+	struct kv_op *wait_next;       /* kv->stage_wait, kv->resolving */
+	struct xfer_kv *kv;
+	enum kv_kind kind;
+	unsigned flags;                /* XFER_KV_ZERO_COPY */
+	bool force, waiting;
+	uint8_t replicas, pin;
+	char *preferred;
+	size_t n;
+	struct kv_key *keys;
+	char *arena;                   /* the keys' bytes */
+	struct iovec *iov;             /* the parts, copied */
+	int64_t *results;              /* the caller's, or &one */
+	int64_t one;
+	xfer_kv_cb cb;
+	void *arg;
+	/* requests to the master */
+	void (*then)(struct kv_op *op);/* once none is in flight */
+	size_t *sel, nsel;
+	struct kv_rpc *rpcs;
+	size_t nrpcs, rpcs_out, rpcs_used;
+	int64_t sent_ms;
+	/* rounds of bytes */
+	struct xfer_batch *batch;
+	struct kv_piece *pieces;
+	size_t npieces;
+	struct kv_task *tasks;         /* a round's, by task index */
+	void (*moved)(struct kv_op *op); /* kv_move()'s end */
+	uint64_t stage_off, stage_len;
+	uint32_t stage_id;
+	bool staged;                   /* holds stage_id */
+};
+
+struct xfer_kv {
+	struct xfer_engine *e;
+	bool own_engine;
+	struct xfer_reactor *r;
+	const struct xfer_auth *auth;
+	const char *name;              /* the engine's: our segment's */
+	uint8_t client_id[STORE_ID_LEN], segment_id[STORE_ID_LEN];
+	uint8_t *seg_mem, *stage_mem;
+	uint64_t seg_size, stage_size;
+	uint64_t stage_max;            /* the largest round it grants */
+	struct store_alloc *stage;
+	struct kv_op *stage_wait, **stage_wait_tail;
+
+	/* the master */
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	int fd;                        /* connecting or proving */
+	struct event *conn_ev, *tick_ev, *fail_ev;
+	struct bufferevent *bev;       /* connected */
+	struct xfer_auth_cli auth_cli; /* while proving */
+	int64_t conn_started_ms;
+	bool mounted, mount_out, ping_out, drained;
+	uint32_t seq;
+	struct kv_rpc *rpcs, **rpcs_tail;     /* in flight, in order */
+	struct kv_rpc *failed, **failed_tail; /* to fail from fail_ev */
+	struct kv_rpc ping_rpc, mount_rpc, unmount_rpc;
+	struct store_msg *req, *rep;   /* encoding, decoding */
+	struct store_buf out;
+
+	/* calls */
+	struct kv_op *ops;
+	struct kv_seg *segs;
+	struct kv_op *resolving;
+	atomic_bool closing;
+	atomic_bool healthy;           /* the master answered the last ping */
+	struct xfer_wait *ready_wait, *close_wait;
+	int ready_err;
+
+	/* client.c's, for the files below it */
+	void (*connected)(struct xfer_kv *kv);
+	void (*connect_failed)(struct xfer_kv *kv, int err); /* -errno */
+	void (*op_gone)(struct xfer_kv *kv);  /* an op ended */
+};
+
+/** Monotonic milliseconds. */
+static inline int64_t kv_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- conn.c ---- */
+
+/** Set up the connection's state (no connection yet). @return 0,
+ *  -ENOMEM. */
+int kv_conn_init(struct xfer_kv *kv);
+
+/** Start connecting (a no-op while connected or connecting); then
+ *  kv->connected() or kv->connect_failed(). */
+void kv_conn_start(struct xfer_kv *kv);
+
+/** Close the connection: every request in flight fails. */
+void kv_conn_close(struct xfer_kv *kv, const char *why);
+
+/** Free the connection's events (on the reactor, at the end). */
+void kv_conn_fini(struct xfer_kv *kv);
+
+/**
+ * Send kv->req as a request of @p type for @p r (its done set), which
+ * is answered or failed later, never inside this call.
+ */
+void kv_rpc_send(struct xfer_kv *kv, struct kv_rpc *r, uint16_t type);
+
+/** Fail requests that waited over KV_RPC_TIMEOUT_MS (the tick). */
+void kv_conn_check(struct xfer_kv *kv, int64_t now);
+
+/* ---- op.c ---- */
+
+/**
+ * A call of @p kind on @p n keys, each with its parts of @p iov
+ * (@p iovcnt NULL: one each; NULL @p iov: none), both copied; a key's
+ * result goes to @p results[i] (NULL: the op's own one). Keys that are
+ * empty or too long, and parts whose lengths overflow, get
+ * XFER_KV_INVALID_PARAMS at once. @return it, or NULL (ENOMEM).
+ */
+struct kv_op *kv_op_new(struct xfer_kv *kv, enum kv_kind kind, size_t n,
+			const char *const *keys, const struct iovec *iov,
+			const size_t *iovcnt, int64_t *results);
+
+/** Free an op that was never started. */
+void kv_op_free(struct kv_op *op);
+
+/** Post @p op to the reactor, which starts it. */
+void kv_op_post(struct kv_op *op);
+
+/* ---- move.c ---- */
+
+/** Move the bytes of @p op's keys in state KEY_MOVE (those of a put end
+ *  KEY_MOVED or KEY_FAILED, those of a get KEY_DONE), then call
+ *  @p done. */
+void kv_move(struct kv_op *op, void (*done)(struct kv_op *op));
+
+/** Find or make the entry of peer segment @p name (@p len bytes);
+ *  NULL on ENOMEM. */
+struct kv_seg *kv_seg_get(struct xfer_kv *kv, const char *name,
+			  size_t len);
+
+/** Free the segment entries (at the end). */
+void kv_segs_free(struct xfer_kv *kv);
+
+#endif

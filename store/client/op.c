@@ -1,0 +1,380 @@
+/*
+ * A call's life on the control reactor (kv_internal.h): its keys copied,
+ * its requests to the master sent in chunks of STORE_BATCH_MAX keys and
+ * answered key by key, each phase going on once none is in flight
+ * (op->then), and at the end the results and the callback.
+ *
+ *   put:    put_start -> move.c writes -> put_end + put_revoke
+ *   get:    query -> move.c reads (lease checked per key)
+ *   size:   query
+ *   exist, remove, remove_all: one phase
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/client/kv_internal.h"
+
+/* The last key and its object are in the reply: check what a peer says
+ * of them before anything is written where it points. */
+static bool replicas_take(struct xfer_kv *kv, struct kv_key *k,
+			  const struct store_item *it, uint64_t len)
+{
+	size_t nlen = strlen(kv->name);
+
+	k->nrep = 0;
+	for (unsigned i = 0; i < it->nrep; i++) {
+		const struct store_replica *r = &it->rep[i];
+		struct kv_rep *out = &k->rep[k->nrep];
+
+		if (r->len != len)
+			return false;
+		out->addr = r->addr;
+		out->seg = NULL;
+		if (r->endpoint.len == nlen &&
+		    !memcmp(r->endpoint.p, kv->name, nlen)) {
+			/* the own segment: a memcpy, so it must lie there */
+			uint64_t base = (uintptr_t)kv->seg_mem;
+
+			if (!kv->seg_size || r->addr < base ||
+			    r->addr - base > kv->seg_size ||
+			    len > kv->seg_size - (r->addr - base))
+				return false;
+		} else {
+			out->seg = kv_seg_get(kv, r->endpoint.p,
+					      r->endpoint.len);
+			if (!out->seg)
+				return false;
+		}
+		k->nrep++;
+	}
+	return k->nrep > 0;
+}
+
+static void set_result(struct kv_op *op, struct kv_key *k, int64_t v)
+{
+	op->results[k - op->keys] = v;
+}
+
+static void key_done(struct kv_op *op, struct kv_key *k, int64_t v)
+{
+	set_result(op, k, v);
+	k->state = KEY_DONE;
+}
+
+/* One key's answer, @p err already the item's or the reply's. */
+static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
+		      const struct store_item *it, int32_t err)
+{
+	switch (type) {
+	case STORE_PUT_START:
+		if (err == XFER_KV_OBJECT_ALREADY_EXISTS)
+			key_done(op, k, 0);    /* immutable: done already */
+		else if (err)
+			key_done(op, k, err);
+		else if (!replicas_take(op->kv, k, it, k->len)) {
+			/* what it allocated goes back */
+			set_result(op, k, XFER_KV_INTERNAL_ERROR);
+			k->state = KEY_FAILED;
+		}
+		break;
+	case STORE_PUT_END:
+		key_done(op, k, err);
+		break;
+	case STORE_PUT_REVOKE:
+		k->state = KEY_DONE;   /* the result says why */
+		break;
+	case STORE_QUERY:
+		if (err) {
+			key_done(op, k, err);
+			break;
+		}
+		k->len = it->len;
+		k->lease_until_ms = op->sent_ms + (int64_t)it->lease_ms;
+		if (op->kind == KV_SIZE)
+			key_done(op, k, (int64_t)it->len);
+		else if (it->len > k->cap)
+			key_done(op, k, XFER_KV_INVALID_PARAMS);
+		else if (!replicas_take(op->kv, k, it, it->len))
+			key_done(op, k, XFER_KV_INTERNAL_ERROR);
+		break;
+	default:                       /* exist, remove */
+		key_done(op, k, err);
+	}
+}
+
+static void on_reply(struct kv_rpc *r, const struct store_msg *rep)
+{
+	struct kv_op *op = r->op;
+
+	if (r->type == STORE_REMOVE_ALL) {
+		op->results[0] = !rep ? XFER_KV_RPC_FAIL :
+				 rep->err ? rep->err : rep->count;
+	} else {
+		for (size_t j = 0; j < r->count; j++) {
+			struct kv_key *k = &op->keys[op->sel[r->from + j]];
+			int32_t err = !rep ? XFER_KV_RPC_FAIL :
+				      rep->err ? rep->err :
+				      rep->n != r->count ? XFER_KV_RPC_FAIL :
+				      rep->items[j].err;
+
+			reply_key(op, r->type, k, rep && !rep->err &&
+				  rep->n == r->count ? &rep->items[j] : NULL,
+				  err);
+		}
+	}
+	if (!--op->rpcs_out)
+		op->then(op);
+}
+
+/* Send op->sel[from, to) as requests of @p type, chunk by chunk. */
+static void send_keys(struct kv_op *op, uint16_t type, size_t from,
+		      size_t to)
+{
+	struct xfer_kv *kv = op->kv;
+	struct store_msg *m = kv->req;
+
+	for (size_t i = from; i < to; i += STORE_BATCH_MAX) {
+		struct kv_rpc *r = &op->rpcs[op->rpcs_used++];
+
+		r->op = op;
+		r->from = i;
+		r->count = to - i < STORE_BATCH_MAX ? to - i : STORE_BATCH_MAX;
+		r->done = on_reply;
+		memcpy(m->client, kv->client_id, STORE_ID_LEN);
+		m->replicas = op->replicas;
+		m->flags = op->pin;
+		m->force = op->force;
+		m->preferred = (struct store_str){
+			op->preferred, (uint16_t)(op->preferred ?
+						  strlen(op->preferred) : 0) };
+		m->n = (uint32_t)r->count;
+		for (size_t j = 0; j < r->count; j++) {
+			const struct kv_key *k = &op->keys[op->sel[i + j]];
+
+			m->items[j].key = (struct store_str){ k->key, k->klen };
+			m->items[j].len = k->len;
+		}
+		op->rpcs_out++;
+		kv_rpc_send(kv, r, type);
+	}
+}
+
+/* Select the keys in @p state into op->sel[from ..]. @return the end. */
+static size_t select_keys(struct kv_op *op, uint8_t state, size_t from)
+{
+	for (size_t i = 0; i < op->n; i++)
+		if (op->keys[i].state == state)
+			op->sel[from++] = i;
+	return from;
+}
+
+/* One request of @p type for the keys in KEY_MOVE, then @p then. */
+static void phase(struct kv_op *op, uint16_t type,
+		  void (*then)(struct kv_op *op))
+{
+	size_t n = select_keys(op, KEY_MOVE, 0);
+
+	op->then = then;
+	op->rpcs_used = 0;
+	op->sent_ms = kv_now_ms();
+	if (!n) {
+		then(op);
+		return;
+	}
+	send_keys(op, type, 0, n);
+}
+
+static void finish(struct kv_op *op);
+
+/* The put's bytes moved, or failed: end and revoke. */
+static void put_end(struct kv_op *op)
+{
+	size_t a = select_keys(op, KEY_MOVED, 0);
+	size_t b = select_keys(op, KEY_FAILED, a);
+
+	op->then = finish;
+	op->rpcs_used = 0;
+	if (!b) {
+		finish(op);
+		return;
+	}
+	send_keys(op, STORE_PUT_END, 0, a);
+	send_keys(op, STORE_PUT_REVOKE, a, b);
+}
+
+static void put_move(struct kv_op *op)
+{
+	kv_move(op, put_end);
+}
+
+static void get_move(struct kv_op *op)
+{
+	kv_move(op, finish);
+}
+
+static void op_start(struct xfer_job *job)
+{
+	struct kv_op *op = container_of(job, struct kv_op, job);
+	struct xfer_kv *kv = op->kv;
+
+	op->next = kv->ops;
+	if (op->next)
+		op->next->prev = op;
+	kv->ops = op;
+	if (kv->closing) {
+		for (size_t i = 0; i < op->n; i++)
+			key_done(op, &op->keys[i], -ESHUTDOWN);
+		finish(op);
+		return;
+	}
+	switch (op->kind) {
+	case KV_PUT:
+		for (size_t i = 0; i < op->n; i++)
+			if (op->keys[i].state == KEY_MOVE && !op->keys[i].len)
+				key_done(op, &op->keys[i],
+					 XFER_KV_INVALID_PARAMS);
+		phase(op, STORE_PUT_START, put_move);
+		break;
+	case KV_GET:
+		phase(op, STORE_QUERY, get_move);
+		break;
+	case KV_SIZE:
+		phase(op, STORE_QUERY, finish);
+		break;
+	case KV_EXIST:
+		phase(op, STORE_EXIST, finish);
+		break;
+	case KV_REMOVE:
+		phase(op, STORE_REMOVE, finish);
+		break;
+	case KV_REMOVE_ALL:
+		op->then = finish;
+		op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
+		kv->req->force = op->force;
+		op->rpcs_out = 1;
+		kv_rpc_send(kv, &op->rpcs[0], STORE_REMOVE_ALL);
+		break;
+	}
+}
+
+void kv_op_post(struct kv_op *op)
+{
+	op->job.fn = op_start;
+	xfer_reactor_post(op->kv->r, &op->job);
+}
+
+void kv_op_free(struct kv_op *op)
+{
+	free(op->preferred);
+	free(op->arena);
+	free(op->iov);
+	free(op->keys);
+	free(op->sel);
+	free(op->rpcs);
+	free(op->pieces);
+	free(op);
+}
+
+/* End @p op: the callback, then free. */
+static void finish(struct kv_op *op)
+{
+	struct xfer_kv *kv = op->kv;
+	xfer_kv_cb cb = op->cb;
+	void *arg = op->arg;
+	int64_t res = 0;
+
+	if (op->results == &op->one) {
+		res = op->one;
+	} else {
+		for (size_t i = 0; i < op->n && !res; i++)
+			if (op->results[i] < 0)
+				res = op->results[i];
+	}
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		kv->ops = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	kv_op_free(op);
+	cb(kv, res, arg);
+	kv->op_gone(kv);
+}
+
+/* Copy the keys and parts of the caller's arrays into @p op. */
+static int copy_args(struct kv_op *op, const char *const *keys,
+		     const struct iovec *iov, const size_t *iovcnt)
+{
+	size_t bytes = 0, parts = 0;
+	char *p;
+
+	for (size_t i = 0; i < op->n; i++) {
+		size_t klen = strlen(keys[i]);
+
+		/* a key past the limit is refused, not copied */
+		bytes += klen <= STORE_KEY_MAX ? klen : 0;
+		parts += iovcnt ? iovcnt[i] : 1;
+	}
+	op->arena = p = malloc(bytes + 1);
+	if (iov && parts > SIZE_MAX / sizeof(*iov))
+		return -ENOMEM;
+	op->iov = iov ? malloc(parts * sizeof(*iov) + 1) : NULL;
+	if (!p || (iov && !op->iov))
+		return -ENOMEM;
+	if (iov)
+		memcpy(op->iov, iov, parts * sizeof(*iov));
+	parts = 0;
+	for (size_t i = 0; i < op->n; i++) {
+		struct kv_key *k = &op->keys[i];
+		size_t klen = strlen(keys[i]);
+
+		k->state = KEY_MOVE;
+		if (!klen || klen > STORE_KEY_MAX)
+			k->state = KEY_DONE;
+		else
+			memcpy(p, keys[i], klen);
+		k->key = p;
+		k->klen = k->state == KEY_MOVE ? (uint16_t)klen : 0;
+		p += k->klen;
+		if (iov) {
+			k->iov = &op->iov[parts];
+			k->niov = iovcnt ? iovcnt[i] : 1;
+			parts += k->niov;
+		}
+		for (size_t j = 0; j < k->niov; j++) {
+			if (k->len + k->iov[j].iov_len < k->len)
+				k->state = KEY_DONE;   /* it overflows */
+			k->len += k->iov[j].iov_len;
+		}
+		k->cap = k->len;
+		op->results[i] = k->state == KEY_DONE ?
+				 XFER_KV_INVALID_PARAMS : 0;
+	}
+	return 0;
+}
+
+struct kv_op *kv_op_new(struct xfer_kv *kv, enum kv_kind kind, size_t n,
+			const char *const *keys, const struct iovec *iov,
+			const size_t *iovcnt, int64_t *results)
+{
+	struct kv_op *op = calloc(1, sizeof(*op));
+	size_t chunks = n / STORE_BATCH_MAX + 1;
+
+	if (!op)
+		return NULL;
+	op->kv = kv;
+	op->kind = kind;
+	op->n = n;
+	op->results = results ? results : &op->one;
+	op->keys = calloc(n ? n : 1, sizeof(*op->keys));
+	op->sel = calloc(n ? n : 1, sizeof(*op->sel));
+	op->rpcs = calloc(2 * chunks, sizeof(*op->rpcs));
+	op->pieces = calloc(n ? n : 1, sizeof(*op->pieces));
+	if (!op->keys || !op->sel || !op->rpcs || !op->pieces ||
+	    copy_args(op, keys, iov, iovcnt)) {
+		kv_op_free(op);
+		return NULL;
+	}
+	return op;
+}
