@@ -47,26 +47,7 @@ tmp=$(mktemp -d)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . bench/target.sh
 
-# json FIELD...: print the fields of the JSON object on stdin, one a line.
-json() {
-	python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v = d
-    for p in k.split("."):
-        v = v[p]
-    print("nan" if v is None else v)' "$@"
-}
 
-# listening PORT: wait until something listens on PORT.
-listening() {
-	for _ in $(seq 200); do
-		ss -Hltn "sport = :$1" | grep -q . && return
-		sleep 0.05
-	done
-	die "nothing listens on port $1"
-}
 
 # Each run sets globals rather than print, so that it runs in this shell:
 # a failure stops the script, and the trap stops what it started.

@@ -1,6 +1,29 @@
-# Sourced by bench/speed.sh and bench/file_speed.sh: an xfer-bench target
-# on loopback TCP in the background. Uses the caller's $BENCH, $tmp, its
-# pids array (what its exit trap stops) and die().
+# Sourced by bench/speed.sh, bench/file_speed.sh and bench/sweep.sh: an
+# xfer-bench target on loopback TCP in the background, and the helpers the
+# scripts share. Uses the caller's $BENCH, $tmp, its pids array (what its
+# exit trap stops) and die().
+
+# json FIELD...: print the fields of the JSON object on stdin, one a line
+# (a.b.0: nested, list items by index; null as nan).
+json() {
+	python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v = d
+    for p in k.split("."):
+        v = v[int(p)] if isinstance(v, list) else v[p]
+    print("nan" if v is None else v)' "$@"
+}
+
+# listening PORT: wait until something listens on PORT.
+listening() {
+	for _ in $(seq 200); do
+		ss -Hltn "sport = :$1" | grep -q . && return
+		sleep 0.05
+	done
+	die "nothing listens on port $1"
+}
 
 # target_start ARGS...: "$BENCH --mode target --protocol tcp --bind_addr
 # 127.0.0.1 ARGS", its output in $tmp/target; returns once it serves.
