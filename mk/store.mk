@@ -1,7 +1,8 @@
 # The store (store/): its parts are built here, apart from libxfer.
 #   store/*.c                 what the master and the clients share
 #   store/master/*.c          xfer-stored, the master: the floor
-#                             (libxfer-util.a) and store/*.c, no libxfer
+#                             (libxfer-util.a), store/*.c and SQLite (its
+#                             journal), no libxfer
 #   bench/store/alloc_bench.c xfer-store-alloc-bench: the allocator alone
 STORE_SRCS := $(wildcard store/*.c)
 STORE_OBJS := $(STORE_SRCS:%.c=$(BUILD)/%.o)
@@ -12,9 +13,11 @@ STORE_ALLOC_BENCH := $(BUILD)/xfer-store-alloc-bench
 
 all: $(STORED) $(STORE_ALLOC_BENCH)
 
+$(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
+
 $(STORED): $(STORED_OBJS) $(STORE_OBJS) $(UTIL_A)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs sqlite3)
 
 $(STORE_ALLOC_BENCH): $(BUILD)/bench/store/alloc_bench.o \
 		      $(BUILD)/store/alloc.o

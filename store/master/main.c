@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 
 #include "store/master/conn_internal.h"
+#include "store/master/journal_internal.h"
 #include "store/master/master_internal.h"
 #include "util/auth_internal.h"
 #include "util/gflags_internal.h"
@@ -24,7 +25,7 @@
 struct flags {
 	long long port, rpc_port, client_ttl, discard_s, release_s;
 	long long max_threads, rpc_thread_num;
-	const char *rpc_address, *lease_ttl;
+	const char *rpc_address, *lease_ttl, *journal, *cluster_id;
 	char *secret;
 	double evict_ratio, high_watermark;
 	bool metric_reporting, no_delay;
@@ -70,11 +71,13 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 {
 	uint16_t port = (uint16_t)(f->rpc_port ? f->rpc_port : f->port);
 	struct event *sigint = NULL, *sigterm = NULL;
+	struct event_base *base = NULL;
+	struct journal *journal = NULL;
 	struct xfer_auth *auth = NULL;
 	struct stored_srv *srv = NULL;
+	struct stored *state = NULL;
+	char err[512];
 	struct sockaddr_storage ss;
-	struct stored *state;
-	struct event_base *base;
 	socklen_t len;
 	int ret = 1;
 
@@ -87,10 +90,16 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 		fprintf(stderr, "xfer-stored: out of memory\n");
 		return 1;
 	}
+	if (f->journal && !(journal = journal_open(f->journal, f->cluster_id,
+						  err, sizeof(err)))) {
+		fprintf(stderr, "xfer-stored: %s\n", err);
+		goto out;
+	}
 	base = event_base_new();
-	state = base ? stored_new(base, cfg) : NULL;
+	state = base ? stored_new(base, cfg, journal, err, sizeof(err)) : NULL;
 	if (!state) {
-		fprintf(stderr, "xfer-stored: out of memory\n");
+		fprintf(stderr, "xfer-stored: %s\n", base ? err :
+			"out of memory");
 		goto out;
 	}
 	srv = stored_srv_new(base, state, auth, (struct sockaddr *)&ss, len);
@@ -109,7 +118,7 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 	printf("xfer-stored: listening on %s:%u\n", f->rpc_address,
 	       stored_srv_port(srv));
 	fflush(stdout);
-	if (event_base_dispatch(base) == 0)
+	if (event_base_dispatch(base) == 0 && !stored_failed(state))
 		ret = 0;
 out:
 	if (sigterm)
@@ -120,6 +129,7 @@ out:
 	stored_free(state);
 	if (base)
 		event_base_free(base);
+	journal_close(journal);
 	xfer_auth_free(auth);
 	return ret;
 }
@@ -128,6 +138,7 @@ int main(int argc, char **argv)
 {
 	struct flags f = {
 		.port = 50051, .rpc_address = "0.0.0.0", .lease_ttl = "10000",
+		.cluster_id = "mooncake_cluster",
 		.client_ttl = 10, .discard_s = 30, .release_s = 600,
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
@@ -155,6 +166,13 @@ int main(int argc, char **argv)
 		  "(30)" },
 		{ "put_start_release_timeout_sec", XFER_GF_INT, &f.release_s,
 		  1, 86400, "seconds before its space is reused (600)" },
+		{ "journal", XFER_GF_STRING, &f.journal, 0, 0,
+		  "keep objects in this SQLite file, each change on disk "
+		  "before it is answered, and load them at start (xfer's; "
+		  "default: none)" },
+		{ "cluster_id", XFER_GF_STRING, &f.cluster_id, 0, 0,
+		  "the cluster's name; a journal of another is refused "
+		  "(mooncake_cluster)" },
 		{ "auth_secret", XFER_GF_STRING, &secret, 0, 0,
 		  "cluster secret clients must prove (xfer's; default "
 		  "$XFER_AUTH_SECRET)" },

@@ -81,13 +81,16 @@ static void hash_remove(struct stored *s, struct object *o)
 	s->nobjects--;
 }
 
-/* Give back @p r's range, if its segment is still there. */
+/* Give back @p r's range, if its segment is still there (an offline one
+ * has no allocator yet). */
 static void replica_release(struct stored *s, struct replica *r)
 {
 	if (!r->seg)
 		return;
-	s->used -= store_alloc_len(r->seg->alloc, r->alloc_id);
-	store_alloc_release(r->seg->alloc, r->alloc_id);
+	if (r->seg->online) {
+		s->used -= store_alloc_len(r->seg->alloc, r->alloc_id);
+		store_alloc_release(r->seg->alloc, r->alloc_id);
+	}
 	list_del(&r->in_seg);
 	r->seg = NULL;
 	r->obj->nlive--;
@@ -107,6 +110,23 @@ static uint64_t obj_free(struct stored *s, struct object *o)
 	return freed;
 }
 
+/* obj_free() of an object the journal holds. */
+static uint64_t obj_delete(struct stored *s, struct object *o)
+{
+	persist_del(s, o);
+	return obj_free(s, o);
+}
+
+bool objects_visible(const struct object *o)
+{
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (o->rep[i].seg && o->rep[i].seg->online)
+			return true;
+	return false;
+}
+
+/* An object whose last replica goes with its segment stays in the
+ * journal: loading drops rows whose segments are all gone. */
 void objects_drop_replica(struct stored *s, struct replica *r)
 {
 	struct object *o = r->obj;
@@ -134,6 +154,7 @@ void objects_fini(struct stored *s)
  * be writing them). */
 static void discard(struct stored *s, struct object *o)
 {
+	persist_del(s, o);
 	hash_remove(s, o);
 	list_del(&o->link);
 	o->state = OBJ_DISCARDED;
@@ -180,9 +201,10 @@ static uint64_t evict(struct stored *s, uint64_t target)
 			prev = l->prev;
 			if (o->lease_until_ms > now ||
 			    (o->flags & STORED_HARD_PIN) ||
-			    (!pass && (o->flags & STORED_SOFT_PIN)))
+			    (!pass && (o->flags & STORED_SOFT_PIN)) ||
+			    !objects_visible(o))  /* it holds no space yet */
 				continue;
-			freed += obj_free(s, o);
+			freed += obj_delete(s, o);
 		}
 	}
 	return freed;
@@ -254,12 +276,44 @@ static void place(struct stored *s, struct object *o, unsigned want,
 		try_segment(s, o, s->segs[(start + k) % s->nsegs]);
 }
 
+struct object *objects_alloc(const struct store_str *key, unsigned nrep)
+{
+	struct object *o = calloc(1, sizeof(*o) + key->len +
+				  nrep * sizeof(struct replica) +
+				  _Alignof(struct replica));
+
+	if (!o)
+		return NULL;
+	o->rep = (struct replica *)(((uintptr_t)(o->key + key->len) +
+				     _Alignof(struct replica) - 1) &
+				    ~(uintptr_t)(_Alignof(struct replica) - 1));
+	memcpy(o->key, key->p, key->len);
+	o->klen = key->len;
+	o->hash = fnv1a(key->p, key->len);
+	return o;
+}
+
+void objects_insert(struct stored *s, struct object *o)
+{
+	struct store_str key = { o->key, o->klen };
+	struct object **po = find(s, &key, o->hash);
+
+	o->hnext = *po;
+	*po = o;
+	s->nobjects++;
+	if (o->state == OBJ_PENDING)
+		list_add_before(&o->link, &s->pending);
+	else
+		list_add_before(&o->link, &s->lru);
+	if (s->nobjects > s->nbuckets)
+		grow(s);
+}
+
 static int put_start_one(struct stored *s, const struct store_msg *req,
 			 const struct store_item *it, int64_t now,
 			 struct store_item *out)
 {
-	uint64_t hash = fnv1a(it->key.p, it->key.len);
-	struct object **po, *o = *find(s, &it->key, hash);
+	struct object *o = *find(s, &it->key, fnv1a(it->key.p, it->key.len));
 
 	if (!it->key.len || !it->len || !req->replicas ||
 	    req->replicas > STORE_REPLICA_MAX)
@@ -270,14 +324,9 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 			return MC_OBJECT_ALREADY_EXISTS;
 		discard(s, o);
 	}
-	o = calloc(1, sizeof(*o) + it->key.len +
-		   req->replicas * sizeof(struct replica) +
-		   _Alignof(struct replica));
+	o = objects_alloc(&it->key, req->replicas);
 	if (!o)
 		return MC_INTERNAL_ERROR;
-	o->rep = (struct replica *)(((uintptr_t)(o->key + it->key.len) +
-				     _Alignof(struct replica) - 1) &
-				    ~(uintptr_t)(_Alignof(struct replica) - 1));
 	o->len = it->len;
 	place(s, o, req->replicas, &req->preferred);
 	if (!o->nrep && evict(s, it->len))
@@ -286,19 +335,13 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 		free(o);
 		return MC_NO_AVAILABLE_HANDLE;
 	}
-	memcpy(o->key, it->key.p, it->key.len);
-	o->klen = it->key.len;
-	o->hash = hash;
 	memcpy(o->writer, req->client, STORE_ID_LEN);
 	o->put_start_ms = now;
 	o->flags = req->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
 	o->state = OBJ_PENDING;
-	/* eviction above may have changed the chain */
-	po = find(s, &it->key, hash);
-	o->hnext = *po;
-	*po = o;
-	s->nobjects++;
-	list_add_before(&o->link, &s->pending);
+	/* eviction above may have changed the chain: found again */
+	objects_insert(s, o);
+	persist_put(s, o);
 	out->nrep = o->nrep;
 	for (unsigned i = 0; i < o->nrep; i++) {
 		struct segment *g = o->rep[i].seg;
@@ -308,8 +351,6 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 			.endpoint = { g->name, g->name_len },
 		};
 	}
-	if (s->nobjects > s->nbuckets)
-		grow(s);
 	return 0;
 }
 
@@ -349,11 +390,12 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 		else if (memcmp(o->writer, req->client, STORE_ID_LEN))
 			*err = MC_ILLEGAL_CLIENT;
 		else if (revoke)
-			obj_free(s, o);
+			obj_delete(s, o);
 		else {
 			o->state = OBJ_COMPLETE;
 			list_del(&o->link);
 			list_add_before(&o->link, s->lru.next);
+			persist_complete(s, o);
 		}
 	}
 }
@@ -378,6 +420,10 @@ void objects_query(struct stored *s, const struct store_msg *req,
 
 		out->nrep = 0;
 		out->len = out->lease_ms = 0;
+		/* an object whose segments are all offline is not there
+		 * until one comes back */
+		if (o && o->state == OBJ_COMPLETE && !objects_visible(o))
+			o = NULL;
 		if (!o || o->state != OBJ_COMPLETE) {
 			out->err = exist ? 0 : !o ? MC_OBJECT_NOT_FOUND :
 						    MC_REPLICA_IS_NOT_READY;
@@ -392,7 +438,7 @@ void objects_query(struct stored *s, const struct store_msg *req,
 		for (unsigned k = 0; k < o->nrep; k++) {
 			struct segment *g = o->rep[k].seg;
 
-			if (g)
+			if (g && g->online)
 				out->rep[out->nrep++] = (struct store_replica){
 					.addr = g->base + o->rep[k].off,
 					.len = o->len,
@@ -420,7 +466,7 @@ void objects_remove(struct stored *s, const struct store_msg *req,
 		else if (!req->force && o->lease_until_ms > now)
 			*err = MC_OBJECT_HAS_LEASE;
 		else
-			obj_free(s, o);
+			obj_delete(s, o);
 	}
 }
 
@@ -434,7 +480,7 @@ int64_t objects_remove_all(struct stored *s, bool force)
 
 		next = l->next;
 		if (force || o->lease_until_ms <= now) {
-			obj_free(s, o);
+			obj_delete(s, o);
 			n++;
 		}
 	}
