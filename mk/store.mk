@@ -4,14 +4,17 @@
 #                             (libxfer-util.a), store/*.c and SQLite (its
 #                             journal), no libxfer
 #   bench/store/alloc_bench.c xfer-store-alloc-bench: the allocator alone
+#   bench/store/master_bench.c xfer-store-master-bench: the master alone,
+#                             driven over its RPC
 STORE_SRCS := $(wildcard store/*.c)
 STORE_OBJS := $(STORE_SRCS:%.c=$(BUILD)/%.o)
 STORED_SRCS := $(wildcard store/master/*.c)
 STORED_OBJS := $(STORED_SRCS:%.c=$(BUILD)/%.o)
 STORED := $(BUILD)/xfer-stored
 STORE_ALLOC_BENCH := $(BUILD)/xfer-store-alloc-bench
+STORE_MASTER_BENCH := $(BUILD)/xfer-store-master-bench
 
-all: $(STORED) $(STORE_ALLOC_BENCH)
+all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_MASTER_BENCH)
 
 $(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
 
@@ -24,9 +27,16 @@ $(STORE_ALLOC_BENCH): $(BUILD)/bench/store/alloc_bench.o \
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(STORE_MASTER_BENCH): $(BUILD)/bench/store/master_bench.o \
+		       $(BUILD)/store/proto.o
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # test/unit_store_*.c test the shared parts; test/it_store*.c run the
-# master (and link the codec to speak to it).
-$(BUILD)/test/unit_store_alloc: $(BUILD)/store/alloc.o
+# master (and link the codec to speak to it). test/th_store.c, the
+# master's tests' client, goes with all of them (mk/test.mk), so each
+# links the codec.
+$(BUILD)/test/unit_store_alloc: $(BUILD)/store/alloc.o $(BUILD)/store/proto.o
 $(BUILD)/test/unit_store_proto: $(BUILD)/store/proto.o
 $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_store*.c)): \
 	$(BUILD)/store/proto.o | $(STORED)

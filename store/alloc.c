@@ -84,7 +84,8 @@ static int reserve(struct store_alloc *a, uint32_t n)
 
 	if (a->nspare + (cap - a->next_new) >= n)
 		return 0;
-	cap = cap > a->max_ranges / 2 ? a->max_ranges : 2 * cap;
+	while (a->nspare + (cap - a->next_new) < n && cap < a->max_ranges)
+		cap = cap > a->max_ranges / 2 ? a->max_ranges : 2 * cap;
 	if (a->nspare + (cap - a->next_new) < n)
 		return -ENOMEM;
 	r = realloc(a->r, cap * sizeof(*r));

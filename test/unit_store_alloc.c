@@ -169,6 +169,24 @@ static void test_restore(void **state)
 	assert_int_equal(o, 0);
 	store_alloc_free(a);
 
+	/* many at once: the bookkeeping grows to hold them all */
+	{
+		enum { N = 5000 };
+		static struct store_alloc_range many[N];
+		static uint32_t many_ids[N];
+
+		a = store_alloc_new(64 << 20, 64, N);
+		for (int i = 0; i < N; i++)
+			many[i] = (struct store_alloc_range){ 128ull * i, 64 };
+		assert_int_equal(store_alloc_restore(a, many, N, many_ids), 0);
+		assert_int_equal(store_alloc_used(a), 64 * N);
+		assert_int_equal(store_alloc_get(a, 64, &o, &id), -ENOSPC);
+		assert_int_equal(store_alloc_release(a, many_ids[7]), 0);
+		assert_int_equal(store_alloc_get(a, 128, &o, &id), 0);
+		assert_int_equal(o, 7 * 128 - 64); /* the gap before it on */
+		store_alloc_free(a);
+	}
+
 	/* a range that ends the segment leaves no tail */
 	a = store_alloc_new(1 << 20, 64, 4);
 	assert_int_equal(store_alloc_restore(a, top, 1, ids), 0);
