@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +19,7 @@
 
 struct store_msg *st_req, *st_rep;
 pid_t st_pid;
-uint16_t st_port;
+uint16_t st_port, st_metrics_port;
 static uint32_t seq;
 static uint8_t body[STORE_FRAME_MAX];
 
@@ -42,30 +43,47 @@ int st_teardown(void **state)
 
 int st_start(uint16_t port, const char *const *args)
 {
-	char portflag[32];
-	const char *argv[32] = { th_stored_path(), portflag,
-				 "--rpc_address=127.0.0.1" };
-	int n = 3, fd, status;
+	char portflag[32], metricsflag[32];
+	const char *argv[48] = { th_stored_path(), portflag,
+				 "--rpc_address=127.0.0.1", metricsflag,
+				 "--metrics_host=127.0.0.1" };
+	int n = 5, fd, status;
 
+	if (st_pid)
+		st_kill();
 	st_port = port ? port : th_free_port();
+	st_metrics_port = th_free_port();
 	memset(st_req, 0, sizeof(*st_req));
 	snprintf(portflag, sizeof(portflag), "--port=%u", st_port);
-	for (; args && *args && n < 31; args++)
+	snprintf(metricsflag, sizeof(metricsflag), "--metrics_port=%u",
+		 st_metrics_port);
+	for (; args && *args && n < 31; args++)  /* room for a wrap */
 		argv[n++] = *args;
 	st_pid = fork();
 	assert_true(st_pid >= 0);
 	if (!st_pid) {
 		const char *log = getenv("XFER_TEST_STORED_LOG");
-		int null = open("/dev/null", O_WRONLY);
+		char *wrap = getenv("XFER_TEST_WRAP"), *w[16];
+		int null = open("/dev/null", O_WRONLY), k = 0;
 
 		dup2(null, 1);
 		if (log)   /* to see what a failing test's master said */
 			null = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(null, 2);
+		/* e.g. "valgrind -q --error-exitcode=9" in front */
+		for (char *t = wrap ? strtok(wrap, " ") : NULL; t && k < 15;
+		     t = strtok(NULL, " "))
+			w[k++] = t;
+		if (k) {
+			memmove(argv + k, argv, (size_t)n * sizeof(*argv));
+			memcpy(argv, w, (size_t)k * sizeof(*w));
+			argv[n + k] = NULL;
+			execvp(argv[0], (char **)argv);
+		}
 		execv(argv[0], (char **)argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 1000; i++) {
+	for (int i = 0; i < 3000; i++) {
 		if (waitpid(st_pid, &status, WNOHANG) == st_pid) {
 			st_pid = 0;
 			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -79,6 +97,51 @@ int st_start(uint16_t port, const char *const *args)
 	}
 	fail_msg("xfer-stored did not serve");
 	return -1;
+}
+
+int st_http_get(uint16_t port, const char *path, char **body, size_t *len)
+{
+	char *buf = NULL, *p;
+	size_t cap = 0, n = 0;
+	int fd = th_connect_try(port), status = -1;
+	int64_t t0 = th_now_ms();
+
+	if (fd < 0)
+		return -1;
+	dprintf(fd, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	for (;;) {
+		long got;
+
+		if (n + 65536 + 1 > cap) {
+			cap = 2 * (n + 65536 + 1);
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		got = th_recv_all(fd, buf + n, 1, 10000);
+		if (got <= 0 || th_now_ms() - t0 > 10000)
+			break;
+		n += (size_t)got;
+		got = recv(fd, buf + n, cap - n - 1, MSG_DONTWAIT);
+		if (got > 0)
+			n += (size_t)got;
+	}
+	close(fd);
+	if (!buf)
+		return -1;
+	buf[n] = 0;
+	p = strstr(buf, "\r\n\r\n");
+	if (p && sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		status = -1;
+	if (p && body) {
+		p += 4;
+		if (len)
+			*len = n - (size_t)(p - buf);
+		memmove(buf, p, n - (size_t)(p - buf) + 1);
+		*body = buf;
+		return status;
+	}
+	free(buf);
+	return status;
 }
 
 void st_stop(void)

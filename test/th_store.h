@@ -18,6 +18,7 @@
 extern struct store_msg *st_req, *st_rep;
 extern pid_t st_pid;                   /* the master, or 0 */
 extern uint16_t st_port;               /* its RPC port */
+extern uint16_t st_metrics_port;       /* its admin HTTP port */
 
 /** Allocate st_req and st_rep (a cmocka group setup). @return 0, 1. */
 int st_setup(void **state);
@@ -27,13 +28,25 @@ int st_setup(void **state);
 int st_teardown(void **state);
 
 /**
- * Run xfer-stored on @p port (0: a free one) and 127.0.0.1 with the
- * NULL-ended flags @p args (NULL: none), its output to /dev/null (its
- * stderr appended to $XFER_TEST_STORED_LOG if set).
+ * Run xfer-stored on @p port (0: a free one) and 127.0.0.1, its admin
+ * HTTP on another free port, with the NULL-ended flags @p args (NULL:
+ * none; they may name those ports again), its output to /dev/null (its
+ * stderr appended to $XFER_TEST_STORED_LOG if set), behind the command
+ * in $XFER_TEST_WRAP if set (XFER_TEST_WRAP="valgrind -q
+ * --error-exitcode=9"). A master left by a test that failed is killed
+ * first.
  * @return its exit status if it exits first, else 0 once it serves
  *         (within 10 s; fails the test if not).
  */
 int st_start(uint16_t port, const char *const *args);
+
+/**
+ * GET @p path from 127.0.0.1:@p port over HTTP/1.0 (the answer ends
+ * with the connection). @return the status (-1 if there was none
+ * within 10 s); the body, NUL-ended, into a malloc'd *@p body (NULL
+ * where not wanted), its length into *@p len if not NULL.
+ */
+int st_http_get(uint16_t port, const char *path, char **body, size_t *len);
 
 /** SIGTERM the master and check it exits 0. */
 void st_stop(void);

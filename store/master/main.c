@@ -15,6 +15,7 @@
 #include <event2/event.h>
 #include <openssl/crypto.h>
 
+#include "store/master/admin_internal.h"
 #include "store/master/conn_internal.h"
 #include "store/master/journal_internal.h"
 #include "store/master/master_internal.h"
@@ -24,8 +25,10 @@
 
 struct flags {
 	long long port, rpc_port, client_ttl, discard_s, release_s;
+	long long metrics_port;
 	long long max_threads, rpc_thread_num;
 	const char *rpc_address, *lease_ttl, *journal, *cluster_id;
+	const char *metrics_host;
 	char *secret;
 	double evict_ratio, high_watermark;
 	bool metric_reporting, no_delay;
@@ -76,6 +79,8 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 	struct xfer_auth *auth = NULL;
 	struct stored_srv *srv = NULL;
 	struct stored *state = NULL;
+	struct stored_admin *admin = NULL;
+	uint16_t admin_port = 0;
 	char err[512];
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -102,12 +107,7 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 			"out of memory");
 		goto out;
 	}
-	srv = stored_srv_new(base, state, auth, (struct sockaddr *)&ss, len);
-	if (!srv) {
-		fprintf(stderr, "xfer-stored: cannot listen on %s:%u: %s\n",
-			f->rpc_address, port, strerror(errno));
-		goto out;
-	}
+	/* before listening: whoever sees the port may stop us cleanly */
 	sigint = evsignal_new(base, SIGINT, on_signal, base);
 	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
 	if (!sigint || !sigterm || evsignal_add(sigint, NULL) ||
@@ -115,8 +115,25 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 		fprintf(stderr, "xfer-stored: cannot catch signals\n");
 		goto out;
 	}
+	/* the admin first: once the RPC port answers, it does too */
+	admin = stored_admin_new(base, state, f->metrics_host,
+				 (uint16_t)f->metrics_port, &admin_port);
+	if (!admin) {
+		fprintf(stderr, "xfer-stored: cannot serve --metrics_port on "
+			"%s:%lld: %s\n", f->metrics_host, f->metrics_port,
+			strerror(errno));
+		goto out;
+	}
+	srv = stored_srv_new(base, state, auth, (struct sockaddr *)&ss, len);
+	if (!srv) {
+		fprintf(stderr, "xfer-stored: cannot listen on %s:%u: %s\n",
+			f->rpc_address, port, strerror(errno));
+		goto out;
+	}
 	printf("xfer-stored: listening on %s:%u\n", f->rpc_address,
 	       stored_srv_port(srv));
+	printf("xfer-stored: metrics and admin on http://%s:%u\n",
+	       f->metrics_host, admin_port);
 	fflush(stdout);
 	if (event_base_dispatch(base) == 0 && !stored_failed(state))
 		ret = 0;
@@ -125,6 +142,7 @@ out:
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
+	stored_admin_free(admin);
 	stored_srv_free(srv);
 	stored_free(state);
 	if (base)
@@ -138,7 +156,8 @@ int main(int argc, char **argv)
 {
 	struct flags f = {
 		.port = 50051, .rpc_address = "0.0.0.0", .lease_ttl = "10000",
-		.cluster_id = "mooncake_cluster",
+		.cluster_id = "mooncake_cluster", .metrics_port = 9003,
+		.metrics_host = "0.0.0.0",
 		.client_ttl = 10, .discard_s = 30, .release_s = 600,
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
@@ -166,6 +185,10 @@ int main(int argc, char **argv)
 		  "(30)" },
 		{ "put_start_release_timeout_sec", XFER_GF_INT, &f.release_s,
 		  1, 86400, "seconds before its space is reused (600)" },
+		{ "metrics_port", XFER_GF_INT, &f.metrics_port, 0, 65535,
+		  "port of the metrics and admin HTTP, 0 for any (9003)" },
+		{ "metrics_host", XFER_GF_STRING, &f.metrics_host, 0, 0,
+		  "address of the metrics and admin HTTP (0.0.0.0)" },
 		{ "journal", XFER_GF_STRING, &f.journal, 0, 0,
 		  "keep objects in this SQLite file, each change on disk "
 		  "before it is answered, and load them at start (xfer's; "

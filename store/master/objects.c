@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -105,6 +106,7 @@ static uint64_t obj_free(struct stored *s, struct object *o)
 	for (unsigned i = 0; i < o->nrep; i++)
 		replica_release(s, &o->rep[i]);
 	freed -= s->used;
+	s->stats.soft_pinned -= !!(o->flags & STORED_SOFT_PIN);
 	list_del(&o->link);
 	if (o->state != OBJ_DISCARDED)
 		hash_remove(s, o);
@@ -160,6 +162,7 @@ static void discard(struct stored *s, struct object *o)
 	hash_remove(s, o);
 	list_del(&o->link);
 	o->state = OBJ_DISCARDED;
+	s->stats.discarded++;
 	list_add_before(&o->link, &s->discarded);
 }
 
@@ -180,18 +183,29 @@ void objects_sweep(struct stored *s, int64_t now)
 		struct object *o = container_of(l, struct object, link);
 
 		next = l->next;
-		if (now - o->put_start_ms >= (int64_t)s->cfg.release_ms)
+		if (now - o->put_start_ms >= (int64_t)s->cfg.release_ms) {
 			obj_free(s, o);
+			s->stats.released++;
+		}
 	}
 }
 
 /* Free up to @p target bytes in LRU order, leased and hard-pinned objects
  * skipped, soft-pinned ones only in a second pass. @return bytes freed. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static uint64_t evict(struct stored *s, uint64_t target)
 {
 	unsigned scanned = 0, most = s->journal ? EVICT_SCAN_JOURNAL :
 						  EVICT_SCAN_MAX;
 	int64_t now = stored_now_ms();
+	double t0 = cpu_s();
 	uint64_t freed = 0;
 
 	for (int pass = 0; pass < 2 && freed < target; pass++) {
@@ -208,8 +222,15 @@ static uint64_t evict(struct stored *s, uint64_t target)
 			    !objects_visible(o))  /* it holds no space yet */
 				continue;
 			freed += obj_delete(s, o);
+			s->stats.evicted++;
 		}
 	}
+	s->stats.evict_passes++;
+	s->stats.evict_passes_ok += freed > 0;
+	s->stats.evicted_bytes += freed;
+	t0 = cpu_s() - t0;
+	if (t0 > s->stats.evict_cpu_max_s)
+		s->stats.evict_cpu_max_s = t0;
 	return freed;
 }
 
@@ -228,13 +249,24 @@ static void evict_soon(struct stored *s)
 	event_add(s->evict_ev, &now);
 }
 
+/* Past the watermark, eviction_ratio of the capacity goes, in passes;
+ * it stops early if a pass frees nothing (all is leased or pinned). */
 void objects_evict_watermark(struct stored *s)
 {
-	uint64_t target = (uint64_t)(s->cfg.evict_ratio * (double)s->capacity);
+	uint64_t freed;
 
-	if (!above_watermark(s))
-		return;
-	if (evict(s, target ? target : 1) && above_watermark(s))
+	if (!s->evict_left) {
+		if (!above_watermark(s))
+			return;
+		s->evict_left = (uint64_t)(s->cfg.evict_ratio *
+					   (double)s->capacity);
+		if (!s->evict_left)
+			s->evict_left = 1;
+	}
+	freed = evict(s, s->evict_left);
+	s->evict_left = !freed || freed >= s->evict_left ?
+			0 : s->evict_left - freed;
+	if (s->evict_left)
 		evict_soon(s);
 }
 
@@ -345,12 +377,14 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 		place(s, o, req->replicas, &req->preferred);
 	if (!o->nrep) {
 		free(o);
+		s->stats.alloc_failures++;
 		return MC_NO_AVAILABLE_HANDLE;
 	}
 	memcpy(o->writer, req->client, STORE_ID_LEN);
 	o->put_start_ms = now;
 	o->flags = req->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
 	o->state = OBJ_PENDING;
+	s->stats.soft_pinned += !!(o->flags & STORED_SOFT_PIN);
 	/* eviction above may have changed the chain: found again */
 	objects_insert(s, o);
 	persist_put(s, o);
@@ -381,7 +415,7 @@ void objects_put_start(struct stored *s, const struct store_msg *req,
 		evict_soon(s);
 }
 
-static struct object *lookup(struct stored *s, const struct store_str *key)
+struct object *objects_lookup(struct stored *s, const struct store_str *key)
 {
 	return *find(s, key, fnv1a(key->p, key->len));
 }
@@ -391,7 +425,7 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 {
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = lookup(s, &req->items[i].key);
+		struct object *o = objects_lookup(s, &req->items[i].key);
 		int32_t *err = &rep->items[i].err;
 
 		*err = 0;
@@ -427,7 +461,7 @@ void objects_query(struct stored *s, const struct store_msg *req,
 
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = lookup(s, &req->items[i].key);
+		struct object *o = objects_lookup(s, &req->items[i].key);
 		struct store_item *out = &rep->items[i];
 
 		out->nrep = 0;
@@ -467,7 +501,7 @@ void objects_remove(struct stored *s, const struct store_msg *req,
 
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = lookup(s, &req->items[i].key);
+		struct object *o = objects_lookup(s, &req->items[i].key);
 		int32_t *err = &rep->items[i].err;
 
 		*err = 0;

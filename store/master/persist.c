@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -38,9 +39,21 @@ static void on_commit(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	struct timespec t0, t1;
+	double dt;
+	int ret;
+
 	if (!s->journal)
 		return;
-	if (journal_commit(s->journal)) {
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = journal_commit(s->journal);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	dt = (double)(t1.tv_sec - t0.tv_sec) +
+	     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (dt > s->stats.commit_max_s)
+		s->stats.commit_max_s = dt;
+	s->stats.commits++;
+	if (ret) {
 		xfer_log(XFER_LOG_ERROR, "xfer-stored: the journal cannot be "
 			 "written: stopping, what waits on it unanswered");
 		s->failed = true;
@@ -161,6 +174,7 @@ static int load_object(void *arg, const struct journal_object *jo)
 	o->flags = jo->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
 	o->state = jo->state ? OBJ_COMPLETE : OBJ_PENDING;
 	o->put_start_ms = ld->now;     /* its timeouts run from now */
+	ld->s->stats.soft_pinned += !!(o->flags & STORED_SOFT_PIN);
 	memcpy(o->writer, jo->writer, STORE_ID_LEN);
 	for (unsigned i = 0; i < n; i++) {
 		struct replica *r = &o->rep[i];

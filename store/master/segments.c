@@ -50,6 +50,7 @@ struct client *client_get(struct stored *s, const uint8_t *id, int64_t now)
 	c->last_ping_ms = now;
 	list_init(&c->segments);
 	list_add_before(&c->link, &s->clients);
+	s->nclients++;
 	return c;
 }
 
@@ -95,6 +96,7 @@ static void client_free(struct stored *s, struct client *c)
 		segment_free(s, container_of(c->segments.next, struct segment,
 					     in_client));
 	list_del(&c->link);
+	s->nclients--;
 	free(c);
 }
 
@@ -357,6 +359,29 @@ static bool needs_mount(const struct client *c)
 	return false;
 }
 
+/* Count @p rep, the answer to a call of a batch of keys or of none, as
+ * Mooncake's master counts its calls: one key (or none) as a request,
+ * more as a batch; a failure is a negative err. */
+static void count(struct stored *s, const struct store_msg *req,
+		  const struct store_msg *rep)
+{
+	struct stored_count *n = &s->stats.calls[req->h.type];
+	uint32_t failed = 0;
+
+	for (uint32_t i = 0; i < rep->n; i++)
+		failed += rep->items[i].err < 0;
+	if (rep->n <= 1) {
+		n->req++;
+		n->fail += rep->err < 0 || failed;
+		return;
+	}
+	n->batch++;
+	n->items += rep->n;
+	n->failed_items += failed;
+	n->batch_fail += failed == rep->n;
+	n->batch_partial += failed && failed < rep->n;
+}
+
 void stored_handle(struct stored *s, const struct store_msg *req,
 		   struct store_msg *rep)
 {
@@ -398,4 +423,5 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 		rep->count = objects_remove_all(s, req->force);
 		break;
 	}
+	count(s, req, rep);
 }

@@ -106,6 +106,23 @@ struct object {
 	char key[];
 };
 
+/* Calls of one type: those of one key (or of none), and batches. */
+struct stored_count {
+	uint64_t req, fail;
+	uint64_t batch, batch_fail, batch_partial, items, failed_items;
+};
+
+/* What /metrics reports (metrics.c), Mooncake's master's counters. */
+struct stored_stats {
+	struct stored_count calls[STORE_TYPE_END];
+	uint64_t evict_passes, evict_passes_ok, evicted, evicted_bytes;
+	uint64_t discarded, released, commits;
+	uint64_t alloc_failures;       /* put_start keys refused with -200 */
+	uint64_t soft_pinned;          /* objects now */
+	double evict_cpu_max_s;        /* the costliest eviction pass */
+	double commit_max_s;           /* the slowest journal commit */
+};
+
 struct stored {
 	struct event_base *base;
 	struct stored_cfg cfg;
@@ -120,7 +137,10 @@ struct stored {
 	void (*committed)(void *arg);
 	void *committed_arg;
 	bool failed;                   /* the journal could not be written */
+	struct stored_stats stats;
+	size_t nclients;
 	uint64_t capacity, used;       /* bytes over every segment */
+	uint64_t evict_left;           /* bytes this eviction still frees */
 	struct object **buckets;
 	size_t nbuckets, nobjects;
 	struct list pending, lru, discarded;
@@ -155,6 +175,9 @@ struct object *objects_alloc(const struct store_str *key, unsigned nrep);
 /** Enter @p o (key, state and replicas set) in the table and on the
  *  list its state says. */
 void objects_insert(struct stored *s, struct object *o);
+
+/** The object of @p key (complete or in progress), or NULL. */
+struct object *objects_lookup(struct stored *s, const struct store_str *key);
 
 /** Does @p o have a replica in an online segment? */
 bool objects_visible(const struct object *o);
