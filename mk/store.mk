@@ -1,8 +1,8 @@
 # The store (store/): its parts are built here, apart from libxfer.
 #   store/*.c                 what the master and the clients share
 #   store/master/*.c          xfer-stored, the master: the floor
-#                             (libxfer-util.a), store/*.c and SQLite (its
-#                             journal), no libxfer
+#                             (libxfer-util.a), store/*.c, xfer-metad's
+#                             objects and SQLite (its journal), no libxfer
 #   bench/store/alloc_bench.c xfer-store-alloc-bench: the allocator alone
 #   bench/store/master_bench.c xfer-store-master-bench: the master alone,
 #                             driven over its RPC
@@ -18,7 +18,11 @@ all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_MASTER_BENCH)
 
 $(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
 
-$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(UTIL_A)
+# --enable_http_metadata_server: xfer-metad's store and HTTP server, its
+# objects linked as they are (mk/metad.mk), all but its main()
+STORED_METAD_OBJS := $(filter-out $(BUILD)/metadata/metad/main.o,$(METAD_OBJS))
+
+$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(STORED_METAD_OBJS) $(UTIL_A)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs sqlite3)
 
@@ -40,4 +44,6 @@ $(BUILD)/test/unit_store_alloc: $(BUILD)/store/alloc.o $(BUILD)/store/proto.o
 $(BUILD)/test/unit_store_proto: $(BUILD)/store/proto.o
 $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_store*.c)): \
 	$(BUILD)/store/proto.o | $(STORED)
+# test/it_meta.c runs xfer-stored as one of its metadata servers.
+$(BUILD)/test/it_meta: | $(STORED)
 test-integration: $(STORED)
