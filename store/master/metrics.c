@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include <event2/buffer.h>
@@ -68,6 +69,24 @@ static int seconds(struct evbuffer *out, const char *name, const char *help,
 
 static int call_metrics(struct evbuffer *out, const struct stored_stats *st)
 {
+	/* a batch's counters: suffix, help ("%s": the call), which */
+	static const struct {
+		const char *suffix, *help;
+		size_t off;
+	} batch[] = {
+		{ "_requests_total", "Total number of Batch%s requests "
+		  "received", offsetof(struct stored_count, batch) },
+		{ "_failures_total", "Total number of failed Batch%s requests",
+		  offsetof(struct stored_count, batch_fail) },
+		{ "_partial_successes_total", "Total number of partially "
+		  "successful Batch%s requests",
+		  offsetof(struct stored_count, batch_partial) },
+		{ "_items_total", "Total number of items processed in Batch%s "
+		  "requests", offsetof(struct stored_count, items) },
+		{ "_failed_items_total", "Total number of failed items in "
+		  "Batch%s requests",
+		  offsetof(struct stored_count, failed_items) },
+	};
 	char help[96];
 	int failed = 0;
 
@@ -86,29 +105,14 @@ static int call_metrics(struct evbuffer *out, const struct stored_stats *st)
 			 "requests", calls[i].what);
 		failed |= counter(out, calls[i].one, "_failures_total", help,
 				  fail);
-		if (!calls[i].batch)
-			continue;
-		snprintf(help, sizeof(help), "Total number of Batch%s requests "
-			 "received", calls[i].what);
-		failed |= counter(out, calls[i].batch, "_requests_total", help,
-				  n->batch);
-		snprintf(help, sizeof(help), "Total number of failed Batch%s "
-			 "requests", calls[i].what);
-		failed |= counter(out, calls[i].batch, "_failures_total", help,
-				  n->batch_fail);
-		snprintf(help, sizeof(help), "Total number of partially "
-			 "successful Batch%s requests", calls[i].what);
-		failed |= counter(out, calls[i].batch,
-				  "_partial_successes_total", help,
-				  n->batch_partial);
-		snprintf(help, sizeof(help), "Total number of items processed "
-			 "in Batch%s requests", calls[i].what);
-		failed |= counter(out, calls[i].batch, "_items_total", help,
-				  n->items);
-		snprintf(help, sizeof(help), "Total number of failed items in "
-			 "Batch%s requests", calls[i].what);
-		failed |= counter(out, calls[i].batch, "_failed_items_total",
-				  help, n->failed_items);
+		for (size_t k = 0; calls[i].batch &&
+		     k < sizeof(batch) / sizeof(batch[0]); k++) {
+			snprintf(help, sizeof(help), batch[k].help,
+				 calls[i].what);
+			failed |= counter(out, calls[i].batch, batch[k].suffix,
+					  help, *(const uint64_t *)
+					  ((const char *)n + batch[k].off));
+		}
 	}
 	return failed;
 }
