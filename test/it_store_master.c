@@ -40,6 +40,10 @@ static void test_flags(void **state)
 	assert_int_equal(st_start(0, (const char *[]){
 		"--eviction_ratio=1.5", NULL }), 2);
 	assert_int_equal(st_start(0, (const char *[]){
+		"--metrics_port=70000", NULL }), 2);
+	assert_int_equal(st_start(0, (const char *[]){
+		"--enable_ha", NULL }), 2);             /* not implemented */
+	assert_int_equal(st_start(0, (const char *[]){
 		"--default_kv_lease_ttl=2s", "--max_threads=4", NULL }), 0);
 	st_stop();
 }
@@ -53,9 +57,11 @@ static void test_put_get_remove(void **state)
 	assert_int_equal(st_start(0, NULL), 0);
 	fd = th_connect(st_port);
 	assert_true(st_ping_needs_mount(fd, A));
-	assert_int_equal(st_mount(fd, A, 1, "127.0.0.1:1234", 0x100000, 1 << 20),
+	assert_int_equal(st_mount(fd, A, 1, "127.0.0.1:1234", 0x100000,
+				  1 << 20),
 			 0);
-	assert_int_equal(st_mount(fd, A, 1, "127.0.0.1:1234", 0x100000, 1 << 20),
+	assert_int_equal(st_mount(fd, A, 1, "127.0.0.1:1234", 0x100000,
+				  1 << 20),
 			 0);                           /* again: the same */
 	assert_int_equal(st_mount(fd, B, 1, "other", 0, 1 << 20), -102);
 	assert_int_equal(st_mount(fd, A, 2, "x", 0, 0), -600);
@@ -129,7 +135,8 @@ static void test_replicas(void **state)
 		char seen[4] = { 0 };
 
 		for (int i = 0; i < 3; i++) {
-			assert_int_equal(st_rep->items[0].rep[i].endpoint.len, 1);
+			assert_int_equal(
+				st_rep->items[0].rep[i].endpoint.len, 1);
 			seen[st_rep->items[0].rep[i].endpoint.p[0] - 'a']++;
 		}
 		assert_memory_equal(seen, "\1\1\1", 3);
@@ -141,7 +148,8 @@ static void test_replicas(void **state)
 	assert_int_equal(st_one(fd, STORE_QUERY, A, "k3", 0, 0, 0), 0);
 	assert_int_equal(st_rep->items[0].nrep, 2);
 	for (int i = 0; i < 2; i++)
-		assert_int_not_equal(st_rep->items[0].rep[i].endpoint.p[0], 'b');
+		assert_int_not_equal(st_rep->items[0].rep[i].endpoint.p[0],
+				     'b');
 
 	/* a batch: per key */
 	st_req->n = 3;
@@ -227,7 +235,8 @@ static void test_client_ttl(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(st_start(0, (const char *[]){ "--client_ttl=1", NULL }), 0);
+	assert_int_equal(st_start(0, (const char *[]){ "--client_ttl=1",
+						       NULL }), 0);
 	fd = th_connect(st_port);
 	assert_int_equal(st_mount(fd, A, 1, "a", 0, 1 << 20), 0);
 	assert_int_equal(st_mount(fd, B, 2, "b", 0, 1 << 20), 0);
@@ -262,7 +271,8 @@ static void test_discard(void **state)
 		"--put_start_release_timeout_sec=2", NULL }), 0);
 	fd = th_connect(st_port);
 	assert_int_equal(st_mount(fd, A, 1, "a", 0, 1 << 20), 0);
-	assert_int_equal(st_one(fd, STORE_PUT_START, A, "k", 600 << 10, 1, 0), 0);
+	assert_int_equal(st_one(fd, STORE_PUT_START, A, "k", 600 << 10, 1, 0),
+			 0);
 	assert_int_equal(st_one(fd, STORE_PUT_START, B, "k", 600 << 10, 1, 0),
 			 -705);
 	usleep(1300000);
@@ -270,7 +280,8 @@ static void test_discard(void **state)
 			 -200);                       /* still held */
 	assert_int_equal(st_one(fd, STORE_PUT_END, A, "k", 0, 0, 0), -704);
 	usleep(1000000);
-	assert_int_equal(st_one(fd, STORE_PUT_START, B, "k", 600 << 10, 1, 0), 0);
+	assert_int_equal(st_one(fd, STORE_PUT_START, B, "k", 600 << 10, 1, 0),
+			 0);
 	assert_int_equal(st_one(fd, STORE_PUT_END, A, "k", 0, 0, 0), -601);
 	assert_int_equal(st_one(fd, STORE_PUT_END, B, "k", 0, 0, 0), 0);
 	close(fd);

@@ -384,7 +384,9 @@ static void on_metrics(struct stored_admin *a, struct evhttp_request *req,
 
 static void stream_free(struct keys_stream *ks)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(ks->req);
+	struct evhttp_connection *evcon;
+
+	evcon = evhttp_request_get_connection(ks->req);
 
 	if (evcon)
 		evhttp_connection_set_closecb(evcon, NULL, NULL);
@@ -498,8 +500,9 @@ static void on_request(struct evhttp_request *req, void *arg)
 		if (strcmp(path, routes[i].path))
 			continue;
 		if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-			evhttp_add_header(evhttp_request_get_output_headers(req),
-					  "Allow", "GET");
+			evhttp_add_header(
+				evhttp_request_get_output_headers(req),
+				"Allow", "GET");
 			reply_text(req, HTTP_BADMETHOD, "method not allowed");
 		} else if (query && (strstr(query, "%00") ||
 				     evhttp_parse_query_str(query, &q))) {

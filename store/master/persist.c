@@ -247,8 +247,8 @@ int persist_load(struct stored *s, char *err, size_t errlen)
 		if (ret == -EINVAL)
 			snprintf(err, errlen, "the journal's objects overlap "
 				 "in segment %.*s (refusing to start rather "
-				 "than lose objects)", (int)ld.segs[i]->name_len,
-				 ld.segs[i]->name);
+				 "than lose objects)",
+				 (int)ld.segs[i]->name_len, ld.segs[i]->name);
 		else if (ret)
 			snprintf(err, errlen, "out of memory");
 	}
