@@ -3,9 +3,12 @@
 #   store/*.c                 what the master and the clients share
 #   store/client/*.c          the client (include/xfer/store.h)
 #   store/master/*.c          xfer-stored, the master: the floor
-#                             (libxfer-util.a) and store/*.c, no libxfer
+#                             (libxfer-util.a), store/*.c, xfer-metad's
+#                             objects and SQLite (its journal), no libxfer
 #   bench/store/alloc_bench.c xfer-store-alloc-bench: the allocator alone
 #   bench/store/store_bench.c xfer-store-bench: the client, two processes
+#   bench/store/master_bench.c xfer-store-master-bench: the master alone,
+#                             driven over its RPC
 STORE_SRCS := $(wildcard store/*.c)
 STORE_OBJS := $(STORE_SRCS:%.c=$(BUILD)/%.o)
 STORED_SRCS := $(wildcard store/master/*.c)
@@ -13,12 +16,19 @@ STORED_OBJS := $(STORED_SRCS:%.c=$(BUILD)/%.o)
 STORED := $(BUILD)/xfer-stored
 STORE_ALLOC_BENCH := $(BUILD)/xfer-store-alloc-bench
 STORE_BENCH := $(BUILD)/xfer-store-bench
+STORE_MASTER_BENCH := $(BUILD)/xfer-store-master-bench
 
-all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_BENCH)
+all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_BENCH) $(STORE_MASTER_BENCH)
 
-$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(UTIL_A)
+$(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
+
+# --enable_http_metadata_server: xfer-metad's store and HTTP server, its
+# objects linked as they are (mk/metad.mk), all but its main()
+STORED_METAD_OBJS := $(filter-out $(BUILD)/metadata/metad/main.o,$(METAD_OBJS))
+
+$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(STORED_METAD_OBJS) $(UTIL_A)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs sqlite3)
 
 $(STORE_ALLOC_BENCH): $(BUILD)/bench/store/alloc_bench.o \
 		      $(BUILD)/store/alloc.o
@@ -32,10 +42,21 @@ $(STORE_BENCH): $(BUILD)/bench/store/store_bench.o $(LIB_A) | $(STORED)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
 		$(LDLIBS)
 
+$(STORE_MASTER_BENCH): $(BUILD)/bench/store/master_bench.o \
+		       $(BUILD)/store/proto.o
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # test/unit_store_*.c test the shared parts; test/it_store*.c run the
-# master (and link the codec to speak to it).
-$(BUILD)/test/unit_store_alloc: $(BUILD)/store/alloc.o
+# master (and link the codec to speak to it); test/th_store.c (the store
+# client's tests' helpers) goes with all of them (mk/test.mk), and
+# test/th_master.c (a client of the master's RPC) with the master's.
+$(BUILD)/test/unit_store_alloc: $(BUILD)/store/alloc.o $(BUILD)/store/proto.o
 $(BUILD)/test/unit_store_proto: $(BUILD)/store/proto.o
 $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_store*.c)): \
 	$(BUILD)/store/proto.o | $(STORED)
+# test/it_meta.c runs xfer-stored as one of its metadata servers.
+$(BUILD)/test/it_meta: | $(STORED)
 test-integration: $(STORED)
+$(patsubst %,$(BUILD)/test/%,it_store_master it_store_persist \
+	it_store_admin): $(BUILD)/test/th_master.o

@@ -84,7 +84,8 @@ static int reserve(struct store_alloc *a, uint32_t n)
 
 	if (a->nspare + (cap - a->next_new) >= n)
 		return 0;
-	cap = cap > a->max_ranges / 2 ? a->max_ranges : 2 * cap;
+	while (a->nspare + (cap - a->next_new) < n && cap < a->max_ranges)
+		cap = cap > a->max_ranges / 2 ? a->max_ranges : 2 * cap;
 	if (a->nspare + (cap - a->next_new) < n)
 		return -ENOMEM;
 	r = realloc(a->r, cap * sizeof(*r));
@@ -286,6 +287,66 @@ int store_alloc_release(struct store_alloc *a, uint32_t id)
 	if (next != NONE)
 		a->r[next].nb_prev = i;
 	a->count--;
+	return 0;
+}
+
+/* Put slot @p x after @p prev in the segment's order (NONE: first). */
+static void link_after(struct store_alloc *a, uint32_t prev, uint32_t x)
+{
+	a->r[x].nb_prev = prev;
+	a->r[x].nb_next = NONE;
+	if (prev != NONE)
+		a->r[prev].nb_next = x;
+}
+
+int store_alloc_restore(struct store_alloc *a,
+			const struct store_alloc_range *r, uint32_t n,
+			uint32_t *ids)
+{
+	uint64_t mask = (1ull << a->shift) - 1, cur = 0, off, units;
+	uint32_t prev = NONE, i;
+
+	if (a->count)
+		return -EINVAL;
+	for (uint32_t k = 0; k < n; k++) {
+		if ((r[k].off & mask) || !r[k].len ||
+		    r[k].len > UINT64_MAX - mask)
+			return -EINVAL;
+		off = r[k].off >> a->shift;
+		units = (r[k].len + mask) >> a->shift;
+		if (off < cur || off > a->units || units > a->units - off)
+			return -EINVAL;
+		cur = off + units;
+	}
+	if (n > a->max_allocs)
+		return -ENOSPC;
+	/* the one free range a fresh allocator has goes, then 2n + 1 */
+	if (reserve(a, 2 * n))
+		return -ENOMEM;
+	i = a->bins[bin_down(a->units)];
+	unfile(a, i);
+	slot_give(a, i);
+	cur = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		off = r[k].off >> a->shift;
+		if (off > cur) {
+			i = file_free(a, cur, off - cur);
+			link_after(a, prev, i);
+			prev = i;
+		}
+		i = slot_take(a);
+		a->r[i] = (struct range){
+			.off = off, .len = (r[k].len + mask) >> a->shift,
+			.bin_prev = NONE, .bin_next = NONE, .used = true,
+		};
+		link_after(a, prev, i);
+		prev = i;
+		ids[k] = i;
+		cur = off + a->r[i].len;
+	}
+	if (cur < a->units)
+		link_after(a, prev, file_free(a, cur, a->units - cur));
+	a->count = n;
 	return 0;
 }
 

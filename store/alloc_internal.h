@@ -64,6 +64,27 @@ int store_alloc_get(struct store_alloc *a, uint64_t len, uint64_t *offset,
  */
 int store_alloc_release(struct store_alloc *a, uint32_t id);
 
+/* One allocation to restore: offset and length in bytes. */
+struct store_alloc_range {
+	uint64_t off, len;
+};
+
+/**
+ * Rebuild the allocations of an earlier life of @p a (a master restarted
+ * from its journal hands back the ranges its objects held): @p n ranges
+ * in ascending order of offset, none overlapping, each length rounded up
+ * to the alignment as store_alloc_get() does. @p a must have no live
+ * allocation. Their handles go to @p ids (n of them), in order; the gaps
+ * between them become free ranges.
+ * @return 0; -EINVAL (@p a has live allocations, an offset that is not
+ *         aligned, a length of 0, ranges out of order, overlapping or
+ *         past the end); -ENOSPC (more than max_allocs); -ENOMEM. On
+ *         error @p a is as it was.
+ */
+int store_alloc_restore(struct store_alloc *a,
+			const struct store_alloc_range *r, uint32_t n,
+			uint32_t *ids);
+
 /** Bytes managed (the size given to store_alloc_new(), aligned). */
 uint64_t store_alloc_size(const struct store_alloc *a);
 

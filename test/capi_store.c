@@ -67,7 +67,8 @@ static pid_t stored_start(const char *prog, uint16_t port)
 	CHECK(pid >= 0);
 	if (!pid) {
 		freopen("/dev/null", "w", stdout);
-		execl(prog, prog, flag, "--rpc_address=127.0.0.1", (char *)0);
+		execl(prog, prog, flag, "--rpc_address=127.0.0.1",
+		      "--metrics_port=0", (char *)0);
 		_exit(127);
 	}
 	for (int i = 0; i < 1000 && !serves(port); i++)

@@ -1,6 +1,7 @@
 /*
  * Central metadata, end to end: real servers started here on free
- * loopback ports (xfer-metad, redis-server, etcd), two engines that find
+ * loopback ports (xfer-metad, xfer-stored's HTTP metadata server,
+ * redis-server, etcd), two engines that find
  * each other by name through them, the watch that keeps descriptors fresh,
  * a server restarted under running engines, bad values, a server that is
  * down. The store is read and written directly through the backend's ops
@@ -57,6 +58,23 @@ static void metad_argv(char **a, struct fixture *f)
 	a[3] = NULL;
 }
 
+/* xfer-stored serving the engines' metadata beside the store's master
+ * (--enable_http_metadata_server): xfer-metad's code in its process */
+static void stored_argv(char **a, struct fixture *f)
+{
+	snprintf(f->args[0], sizeof(f->args[0]),
+		 "--http_metadata_server_port=%u", f->port);
+	a[0] = (char *)th_stored_path();
+	a[1] = "--port=0";
+	a[2] = "--rpc_address=127.0.0.1";
+	a[3] = "--metrics_port=0";
+	a[4] = "--metrics_host=127.0.0.1";
+	a[5] = "--enable_http_metadata_server";
+	a[6] = f->args[0];
+	a[7] = "--http_metadata_server_host=127.0.0.1";
+	a[8] = NULL;
+}
+
 static void redis_argv(char **a, struct fixture *f)
 {
 	a[0] = "redis-server";
@@ -96,6 +114,7 @@ static void etcd_argv(char **a, struct fixture *f)
 
 static const struct backend backends[] = {
 	{ "xfer-metad", metad_argv, "http://127.0.0.1:%u/metadata" },
+	{ "xfer-stored", stored_argv, "http://127.0.0.1:%u/metadata" },
 	{ "redis", redis_argv, "redis://127.0.0.1:%u" },
 	{ "etcd", etcd_argv, "etcd://127.0.0.1:%u" },
 };

@@ -26,9 +26,10 @@ pid_t th_stored_start(const char *const *args, uint16_t port,
 		      uint16_t *out_port)
 {
 	char portflag[32];
+	/* --metrics_port=0: the admin port is any free one, not 9003 */
 	const char *argv[24] = { th_stored_path(), portflag,
-				 "--rpc_address=127.0.0.1" };
-	int n = 3, fd, status;
+				 "--rpc_address=127.0.0.1", "--metrics_port=0" };
+	int n = 4, fd, status;
 	pid_t pid;
 
 	if (!port)

@@ -125,6 +125,77 @@ static void test_coalesce_all(void **state)
 	store_alloc_free(a);
 }
 
+/* Ranges of an earlier life come back at their offsets, the gaps
+ * between them free; a bad list changes nothing. */
+static void test_restore(void **state)
+{
+	typedef struct store_alloc_range R;
+	static const R ok[] = { { 0, 64 }, { 128, 100 }, { 4096, 4096 } };
+	static const R overlap[] = { { 0, 64 }, { 32, 64 } };
+	static const R order[] = { { 128, 64 }, { 0, 64 } };
+	static const R bad[] = {
+		{ 10, 64 }, { 0, 0 }, { (1 << 20) - 64, 65 }, { 2u << 20, 64 },
+	};
+	static const R five[] = {
+		{ 0, 64 }, { 64, 64 }, { 128, 64 }, { 192, 64 }, { 256, 64 },
+	};
+	static const R top[] = { { 512 << 10, 512 << 10 } };
+	struct store_alloc *a = store_alloc_new(1 << 20, 64, 4);
+	uint32_t ids[5], id;
+	uint64_t o;
+
+	(void)state;
+	assert_int_equal(store_alloc_restore(a, overlap, 2, ids), -EINVAL);
+	assert_int_equal(store_alloc_restore(a, order, 2, ids), -EINVAL);
+	for (int i = 0; i < 4; i++)   /* unaligned, empty, past the end */
+		assert_int_equal(store_alloc_restore(a, &bad[i], 1, ids),
+				 -EINVAL);
+	assert_int_equal(store_alloc_restore(a, five, 5, ids), -ENOSPC);
+	assert_int_equal(store_alloc_used(a), 0);
+
+	assert_int_equal(store_alloc_restore(a, ok, 3, ids), 0);
+	assert_int_equal(store_alloc_count(a), 3);
+	assert_int_equal(store_alloc_used(a), 64 + 128 + 4096);
+	assert_int_equal(store_alloc_len(a, ids[1]), 128);
+	assert_int_equal(store_alloc_restore(a, ok, 1, &id), -EINVAL);
+	/* the smallest gap serves the smallest request */
+	assert_int_equal(store_alloc_get(a, 64, &o, &id), 0);
+	assert_int_equal(o, 64);
+	assert_int_equal(store_alloc_release(a, id), 0);
+	/* the gaps and the tail merge back with what is released */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(store_alloc_release(a, ids[i]), 0);
+	assert_int_equal(store_alloc_get(a, 1 << 20, &o, &id), 0);
+	assert_int_equal(o, 0);
+	store_alloc_free(a);
+
+	/* many at once: the bookkeeping grows to hold them all */
+	{
+		enum { N = 5000 };
+		static struct store_alloc_range many[N];
+		static uint32_t many_ids[N];
+
+		a = store_alloc_new(64 << 20, 64, N);
+		for (int i = 0; i < N; i++)
+			many[i] = (struct store_alloc_range){ 128ull * i, 64 };
+		assert_int_equal(store_alloc_restore(a, many, N, many_ids), 0);
+		assert_int_equal(store_alloc_used(a), 64 * N);
+		assert_int_equal(store_alloc_get(a, 64, &o, &id), -ENOSPC);
+		assert_int_equal(store_alloc_release(a, many_ids[7]), 0);
+		assert_int_equal(store_alloc_get(a, 128, &o, &id), 0);
+		assert_int_equal(o, 7 * 128 - 64); /* the gap before it on */
+		store_alloc_free(a);
+	}
+
+	/* a range that ends the segment leaves no tail */
+	a = store_alloc_new(1 << 20, 64, 4);
+	assert_int_equal(store_alloc_restore(a, top, 1, ids), 0);
+	assert_int_equal(store_alloc_get(a, 512 << 10, &o, &id), 0);
+	assert_int_equal(o, 0);
+	assert_int_equal(store_alloc_get(a, 64, &o, &id), -ENOSPC);
+	store_alloc_free(a);
+}
+
 /* ---- random traffic against a bitmap of the units in use ---- */
 
 #define UNITS 65536          /* of 64 bytes: 4 MiB */
@@ -218,6 +289,7 @@ int main(void)
 		cmocka_unit_test(test_full_then_free),
 		cmocka_unit_test(test_max_allocs),
 		cmocka_unit_test(test_coalesce_all),
+		cmocka_unit_test(test_restore),
 		cmocka_unit_test(test_random_model),
 	};
 

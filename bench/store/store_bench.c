@@ -169,7 +169,8 @@ static void start_master(char *addr, size_t len)
 	if (!stored_pid) {
 		if (!freopen("/dev/null", "w", stdout))
 			_exit(127);
-		execl(prog, prog, flag, "--rpc_address=127.0.0.1", (char *)0);
+		execl(prog, prog, flag, "--rpc_address=127.0.0.1",
+		      "--metrics_port=0", (char *)0);
 		_exit(127);
 	}
 	for (int i = 0; i < 500; i++) {

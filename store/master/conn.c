@@ -5,7 +5,9 @@
  * frames (PROTOCOL.md §7), each checked, decoded, answered by the state
  * (master_internal.h) and its reply queued, in order. A bad frame closes
  * its connection only. A client that does not read its replies stops
- * being read once STORED_OUT_MAX bytes wait for it.
+ * being read once STORED_OUT_MAX bytes wait for it. While the journal
+ * has changes not yet durable, replies are held (in order, after any
+ * held before) and go out once it commits, at the end of the pass.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -46,6 +48,7 @@ struct conn {
 	struct event *auth_ev;         /* while proving itself */
 	struct xfer_auth_srv *auth;
 	struct bufferevent *bev;
+	struct evbuffer *held;         /* replies waiting for a commit */
 };
 
 static struct xfer_log_limit bad_log;
@@ -61,6 +64,8 @@ static void conn_close(struct conn *c)
 	if (c->auth_ev)
 		event_free(c->auth_ev);
 	xfer_auth_srv_free(c->auth);
+	if (c->held)
+		evbuffer_free(c->held);
 	if (c->bev)
 		bufferevent_free(c->bev);  /* closes the socket */
 	else
@@ -84,8 +89,10 @@ static bool serve(struct conn *c)
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 	uint8_t hdr[STORE_HDR_LEN];
 	const uint8_t *frame;
+	struct evbuffer *to;
 
-	while (evbuffer_get_length(out) < STORED_OUT_MAX &&
+	while (evbuffer_get_length(out) + evbuffer_get_length(c->held) <
+	       STORED_OUT_MAX &&
 	       evbuffer_copyout(in, hdr, sizeof(hdr)) == sizeof(hdr)) {
 		if (store_hdr_decode(hdr, &srv->req->h) ||
 		    (srv->req->h.flags & STORE_F_REPLY)) {
@@ -101,16 +108,19 @@ static bool serve(struct conn *c)
 			return false;
 		}
 		stored_handle(srv->state, srv->req, srv->rep);
+		to = stored_pending(srv->state) ||
+		     evbuffer_get_length(c->held) ? c->held : out;
 		srv->out.len = 0;
 		if (store_msg_encode(&srv->out, srv->rep) ||
-		    evbuffer_add(out, srv->out.p, srv->out.len)) {
+		    evbuffer_add(to, srv->out.p, srv->out.len)) {
 			refuse(c, "no memory for a reply");
 			return false;
 		}
 		evbuffer_drain(in, STORE_HDR_LEN + srv->req->h.len);
 	}
 	/* read on only once the client has taken its replies */
-	if (evbuffer_get_length(out) >= STORED_OUT_MAX)
+	if (evbuffer_get_length(out) + evbuffer_get_length(c->held) >=
+	    STORED_OUT_MAX)
 		bufferevent_disable(c->bev, EV_READ);
 	return true;
 }
@@ -137,11 +147,28 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	conn_close(arg);               /* EOF or error */
 }
 
+/* The journal committed: what each connection held may go. */
+static void on_committed(void *arg)
+{
+	struct stored_srv *srv = arg;
+
+	struct conn *c, *next;
+
+	for (c = srv->conns; c; c = next) {
+		next = c->next;
+		if (c->held && evbuffer_get_length(c->held) &&
+		    evbuffer_add_buffer(bufferevent_get_output(c->bev),
+					c->held))
+			refuse(c, "no memory for its replies");
+	}
+}
+
 static int start_requests(struct conn *c)
 {
+	c->held = evbuffer_new();
 	c->bev = bufferevent_socket_new(c->srv->base, c->fd,
 					BEV_OPT_CLOSE_ON_FREE);
-	if (!c->bev)
+	if (!c->held || !c->bev)
 		return -ENOMEM;
 	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
 	return bufferevent_enable(c->bev, EV_READ | EV_WRITE) ? -ENOMEM : 0;
@@ -218,6 +245,7 @@ struct stored_srv *stored_srv_new(struct event_base *base,
 	srv->rep = malloc(sizeof(*srv->rep));
 	if (!srv->req || !srv->rep)
 		goto err;
+	stored_set_committed(state, on_committed, srv);
 	srv->listener = xfer_listen(base, sa, salen, "xfer-stored", on_accept,
 				    srv);
 	if (!srv->listener) {

@@ -15,7 +15,11 @@
 #include <event2/event.h>
 #include <openssl/crypto.h>
 
+#include "metadata/metad/http_internal.h"
+#include "metadata/metad/store_internal.h"
+#include "store/master/admin_internal.h"
 #include "store/master/conn_internal.h"
+#include "store/master/journal_internal.h"
 #include "store/master/master_internal.h"
 #include "util/auth_internal.h"
 #include "util/gflags_internal.h"
@@ -23,11 +27,13 @@
 
 struct flags {
 	long long port, rpc_port, client_ttl, discard_s, release_s;
+	long long metrics_port, meta_port;
 	long long max_threads, rpc_thread_num;
-	const char *rpc_address, *lease_ttl;
+	const char *rpc_address, *lease_ttl, *journal, *cluster_id;
+	const char *metrics_host, *meta_host;
 	char *secret;
 	double evict_ratio, high_watermark;
-	bool metric_reporting, no_delay;
+	bool metric_reporting, no_delay, meta;
 };
 
 /*
@@ -66,15 +72,59 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
+/*
+ * Serve the engines' HTTP metadata (PROTOCOL.md §2) from xfer-metad's
+ * store and server, in memory as Mooncake's master keeps it (engines
+ * publish theirs again when it is lost), writes guarded by the cluster
+ * secret if there is one. @return 0, or -1 with a message on stderr.
+ */
+static int meta_start(struct event_base *base, const struct flags *f,
+		      struct metad_store **store, struct metad_http **http)
+{
+	const struct metad_limits limits = {
+		.value_bytes = METAD_VALUE_BYTES_DEFAULT,
+		.keys = METAD_KEYS_DEFAULT, .bytes = METAD_BYTES_DEFAULT,
+	};
+	uint16_t port;
+	char err[256];
+
+	*store = metad_store_open(NULL, &limits, err, sizeof(err));
+	if (!*store) {
+		fprintf(stderr, "xfer-stored: %s\n", err);
+		return -1;
+	}
+	*http = metad_http_new(base, *store, "/metadata");
+	if (!*http || (f->secret && metad_http_set_secret(*http, f->secret))) {
+		fprintf(stderr, "xfer-stored: out of memory\n");
+		return -1;
+	}
+	if (metad_http_bind(*http, f->meta_host, (uint16_t)f->meta_port,
+			    &port)) {
+		fprintf(stderr, "xfer-stored: cannot serve "
+			"--http_metadata_server_port on %s:%lld: %s\n",
+			f->meta_host, f->meta_port, strerror(errno));
+		return -1;
+	}
+	printf("xfer-stored: HTTP metadata on http://%s:%u/metadata\n",
+	       f->meta_host, port);
+	return 0;
+}
+
 static int serve(const struct stored_cfg *cfg, const struct flags *f)
 {
 	uint16_t port = (uint16_t)(f->rpc_port ? f->rpc_port : f->port);
 	struct event *sigint = NULL, *sigterm = NULL;
+	struct event_base *base = NULL;
+	struct journal *journal = NULL;
 	struct xfer_auth *auth = NULL;
 	struct stored_srv *srv = NULL;
+	struct stored *state = NULL;
+	struct stored_admin *admin = NULL;
+	struct metad_store *meta_store = NULL;
+	struct metad_http *meta_http = NULL;
+	uint16_t admin_port = 0;
+	char err[512];
 	struct sockaddr_storage ss;
-	struct stored *state;
-	struct event_base *base;
 	socklen_t len;
 	int ret = 1;
 
@@ -87,10 +137,35 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 		fprintf(stderr, "xfer-stored: out of memory\n");
 		return 1;
 	}
+	if (f->journal && !(journal = journal_open(f->journal, f->cluster_id,
+						  err, sizeof(err)))) {
+		fprintf(stderr, "xfer-stored: %s\n", err);
+		goto out;
+	}
 	base = event_base_new();
-	state = base ? stored_new(base, cfg) : NULL;
+	state = base ? stored_new(base, cfg, journal, err, sizeof(err)) : NULL;
 	if (!state) {
-		fprintf(stderr, "xfer-stored: out of memory\n");
+		fprintf(stderr, "xfer-stored: %s\n", base ? err :
+			"out of memory");
+		goto out;
+	}
+	/* before listening: whoever sees the port may stop us cleanly */
+	sigint = evsignal_new(base, SIGINT, on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	if (!sigint || !sigterm || evsignal_add(sigint, NULL) ||
+	    evsignal_add(sigterm, NULL)) {
+		fprintf(stderr, "xfer-stored: cannot catch signals\n");
+		goto out;
+	}
+	if (f->meta && meta_start(base, f, &meta_store, &meta_http))
+		goto out;
+	/* the admin first: once the RPC port answers, it does too */
+	admin = stored_admin_new(base, state, f->metrics_host,
+				 (uint16_t)f->metrics_port, &admin_port);
+	if (!admin) {
+		fprintf(stderr, "xfer-stored: cannot serve --metrics_port on "
+			"%s:%lld: %s\n", f->metrics_host, f->metrics_port,
+			strerror(errno));
 		goto out;
 	}
 	srv = stored_srv_new(base, state, auth, (struct sockaddr *)&ss, len);
@@ -99,27 +174,26 @@ static int serve(const struct stored_cfg *cfg, const struct flags *f)
 			f->rpc_address, port, strerror(errno));
 		goto out;
 	}
-	sigint = evsignal_new(base, SIGINT, on_signal, base);
-	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-	if (!sigint || !sigterm || evsignal_add(sigint, NULL) ||
-	    evsignal_add(sigterm, NULL)) {
-		fprintf(stderr, "xfer-stored: cannot catch signals\n");
-		goto out;
-	}
 	printf("xfer-stored: listening on %s:%u\n", f->rpc_address,
 	       stored_srv_port(srv));
+	printf("xfer-stored: metrics and admin on http://%s:%u\n",
+	       f->metrics_host, admin_port);
 	fflush(stdout);
-	if (event_base_dispatch(base) == 0)
+	if (event_base_dispatch(base) == 0 && !stored_failed(state))
 		ret = 0;
 out:
 	if (sigterm)
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
+	stored_admin_free(admin);
+	metad_http_free(meta_http);
+	metad_store_free(meta_store);
 	stored_srv_free(srv);
 	stored_free(state);
 	if (base)
 		event_base_free(base);
+	journal_close(journal);
 	xfer_auth_free(auth);
 	return ret;
 }
@@ -128,6 +202,9 @@ int main(int argc, char **argv)
 {
 	struct flags f = {
 		.port = 50051, .rpc_address = "0.0.0.0", .lease_ttl = "10000",
+		.cluster_id = "mooncake_cluster", .metrics_port = 9003,
+		.metrics_host = "0.0.0.0", .meta_port = 8080,
+		.meta_host = "0.0.0.0",
 		.client_ttl = 10, .discard_s = 30, .release_s = 600,
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
@@ -155,6 +232,23 @@ int main(int argc, char **argv)
 		  "(30)" },
 		{ "put_start_release_timeout_sec", XFER_GF_INT, &f.release_s,
 		  1, 86400, "seconds before its space is reused (600)" },
+		{ "metrics_port", XFER_GF_INT, &f.metrics_port, 0, 65535,
+		  "port of the metrics and admin HTTP, 0 for any (9003)" },
+		{ "metrics_host", XFER_GF_STRING, &f.metrics_host, 0, 0,
+		  "address of the metrics and admin HTTP (0.0.0.0)" },
+		{ "enable_http_metadata_server", XFER_GF_BOOL, &f.meta, 0, 0,
+		  "serve the engines' HTTP metadata too (false)" },
+		{ "http_metadata_server_port", XFER_GF_INT, &f.meta_port, 0,
+		  65535, "its port, 0 for any (8080)" },
+		{ "http_metadata_server_host", XFER_GF_STRING, &f.meta_host, 0,
+		  0, "its address (0.0.0.0)" },
+		{ "journal", XFER_GF_STRING, &f.journal, 0, 0,
+		  "keep objects in this SQLite file, each change on disk "
+		  "before it is answered, and load them at start (xfer's; "
+		  "default: none)" },
+		{ "cluster_id", XFER_GF_STRING, &f.cluster_id, 0, 0,
+		  "the cluster's name; a journal of another is refused "
+		  "(mooncake_cluster)" },
 		{ "auth_secret", XFER_GF_STRING, &secret, 0, 0,
 		  "cluster secret clients must prove (xfer's; default "
 		  "$XFER_AUTH_SECRET)" },

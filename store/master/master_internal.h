@@ -44,19 +44,44 @@ struct stored_cfg {
 	uint64_t release_ms;           /* --put_start_release_timeout_sec */
 };
 
+struct event_base;
+struct journal;
 struct stored;
 
 /**
  * The state, with its timers on @p base (a tick every 100 ms: client
  * expiry, stale puts; eviction when above the watermark). @p cfg is
- * copied. @return it, or NULL with errno ENOMEM.
+ * copied. With @p journal (kept, not owned), what it holds is loaded
+ * first: its segments wait offline for their clients to mount them
+ * again, and every change is journaled from then on.
+ * @return it, or NULL with errno (ENOMEM; EINVAL, EIO: the journal could
+ *         not be loaded) and a message in @p err (@p errlen bytes).
  */
 struct stored *stored_new(struct event_base *base,
-			  const struct stored_cfg *cfg);
+			  const struct stored_cfg *cfg, struct journal *journal,
+			  char *err, size_t errlen);
 
-/** Free everything (NULL is fine). With the base stopped or on its
- *  thread. */
+/** Free everything (NULL is fine); nothing more is journaled. With the
+ *  base stopped or on its thread. */
 void stored_free(struct stored *s);
+
+/**
+ * Call @p cb(@p arg) after each commit of the journal: the answers held
+ * while it was open (stored_pending()) may go out then.
+ */
+void stored_set_committed(struct stored *s, void (*cb)(void *arg),
+			  void *arg);
+
+/**
+ * Are changes waiting for the journal's commit? An answer given now must
+ * wait for it: the commit runs once the events of this pass of the loop
+ * are done, and calls the committed callback.
+ */
+bool stored_pending(const struct stored *s);
+
+/** Did a commit fail? The loop was then broken: the master must exit
+ *  without answering what waits (its clients retry a restarted one). */
+bool stored_failed(const struct stored *s);
 
 /**
  * Answer request @p req (decoded, a request of a known type) into

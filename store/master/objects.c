@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -15,8 +16,10 @@
 #include "store/master/state_internal.h"
 
 #define BUCKETS_MIN 1024
-/* Objects one eviction pass looks at: bounds the time an event waits. */
+/* Objects one eviction pass looks at: bounds the time an event waits;
+ * fewer with a journal, where each one freed is a row deleted too. */
 #define EVICT_SCAN_MAX 20000
+#define EVICT_SCAN_JOURNAL 2000
 
 static uint64_t fnv1a(const char *p, size_t n)
 {
@@ -81,13 +84,16 @@ static void hash_remove(struct stored *s, struct object *o)
 	s->nobjects--;
 }
 
-/* Give back @p r's range, if its segment is still there. */
+/* Give back @p r's range, if its segment is still there (an offline one
+ * has no allocator yet). */
 static void replica_release(struct stored *s, struct replica *r)
 {
 	if (!r->seg)
 		return;
-	s->used -= store_alloc_len(r->seg->alloc, r->alloc_id);
-	store_alloc_release(r->seg->alloc, r->alloc_id);
+	if (r->seg->online) {
+		s->used -= store_alloc_len(r->seg->alloc, r->alloc_id);
+		store_alloc_release(r->seg->alloc, r->alloc_id);
+	}
 	list_del(&r->in_seg);
 	r->seg = NULL;
 	r->obj->nlive--;
@@ -100,6 +106,7 @@ static uint64_t obj_free(struct stored *s, struct object *o)
 	for (unsigned i = 0; i < o->nrep; i++)
 		replica_release(s, &o->rep[i]);
 	freed -= s->used;
+	s->stats.soft_pinned -= !!(o->flags & STORED_SOFT_PIN);
 	list_del(&o->link);
 	if (o->state != OBJ_DISCARDED)
 		hash_remove(s, o);
@@ -107,6 +114,23 @@ static uint64_t obj_free(struct stored *s, struct object *o)
 	return freed;
 }
 
+/* obj_free() of an object the journal holds. */
+static uint64_t obj_delete(struct stored *s, struct object *o)
+{
+	persist_del(s, o);
+	return obj_free(s, o);
+}
+
+bool objects_visible(const struct object *o)
+{
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (o->rep[i].seg && o->rep[i].seg->online)
+			return true;
+	return false;
+}
+
+/* An object whose last replica goes with its segment stays in the
+ * journal: loading drops rows whose segments are all gone. */
 void objects_drop_replica(struct stored *s, struct replica *r)
 {
 	struct object *o = r->obj;
@@ -134,9 +158,11 @@ void objects_fini(struct stored *s)
  * be writing them). */
 static void discard(struct stored *s, struct object *o)
 {
+	persist_del(s, o);
 	hash_remove(s, o);
 	list_del(&o->link);
 	o->state = OBJ_DISCARDED;
+	s->stats.discarded++;
 	list_add_before(&o->link, &s->discarded);
 }
 
@@ -157,34 +183,54 @@ void objects_sweep(struct stored *s, int64_t now)
 		struct object *o = container_of(l, struct object, link);
 
 		next = l->next;
-		if (now - o->put_start_ms >= (int64_t)s->cfg.release_ms)
+		if (now - o->put_start_ms >= (int64_t)s->cfg.release_ms) {
 			obj_free(s, o);
+			s->stats.released++;
+		}
 	}
 }
 
 /* Free up to @p target bytes in LRU order, leased and hard-pinned objects
  * skipped, soft-pinned ones only in a second pass. @return bytes freed. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static uint64_t evict(struct stored *s, uint64_t target)
 {
+	unsigned scanned = 0, most = s->journal ? EVICT_SCAN_JOURNAL :
+						  EVICT_SCAN_MAX;
 	int64_t now = stored_now_ms();
+	double t0 = cpu_s();
 	uint64_t freed = 0;
-	unsigned scanned = 0;
 
 	for (int pass = 0; pass < 2 && freed < target; pass++) {
 		struct list *l = s->lru.prev, *prev;
 
 		for (; l != &s->lru && freed < target &&
-		       scanned < EVICT_SCAN_MAX; l = prev, scanned++) {
+		       scanned < most; l = prev, scanned++) {
 			struct object *o = container_of(l, struct object, link);
 
 			prev = l->prev;
 			if (o->lease_until_ms > now ||
 			    (o->flags & STORED_HARD_PIN) ||
-			    (!pass && (o->flags & STORED_SOFT_PIN)))
+			    (!pass && (o->flags & STORED_SOFT_PIN)) ||
+			    !objects_visible(o))  /* it holds no space yet */
 				continue;
-			freed += obj_free(s, o);
+			freed += obj_delete(s, o);
+			s->stats.evicted++;
 		}
 	}
+	s->stats.evict_passes++;
+	s->stats.evict_passes_ok += freed > 0;
+	s->stats.evicted_bytes += freed;
+	t0 = cpu_s() - t0;
+	if (t0 > s->stats.evict_cpu_max_s)
+		s->stats.evict_cpu_max_s = t0;
 	return freed;
 }
 
@@ -193,15 +239,35 @@ static bool above_watermark(const struct stored *s)
 	return (double)s->used > s->cfg.high_watermark * (double)s->capacity;
 }
 
+/* Evict in the next pass of the loop: a timer of 0 fires after the
+ * poll, so the sockets are served in between (an event made active
+ * from a callback would run in this pass). */
+static void evict_soon(struct stored *s)
+{
+	static const struct timeval now = { 0, 0 };
+
+	event_add(s->evict_ev, &now);
+}
+
+/* Past the watermark, eviction_ratio of the capacity goes, in passes;
+ * it stops early if a pass frees nothing (all is leased or pinned). */
 void objects_evict_watermark(struct stored *s)
 {
-	uint64_t target = (uint64_t)(s->cfg.evict_ratio * (double)s->capacity);
+	uint64_t freed;
 
-	if (!above_watermark(s))
-		return;
-	/* more to do: go on after the events waiting now */
-	if (evict(s, target ? target : 1) && above_watermark(s))
-		event_active(s->evict_ev, 0, 0);
+	if (!s->evict_left) {
+		if (!above_watermark(s))
+			return;
+		s->evict_left = (uint64_t)(s->cfg.evict_ratio *
+					   (double)s->capacity);
+		if (!s->evict_left)
+			s->evict_left = 1;
+	}
+	freed = evict(s, s->evict_left);
+	s->evict_left = !freed || freed >= s->evict_left ?
+			0 : s->evict_left - freed;
+	if (s->evict_left)
+		evict_soon(s);
 }
 
 static bool has_segment(const struct object *o, const struct segment *g)
@@ -254,12 +320,44 @@ static void place(struct stored *s, struct object *o, unsigned want,
 		try_segment(s, o, s->segs[(start + k) % s->nsegs]);
 }
 
+struct object *objects_alloc(const struct store_str *key, unsigned nrep)
+{
+	struct object *o = calloc(1, sizeof(*o) + key->len +
+				  nrep * sizeof(struct replica) +
+				  _Alignof(struct replica));
+
+	if (!o)
+		return NULL;
+	o->rep = (struct replica *)(((uintptr_t)(o->key + key->len) +
+				     _Alignof(struct replica) - 1) &
+				    ~(uintptr_t)(_Alignof(struct replica) - 1));
+	memcpy(o->key, key->p, key->len);
+	o->klen = key->len;
+	o->hash = fnv1a(key->p, key->len);
+	return o;
+}
+
+void objects_insert(struct stored *s, struct object *o)
+{
+	struct store_str key = { o->key, o->klen };
+	struct object **po = find(s, &key, o->hash);
+
+	o->hnext = *po;
+	*po = o;
+	s->nobjects++;
+	if (o->state == OBJ_PENDING)
+		list_add_before(&o->link, &s->pending);
+	else
+		list_add_before(&o->link, &s->lru);
+	if (s->nobjects > s->nbuckets)
+		grow(s);
+}
+
 static int put_start_one(struct stored *s, const struct store_msg *req,
 			 const struct store_item *it, int64_t now,
 			 struct store_item *out)
 {
-	uint64_t hash = fnv1a(it->key.p, it->key.len);
-	struct object **po, *o = *find(s, &it->key, hash);
+	struct object *o = *find(s, &it->key, fnv1a(it->key.p, it->key.len));
 
 	if (!it->key.len || !it->len || !req->replicas ||
 	    req->replicas > STORE_REPLICA_MAX)
@@ -270,35 +368,26 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 			return MC_OBJECT_ALREADY_EXISTS;
 		discard(s, o);
 	}
-	o = calloc(1, sizeof(*o) + it->key.len +
-		   req->replicas * sizeof(struct replica) +
-		   _Alignof(struct replica));
+	o = objects_alloc(&it->key, req->replicas);
 	if (!o)
 		return MC_INTERNAL_ERROR;
-	o->rep = (struct replica *)(((uintptr_t)(o->key + it->key.len) +
-				     _Alignof(struct replica) - 1) &
-				    ~(uintptr_t)(_Alignof(struct replica) - 1));
 	o->len = it->len;
 	place(s, o, req->replicas, &req->preferred);
 	if (!o->nrep && evict(s, it->len))
 		place(s, o, req->replicas, &req->preferred);
 	if (!o->nrep) {
 		free(o);
+		s->stats.alloc_failures++;
 		return MC_NO_AVAILABLE_HANDLE;
 	}
-	memcpy(o->key, it->key.p, it->key.len);
-	o->klen = it->key.len;
-	o->hash = hash;
 	memcpy(o->writer, req->client, STORE_ID_LEN);
 	o->put_start_ms = now;
 	o->flags = req->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
 	o->state = OBJ_PENDING;
-	/* eviction above may have changed the chain */
-	po = find(s, &it->key, hash);
-	o->hnext = *po;
-	*po = o;
-	s->nobjects++;
-	list_add_before(&o->link, &s->pending);
+	s->stats.soft_pinned += !!(o->flags & STORED_SOFT_PIN);
+	/* eviction above may have changed the chain: found again */
+	objects_insert(s, o);
+	persist_put(s, o);
 	out->nrep = o->nrep;
 	for (unsigned i = 0; i < o->nrep; i++) {
 		struct segment *g = o->rep[i].seg;
@@ -308,8 +397,6 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 			.endpoint = { g->name, g->name_len },
 		};
 	}
-	if (s->nobjects > s->nbuckets)
-		grow(s);
 	return 0;
 }
 
@@ -325,10 +412,10 @@ void objects_put_start(struct stored *s, const struct store_msg *req,
 						  &rep->items[i]);
 	}
 	if (above_watermark(s))
-		event_active(s->evict_ev, 0, 0);
+		evict_soon(s);
 }
 
-static struct object *lookup(struct stored *s, const struct store_str *key)
+struct object *objects_lookup(struct stored *s, const struct store_str *key)
 {
 	return *find(s, key, fnv1a(key->p, key->len));
 }
@@ -338,7 +425,7 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 {
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = lookup(s, &req->items[i].key);
+		struct object *o = objects_lookup(s, &req->items[i].key);
 		int32_t *err = &rep->items[i].err;
 
 		*err = 0;
@@ -349,11 +436,12 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 		else if (memcmp(o->writer, req->client, STORE_ID_LEN))
 			*err = MC_ILLEGAL_CLIENT;
 		else if (revoke)
-			obj_free(s, o);
+			obj_delete(s, o);
 		else {
 			o->state = OBJ_COMPLETE;
 			list_del(&o->link);
 			list_add_before(&o->link, s->lru.next);
+			persist_complete(s, o);
 		}
 	}
 }
@@ -373,11 +461,15 @@ void objects_query(struct stored *s, const struct store_msg *req,
 
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = lookup(s, &req->items[i].key);
+		struct object *o = objects_lookup(s, &req->items[i].key);
 		struct store_item *out = &rep->items[i];
 
 		out->nrep = 0;
 		out->len = out->lease_ms = 0;
+		/* an object whose segments are all offline is not there
+		 * until one comes back */
+		if (o && o->state == OBJ_COMPLETE && !objects_visible(o))
+			o = NULL;
 		if (!o || o->state != OBJ_COMPLETE) {
 			out->err = exist ? 0 : !o ? MC_OBJECT_NOT_FOUND :
 						    MC_REPLICA_IS_NOT_READY;
@@ -392,7 +484,7 @@ void objects_query(struct stored *s, const struct store_msg *req,
 		for (unsigned k = 0; k < o->nrep; k++) {
 			struct segment *g = o->rep[k].seg;
 
-			if (g)
+			if (g && g->online)
 				out->rep[out->nrep++] = (struct store_replica){
 					.addr = g->base + o->rep[k].off,
 					.len = o->len,
@@ -409,7 +501,7 @@ void objects_remove(struct stored *s, const struct store_msg *req,
 
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = lookup(s, &req->items[i].key);
+		struct object *o = objects_lookup(s, &req->items[i].key);
 		int32_t *err = &rep->items[i].err;
 
 		*err = 0;
@@ -420,7 +512,7 @@ void objects_remove(struct stored *s, const struct store_msg *req,
 		else if (!req->force && o->lease_until_ms > now)
 			*err = MC_OBJECT_HAS_LEASE;
 		else
-			obj_free(s, o);
+			obj_delete(s, o);
 	}
 }
 
@@ -434,7 +526,7 @@ int64_t objects_remove_all(struct stored *s, bool force)
 
 		next = l->next;
 		if (force || o->lease_until_ms <= now) {
-			obj_free(s, o);
+			obj_delete(s, o);
 			n++;
 		}
 	}

@@ -1,7 +1,8 @@
 /*
  * The records behind struct stored, shared by segments.c (clients,
- * segments, the tick, dispatch) and objects.c (objects, puts, gets,
- * eviction). Lists are circular, with a head that is no element.
+ * segments, the tick, dispatch), objects.c (objects, puts, gets,
+ * eviction) and persist.c (the journal: loading, changes, commits).
+ * Lists are circular, with a head that is no element.
  */
 #ifndef XFER_STORED_STATE_INTERNAL_H
 #define XFER_STORED_STATE_INTERNAL_H
@@ -13,7 +14,13 @@
 #include "util/container_internal.h"
 
 struct event;
+struct journal;
 struct store_alloc;
+
+/* Offsets and sizes in a segment are multiples of this. */
+#define SEG_ALIGN 64
+/* Most live allocations of one segment: one per 4 KiB, within 2^24. */
+#define SEG_ALLOCS_MAX (1u << 24)
 
 struct list {
 	struct list *prev, *next;
@@ -52,16 +59,25 @@ struct client {
 	struct list segments;          /* segment.in_client */
 };
 
+/*
+ * A segment is online (in stored.segs, with an allocator) or, restored
+ * from the journal, offline (on stored.offline, no allocator) until its
+ * client mounts it again with the same identity.
+ */
 struct segment {
 	struct list in_client;
-	size_t index;                  /* in stored.segs */
+	size_t index;                  /* in stored.segs, when online */
+	struct list in_offline;        /* stored.offline, when offline */
+	bool online;
+	int64_t sid;                   /* its journal row; 0 without one */
 	uint8_t id[STORE_ID_LEN];
 	struct client *client;
 	char *name;                    /* the owner's engine segment */
 	uint16_t name_len;
 	uint64_t base, size;
-	struct store_alloc *alloc;
-	struct list replicas;          /* replica.in_seg */
+	struct store_alloc *alloc;     /* NULL while offline */
+	struct list replicas;          /* replica.in_seg; by offset while
+					  offline */
 };
 
 struct object;
@@ -71,7 +87,7 @@ struct replica {
 	struct object *obj;
 	struct segment *seg;           /* NULL once its segment is gone */
 	uint64_t off;                  /* in the segment */
-	uint32_t alloc_id;
+	uint32_t alloc_id;             /* while the segment is online */
 };
 
 enum obj_state { OBJ_PENDING, OBJ_COMPLETE, OBJ_DISCARDED };
@@ -90,14 +106,41 @@ struct object {
 	char key[];
 };
 
+/* Calls of one type: those of one key (or of none), and batches. */
+struct stored_count {
+	uint64_t req, fail;
+	uint64_t batch, batch_fail, batch_partial, items, failed_items;
+};
+
+/* What /metrics reports (metrics.c), Mooncake's master's counters. */
+struct stored_stats {
+	struct stored_count calls[STORE_TYPE_END];
+	uint64_t evict_passes, evict_passes_ok, evicted, evicted_bytes;
+	uint64_t discarded, released, commits;
+	uint64_t alloc_failures;       /* put_start keys refused with -200 */
+	uint64_t soft_pinned;          /* objects now */
+	double evict_cpu_max_s;        /* the costliest eviction pass */
+	double commit_max_s;           /* the slowest journal commit */
+};
+
 struct stored {
 	struct event_base *base;
 	struct stored_cfg cfg;
 	struct event *tick, *evict_ev;
 	struct list clients;
-	struct segment **segs;
+	struct segment **segs;         /* online */
 	size_t nsegs, segs_cap;
+	struct list offline;           /* segment.in_offline */
+	int64_t restore_until_ms;      /* offline segments dropped then */
+	struct journal *journal;       /* NULL: none, or shutting down */
+	struct event *commit_ev;       /* active while changes wait */
+	void (*committed)(void *arg);
+	void *committed_arg;
+	bool failed;                   /* the journal could not be written */
+	struct stored_stats stats;
+	size_t nclients;
 	uint64_t capacity, used;       /* bytes over every segment */
+	uint64_t evict_left;           /* bytes this eviction still frees */
 	struct object **buckets;
 	size_t nbuckets, nobjects;
 	struct list pending, lru, discarded;
@@ -107,11 +150,37 @@ struct stored {
 /** Monotonic milliseconds. */
 int64_t stored_now_ms(void);
 
+/* ---- segments.c ---- */
+
+/** The client of id @p id, made (last ping @p now) if unknown, or NULL
+ *  (no memory). */
+struct client *client_get(struct stored *s, const uint8_t *id, int64_t now);
+
+/** Bring offline segment @p g online: an allocator holding its replicas'
+ *  ranges (listed by offset). @return 0, -ENOMEM. */
+int segment_remount(struct stored *s, struct segment *g);
+
+/** Drop segment @p g (online or not) and every replica in it. */
+void segment_free(struct stored *s, struct segment *g);
+
 /* ---- objects.c ---- */
 
 /** Set up and free the object table. @return 0, -ENOMEM. */
 int objects_init(struct stored *s);
 void objects_fini(struct stored *s);
+
+/** A zeroed object for @p key with room for @p nrep replicas, or NULL. */
+struct object *objects_alloc(const struct store_str *key, unsigned nrep);
+
+/** Enter @p o (key, state and replicas set) in the table and on the
+ *  list its state says. */
+void objects_insert(struct stored *s, struct object *o);
+
+/** The object of @p key (complete or in progress), or NULL. */
+struct object *objects_lookup(struct stored *s, const struct store_str *key);
+
+/** Does @p o have a replica in an online segment? */
+bool objects_visible(const struct object *o);
 
 /** Replica @p r's segment is going: drop it; an object left with no
  *  replica goes too. */
@@ -133,5 +202,20 @@ void objects_query(struct stored *s, const struct store_msg *req,
 void objects_remove(struct stored *s, const struct store_msg *req,
 		    struct store_msg *rep);
 int64_t objects_remove_all(struct stored *s, bool force);
+
+/* ---- persist.c: the journal (no-ops without one) ---- */
+
+/** Load the journal into the empty state: clients, their segments
+ *  offline, objects. @return 0, or -errno with a message in @p err. */
+int persist_load(struct stored *s, char *err, size_t errlen);
+
+/** Drop the offline segments whose time to come back is over. */
+void persist_expire(struct stored *s, int64_t now);
+
+void persist_mount(struct stored *s, struct segment *g);
+void persist_unmount(struct stored *s, const struct segment *g);
+void persist_put(struct stored *s, const struct object *o);
+void persist_complete(struct stored *s, const struct object *o);
+void persist_del(struct stored *s, const struct object *o);
 
 #endif
