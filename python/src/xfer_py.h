@@ -12,6 +12,10 @@
  *             transfers
  * aio.c       the completion queue: the engine's callbacks push, an
  *             eventfd wakes the event loop, drain() resolves futures
+ * store.c     the _KV type: a client of the store (xfer/store.h), its
+ *             calls blocking or settling a future through its own queue
+ * store_call.c one call of a _KV: Python arguments into its arrays, the
+ *             chain of the client's calls it runs, its result in Python
  *
  * Threads: a call counts itself in on the engine's gate (xpy_engine_get)
  * and out (xpy_engine_put), and releases the GIL while it waits. close()
@@ -41,6 +45,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <xfer/store.h>
 #include <xfer/xfer.h>
 
 /* Buffer-protocol objects a call keeps exported (released with the GIL);
@@ -73,6 +78,7 @@ enum xpy_op_kind {
 	XPY_OP_DONE,      /* an xfer_done_cb: 0 or -errno */
 	XPY_OP_SEGMENT,   /* xfer_segment_open_async: id or -errno */
 	XPY_OP_NOTIFY,    /* a notification arrived: name, msg */
+	XPY_OP_KV,        /* a store call ended (store_call.c) */
 };
 
 /*
@@ -99,6 +105,8 @@ typedef struct BatchObject BatchObject;
 typedef struct {
 	PyTypeObject *EngineType;
 	PyTypeObject *BatchType;
+	PyTypeObject *KVType;
+	PyTypeObject *KVBufferType;
 	PyObject *XferError;
 	PyObject *TransferError;
 } xpy_state;
@@ -134,9 +142,35 @@ struct BatchObject {
 	BatchObject *next, **pprev;       /* the engine's live list */
 };
 
+/* A client of the store (store.c): its gate counts calls in flight, each
+ * from its start to the end of its chain, so close() frees the client
+ * only once none uses it. */
+typedef struct {
+	PyObject_HEAD
+	xpy_state *st;                    /* its module's */
+	struct xfer_kv *k;                /* set once open; NULL once closed */
+	pthread_mutex_t gate;
+	pthread_cond_t gate_cv;
+	enum xpy_state state;
+	unsigned users;                   /* calls in flight */
+	struct xpy_cq *cq;                /* NULL until a call with a future */
+} KVObject;
+
+/* The calls of a _KV (store_call.c). */
+enum xpy_kv_kind {
+	XPY_KV_PUT,          /* from parts: staged, or zero-copy */
+	XPY_KV_GET,          /* into parts */
+	XPY_KV_FETCH,        /* into memory of its own: bytes or KVBuffer */
+	XPY_KV_EXIST,
+	XPY_KV_SIZE,
+	XPY_KV_REMOVE,
+	XPY_KV_REMOVE_ALL,
+};
+
 /* module.c */
 extern struct PyModuleDef xpy_module;
-extern PyType_Spec xpy_engine_spec, xpy_batch_spec;
+extern PyType_Spec xpy_engine_spec, xpy_batch_spec, xpy_kv_spec,
+	xpy_kvbuf_spec;
 /* The state of the module that defined @p type (or its base); NULL with
  * TypeError if none did. */
 xpy_state *xpy_state_of(PyTypeObject *type);
@@ -220,7 +254,37 @@ void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline);
 /* After: free them all (their tasks are over). */
 void xpy_batches_close(EngineObject *eng);
 
+/* store.c */
+/* Count a call in: true while the client is open, else false with
+ * ValueError. */
+bool xpy_kv_enter(KVObject *kv);
+/* Count it out: any thread, no GIL. */
+void xpy_kv_leave(KVObject *kv);
+/* A KVBuffer owning @p mem (malloc()ed, @p len bytes); NULL with an
+ * exception (@p mem is then still the caller's). */
+PyObject *xpy_kvbuf_new(xpy_state *st, void *mem, size_t len);
+
+/* store_call.c */
+/* Run a call of @p kind: blocking, or with future= settled later by
+ * xpy_kv_drain() (then None at once). */
+PyObject *xpy_kv_call(KVObject *kv, enum xpy_kv_kind kind, PyObject *args,
+		      PyObject *kw);
+/* Settle the futures of the calls that ended (the loop's thread). */
+void xpy_kv_drain(KVObject *kv);
+
 /* aio.c */
+/* A queue of ops whose callbacks ran, and the eventfd that says so; NULL
+ * with an exception. */
+struct xpy_cq *xpy_cq_new(void);
+void xpy_cq_free(struct xpy_cq *cq);
+int xpy_cq_fd(const struct xpy_cq *cq);
+/* Any thread, no GIL: queue @p op (its callback ran), waking the fd. */
+void xpy_cq_push(struct xpy_cq *cq, struct xpy_op *op);
+/* The ops queued so far, oldest first (linked by qnext); clears the fd. */
+struct xpy_op *xpy_cq_take(struct xpy_cq *cq);
+/* Settle @p fut with @p exc, else @p value, unless it is done; never
+ * raises. */
+void xpy_fut_settle(PyObject *fut, PyObject *value, PyObject *exc);
 PyObject *xpy_aio_fileno(EngineObject *eng, PyObject *unused);
 PyObject *xpy_aio_drain(EngineObject *eng, PyObject *unused);
 PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw);
