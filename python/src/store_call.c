@@ -392,6 +392,10 @@ static int parse_rc(struct kvc *c, PyObject *rc)
 
 	if (rc == Py_None)
 		return 0;
+	if (!PyTuple_Check(rc)) {
+		PyErr_SetString(PyExc_TypeError, "rc must be a tuple");
+		return -1;
+	}
 	if (!PyArg_ParseTuple(rc, "Ippz:rc", &num, &soft, &hard, &pref))
 		return -1;
 	c->has_rc = true;

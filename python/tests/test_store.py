@@ -274,8 +274,10 @@ def test_replicas_survive_a_holder(make_store, make_master):
         ReplicateConfig(replicas=2)
     assert me.put("sixteen+", b"x", ReplicateConfig(replica_num=17)) == -600
     assert me.put("nof", b"x", ReplicateConfig(nof_replica_num=1)) == -600
+    # (the dead peer's segment stays mounted until --client_ttl: not there)
     pinned = ReplicateConfig(soft_pin_action=SoftPinAction.ENABLE,
-                             with_hard_pin=True)
+                             with_hard_pin=True,
+                             preferred_segment=me.get_hostname())
     assert pinned.with_soft_pin and "ENABLE" in str(pinned)
     assert me.put("pinned", b"x", pinned) == 0
 
@@ -481,3 +483,77 @@ def test_asyncio_close_settles_calls_in_flight(make_master):
         assert await asyncio.wait_for(pending, 5) == 0
         assert await s.async_get("x") == b""
     asyncio.run(main())
+
+
+class _BadIndex:
+    def __index__(self):
+        raise ZeroDivisionError("hostile __index__")
+
+
+class _BadSeq:
+    def __len__(self):
+        return 1 << 62
+
+    def __getitem__(self, i):
+        raise ZeroDivisionError("hostile __getitem__")
+
+
+class _BadFuture:
+    def done(self):
+        return False
+
+    def set_result(self, v):
+        raise ZeroDivisionError("hostile set_result()")
+
+    set_exception = set_result
+
+
+def test_hostile_arguments(master):
+    """Every argument of every call of the client underneath replaced by
+    hostile values: each call returns or raises a clean exception, never
+    SystemError, and the process lives on."""
+    from xfer import _xfer
+    kv = _xfer._KV({"bind_addr": "127.0.0.1"}, master.addr, MiB, MiB)
+    mem = bytearray(4096)
+    base = address_of(mem)[0]
+    hostile = [None, 1.5, "x", "", "a\0b", b"ab", bytearray(8),
+               memoryview(b"ro"), memoryview(bytearray(64))[::2], [], (),
+               [1, 2], [[1]], [-1], [2**64], {}, object(), _BadIndex(),
+               _BadSeq(), -1, 2**64, 2**100, [_BadIndex()], ["k", 3],
+               _BadFuture()]
+    valid = {
+        "put": (["h1"], [b"value"], None, None, (1, False, False, None),
+                False),
+        "get": (["h1"], [bytearray(16)], None, None, False),
+        "fetch": (["h1"], True), "exist": (["h1"],), "size": (["h1"],),
+        "remove": (["h1"], False), "remove_all": (False,),
+    }
+    calls = 0
+    try:
+        for name, args in valid.items():
+            for i in range(len(args) + 1):
+                for bad in hostile:
+                    a = list(args) + [None]  # the last: future=
+                    a[i] = bad
+                    calls += 1
+                    try:
+                        getattr(kv, name)(*a)
+                    except SystemError:
+                        raise
+                    except (TypeError, ValueError, OverflowError,
+                            BufferError, ZeroDivisionError, MemoryError,
+                            AttributeError, UnicodeError):
+                        pass
+        for args in ((base,), (base, 4096, 1), ("x", 1), (_BadIndex(), 1),
+                     (base, -1)):
+            with pytest.raises((TypeError, OverflowError, ZeroDivisionError)):
+                kv.register_buffer(*args)
+        for cfg, addr in (({1: 2}, master.addr), ({"no_such": 1}, master.addr),
+                          (None, "a\0b"), (None, "x" * 5000), ([], "")):
+            with pytest.raises((TypeError, ValueError, OSError)):
+                _xfer._KV(cfg, addr, MiB, MiB)
+        kv._aio_drain()  # what the hostile futures were given
+        assert kv.exist(["h1"]) in ([0], [1])
+    finally:
+        kv.close()
+    assert calls > 500
