@@ -25,11 +25,12 @@ static int outcome_errno(enum xfer_status st)
 	}
 }
 
-/* An instance of @p type: (errno, "what: strerror (engine's message)"). */
+/* An instance of @p type: (errno, "what: strerror (engine's message)");
+ * @p eng may be NULL (no message). */
 static PyObject *error_new(PyObject *type, EngineObject *eng, int err,
 			   const char *what)
 {
-	bool held = xpy_engine_try(eng);
+	bool held = eng && xpy_engine_try(eng);
 	const char *last = held ? xfer_engine_last_error(eng->e) : NULL;
 	PyObject *msg;
 
@@ -55,15 +56,23 @@ PyObject *xpy_error(EngineObject *eng, int err, const char *what)
 	return error_new(eng->st->XferError, eng, err, what);
 }
 
-PyObject *xpy_raise(EngineObject *eng, int err, const char *what)
+static PyObject *raise(PyObject *exc)
 {
-	PyObject *exc = xpy_error(eng, err, what);
-
 	if (exc) {
 		PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
 		Py_DECREF(exc);
 	}
 	return NULL;
+}
+
+PyObject *xpy_raise(EngineObject *eng, int err, const char *what)
+{
+	return raise(xpy_error(eng, err, what));
+}
+
+PyObject *xpy_raise_st(xpy_state *st, int err, const char *what)
+{
+	return raise(error_new(st->XferError, NULL, err, what));
 }
 
 /* A TransferError (not raised) with .outcome and .statuses (one status

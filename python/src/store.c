@@ -12,60 +12,20 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "xfer_py.h"
 
-/* ---- the gate ---------------------------------------------------------- */
-
 bool xpy_kv_enter(KVObject *kv)
 {
-	enum xpy_state st;
-
-	pthread_mutex_lock(&kv->gate);
-	st = kv->state;
-	if (st == XPY_OPEN)
-		kv->users++;
-	pthread_mutex_unlock(&kv->gate);
-	if (st == XPY_OPEN)
-		return true;
-	PyErr_SetString(PyExc_ValueError, st < XPY_OPEN ?
-			"the store is not set up" : "the store is closed");
-	return false;
+	return xpy_gate_enter(&kv->g, "store");
 }
 
 void xpy_kv_leave(KVObject *kv)
 {
-	pthread_mutex_lock(&kv->gate);
-	if (!--kv->users && kv->state != XPY_OPEN)
-		pthread_cond_broadcast(&kv->gate_cv);
-	pthread_mutex_unlock(&kv->gate);
+	xpy_gate_leave(&kv->g);
 }
 
-static void kv_set_state(KVObject *kv, enum xpy_state st)
-{
-	pthread_mutex_lock(&kv->gate);
-	kv->state = st;
-	pthread_cond_broadcast(&kv->gate_cv);
-	pthread_mutex_unlock(&kv->gate);
-}
-
-/* XferError(err, what: strerror) raised: NULL. */
-static PyObject *kv_raise(KVObject *kv, int err, const char *what)
-{
-	PyObject *exc;
-
-	if (err < 0)
-		err = -err;
-	exc = PyObject_CallFunction(kv->st->XferError, "is", err, what);
-	if (exc) {
-		PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-		Py_DECREF(exc);
-	}
-	return NULL;
-}
-
-/* ---- life ----------------------------------------------------------------- */
+/* ---- life --------------------------------------------------------------- */
 
 static PyObject *kv_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
@@ -80,53 +40,8 @@ static PyObject *kv_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	if (!self)
 		return NULL;
 	self->st = st;
-	pthread_mutex_init(&self->gate, NULL);
-	pthread_cond_init(&self->gate_cv, NULL);
-	self->state = XPY_NEW;
+	xpy_gate_init(&self->g);
 	return (PyObject *)self;
-}
-
-/* The engine's configuration from a dict of keys to values (str, int or
- * bool, as text); NULL with XferError. */
-static struct xfer_config *kv_config(KVObject *self, PyObject *config)
-{
-	struct xfer_config *cfg = xfer_config_new();
-	PyObject *key, *val, *text;
-	Py_ssize_t pos = 0;
-	char what[160];
-	int ret;
-
-	if (!cfg) {
-		kv_raise(self, errno, "configuration");
-		return NULL;
-	}
-	while (config != Py_None && PyDict_Next(config, &pos, &key, &val)) {
-		const char *k = PyUnicode_AsUTF8(key), *v = NULL;
-
-		text = NULL;
-		if (!k)
-			goto err;
-		if (PyBool_Check(val))
-			v = val == Py_True ? "true" : "false";
-		else if (val != Py_None &&
-			 (!(text = PyObject_Str(val)) ||
-			  !(v = PyUnicode_AsUTF8(text))))
-			goto err_text;
-		ret = xfer_config_set(cfg, k, v);
-		Py_XDECREF(text);
-		if (ret) {
-			snprintf(what, sizeof(what), "configuration key %.100s",
-				 k);
-			kv_raise(self, ret, what);
-			goto err;
-		}
-	}
-	return cfg;
-err_text:
-	Py_XDECREF(text);
-err:
-	xfer_config_free(cfg);
-	return NULL;
 }
 
 static int kv_init(KVObject *self, PyObject *args, PyObject *kw)
@@ -143,18 +58,14 @@ static int kv_init(KVObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsKK:_KV", kwlist,
 					 &config, &master, &seg, &buf))
 		return -1;
-	if (config != Py_None && !PyDict_Check(config)) {
-		PyErr_SetString(PyExc_TypeError, "config must be a dict");
-		return -1;
-	}
-	if (self->state != XPY_NEW) {
+	if (self->g.state != XPY_NEW) {
 		PyErr_SetString(PyExc_RuntimeError, "already set up");
 		return -1;
 	}
-	cfg = kv_config(self, config);
+	cfg = xpy_config(self->st, config);
 	if (!cfg)
 		return -1;
-	kv_set_state(self, XPY_STARTING);
+	xpy_gate_set(&self->g, XPY_STARTING);
 	Py_BEGIN_ALLOW_THREADS
 	k = xfer_kv_new(NULL, cfg, master, seg, buf);
 	if (!k)
@@ -162,48 +73,25 @@ static int kv_init(KVObject *self, PyObject *args, PyObject *kw)
 	Py_END_ALLOW_THREADS
 	xfer_config_free(cfg);
 	self->k = k;
-	kv_set_state(self, k ? XPY_OPEN : XPY_NEW);
+	xpy_gate_set(&self->g, k ? XPY_OPEN : XPY_NEW);
 	if (!k) {
-		kv_raise(self, err, "store client");
+		xpy_raise_st(self->st, err, "store client");
 		return -1;
 	}
 	return 0;
-}
-
-static bool kv_idle(KVObject *kv)
-{
-	return !kv->users;
 }
 
 /* Refuse new calls, wait for those in flight, free the client. A close
  * while another runs waits for that one. With the GIL; lets it go. */
 static void kv_close(KVObject *self)
 {
-	struct xfer_kv *k = NULL;
-
 	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&self->gate);
-	while (self->state == XPY_STARTING)
-		pthread_cond_wait(&self->gate_cv, &self->gate);
-	if (self->state == XPY_OPEN) {
-		self->state = XPY_CLOSING;
-		while (!kv_idle(self))
-			pthread_cond_wait(&self->gate_cv, &self->gate);
-		k = self->k;
-		self->state = XPY_FREEING;
-	} else {
-		while (self->state == XPY_CLOSING ||
-		       self->state == XPY_FREEING)
-			pthread_cond_wait(&self->gate_cv, &self->gate);
-	}
-	pthread_mutex_unlock(&self->gate);
-	if (k)
-		xfer_kv_free(k);
-	Py_END_ALLOW_THREADS
-	if (k) {
+	if (xpy_gate_close_begin(&self->g) && xpy_gate_idle(&self->g, NULL)) {
+		xfer_kv_free(self->k);
 		self->k = NULL;
-		kv_set_state(self, XPY_CLOSED);
+		xpy_gate_set(&self->g, XPY_CLOSED);
 	}
+	Py_END_ALLOW_THREADS
 }
 
 PyDoc_STRVAR(kv_close_doc,
@@ -231,7 +119,7 @@ static void kv_dealloc(KVObject *self)
 	PyTypeObject *tp = Py_TYPE(self);
 
 	PyObject_GC_UnTrack(self);
-	if (self->state == XPY_OPEN) {
+	if (self->g.state == XPY_OPEN) {
 		PyObject *t, *v, *tb;
 
 		PyErr_Fetch(&t, &v, &tb);
@@ -239,13 +127,12 @@ static void kv_dealloc(KVObject *self)
 		PyErr_Restore(t, v, tb);
 	}
 	xpy_cq_free(self->cq);
-	pthread_cond_destroy(&self->gate_cv);
-	pthread_mutex_destroy(&self->gate);
+	xpy_gate_fini(&self->g);
 	tp->tp_free(self);
 	Py_DECREF(tp);
 }
 
-/* ---- small calls ------------------------------------------------------- */
+/* ---- small calls -------------------------------------------------------- */
 
 static PyObject *kv_healthy(KVObject *self, PyObject *unused)
 {
@@ -329,7 +216,7 @@ static PyObject *kv_drain(KVObject *self, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-/* ---- the calls of store_call.c -------------------------------------------- */
+/* ---- the calls of store_call.c ------------------------------------------ */
 
 #define KV_CALL(fn, kind)                                                   \
 	static PyObject *fn(KVObject *self, PyObject *args, PyObject *kw)   \
@@ -429,7 +316,7 @@ PyType_Spec xpy_kv_spec = {
 	.slots = kv_slots,
 };
 
-/* ---- KVBuffer ------------------------------------------------------------ */
+/* ---- KVBuffer ----------------------------------------------------------- */
 
 typedef struct {
 	PyObject_HEAD

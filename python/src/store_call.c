@@ -73,7 +73,7 @@ static int64_t mc(int64_t r)
 	return r == -ENOMEM || r == -EDEADLK || r == -ESHUTDOWN ? -1 : r;
 }
 
-/* ---- the end of a chain: any thread, no GIL ---------------------------- */
+/* ---- the end of a chain: any thread, no GIL ----------------------------- */
 
 static void kvc_end(struct kvc *c)
 {
@@ -217,7 +217,7 @@ static void kvc_start(struct kvc *c)
 		kvc_end(c);
 }
 
-/* ---- arguments ------------------------------------------------------------ */
+/* ---- arguments ---------------------------------------------------------- */
 
 /* What the methods take (all but keys optional). */
 struct kvc_in {
@@ -512,7 +512,7 @@ out:
 	return c;
 }
 
-/* ---- results: with the GIL ----------------------------------------------- */
+/* ---- results: with the GIL ---------------------------------------------- */
 
 static PyObject *kvc_result(struct kvc *c)
 {

@@ -70,6 +70,14 @@ enum xpy_state {
 	XPY_CLOSED,
 };
 
+/* Who may use an engine or a store client (gate.c). */
+struct xpy_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;                /* a count fell, the state moved */
+	enum xpy_state state;
+	unsigned users;                   /* calls in flight */
+};
+
 struct xpy_cq;
 
 /* Kinds of completions that travel through the queue. */
@@ -115,10 +123,8 @@ typedef struct {
 	PyObject_HEAD
 	xpy_state *st;                    /* its module's */
 	struct xfer_engine *e;            /* NULL once closed */
-	pthread_mutex_t gate;             /* state, users, each Batch's users */
-	pthread_cond_t gate_cv;           /* a count fell, the state moved */
-	enum xpy_state state;
-	unsigned users;                   /* calls in flight */
+	struct xpy_gate g;                /* its lock also guards each
+					     Batch's users */
 	PyObject *regs;                   /* addr -> capsule of a Py_buffer */
 	BatchObject *batches;             /* live batches (under the GIL) */
 	struct xpy_cq *cq;                /* NULL until the first async call */
@@ -149,10 +155,7 @@ typedef struct {
 	PyObject_HEAD
 	xpy_state *st;                    /* its module's */
 	struct xfer_kv *k;                /* set once open; NULL once closed */
-	pthread_mutex_t gate;
-	pthread_cond_t gate_cv;
-	enum xpy_state state;
-	unsigned users;                   /* calls in flight */
+	struct xpy_gate g;
 	struct xpy_cq *cq;                /* NULL until a call with a future */
 } KVObject;
 
@@ -177,12 +180,31 @@ xpy_state *xpy_state_of(PyTypeObject *type);
 /* XferError (errno -@p err or @p err, "what: strerror (the engine's last
  * message)") raised: NULL. */
 PyObject *xpy_raise(EngineObject *eng, int err, const char *what);
+/* XferError of @p st raised, without an engine's message: NULL. */
+PyObject *xpy_raise_st(xpy_state *st, int err, const char *what);
 PyObject *xpy_error(EngineObject *eng, int err, const char *what);
 PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 			     enum xfer_status outcome);
 int xpy_addr(PyObject *o, uint64_t *addr);
 
 /* gate.c */
+void xpy_gate_init(struct xpy_gate *g);
+void xpy_gate_fini(struct xpy_gate *g);
+/* Count a call in: true while open, else false with ValueError ("the
+ * @p noun is not started" or "... is closed"). */
+bool xpy_gate_enter(struct xpy_gate *g, const char *noun);
+/* Count it out: any thread, no GIL. */
+void xpy_gate_leave(struct xpy_gate *g);
+/* Move to @p st, waking who waits on the gate. */
+void xpy_gate_set(struct xpy_gate *g, enum xpy_state st);
+/* Without the GIL: wait while it starts; if open, move it to CLOSING:
+ * true (the caller closes it); else wait until another close is done:
+ * false. */
+bool xpy_gate_close_begin(struct xpy_gate *g);
+/* Without the GIL: wait until no call is in flight (until @p deadline,
+ * CLOCK_MONOTONIC, if not NULL), then move to FREEING: true; false if
+ * calls are still in flight at the deadline. */
+bool xpy_gate_idle(struct xpy_gate *g, const struct timespec *deadline);
 /* The engine, counted in for a call that may let the GIL go; NULL with
  * ValueError set unless it is open. */
 struct xfer_engine *xpy_engine_get(EngineObject *eng);
@@ -204,6 +226,9 @@ void xpy_engine_set_state(EngineObject *eng, enum xpy_state st);
 void xpy_engine_close(EngineObject *eng);
 
 /* engine.c */
+/* An engine's configuration from None or a dict of keys to values (str,
+ * int or bool, as text); NULL with TypeError or XferError. */
+struct xfer_config *xpy_config(xpy_state *st, PyObject *config);
 int xpy_reg_args(PyObject *obj, PyObject *length, bool writable,
 		 struct xpy_hold *h, void **addr, size_t *len);
 PyObject *xpy_reg_keep(EngineObject *eng, uint64_t addr,

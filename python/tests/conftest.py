@@ -174,7 +174,8 @@ class Master:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(1000):
             if self.proc.poll() is not None:
-                raise RuntimeError(f"xfer-stored exited: {self.proc.returncode}")
+                raise RuntimeError(
+                    f"xfer-stored exited: {self.proc.returncode}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), 1).close()
                 return

@@ -184,7 +184,8 @@ def test_put_get_between_processes(make_store, peer):
     # immutable: a second put of a key succeeds and writes nothing
     assert me.put("pp-1", b"other") == 0
     assert me.get("pp-1") == pattern(1, 1)
-    assert me.put_parts("parts", b"he", memoryview(b"ll"), bytearray(b"o")) == 0
+    assert me.put_parts("parts", b"he", memoryview(b"ll"),
+                        bytearray(b"o")) == 0
     assert peer.call("get_size", "parts") == 5 and me.get("parts") == b"hello"
     keys = [f"batch-{i}" for i in range(40)]
     vals = [pattern(i, 100 + i) for i in range(40)]

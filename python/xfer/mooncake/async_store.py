@@ -54,12 +54,17 @@ class MooncakeDistributedStoreAsync(MooncakeDistributedStore):
     async def _await(self, plan):
         if isinstance(plan, _Done):
             return plan.value
-        method, args, kwargs, finish = plan
-        kv, loop = self._kv, asyncio.get_running_loop()
+        kv, method, args, kwargs, finish, idle = plan
+        loop = asyncio.get_running_loop()
         if self._bound != (kv, loop):
             self._bind(kv, loop)
         fut = loop.create_future()
-        getattr(kv, method)(*args, future=fut, **kwargs)
+        try:
+            getattr(kv, method)(*args, future=fut, **kwargs)
+        except ValueError:
+            if self._kv is not kv:  # closed meanwhile
+                return idle
+            raise
         return finish(await fut)
 
     def close(self):

@@ -361,15 +361,21 @@ class MooncakeDistributedStore:
     def _call(self, plan):
         if isinstance(plan, _Done):
             return plan.value
-        method, args, kwargs, finish = plan
-        return finish(getattr(self._kv, method)(*args, **kwargs))
+        kv, method, args, kwargs, finish, idle = plan
+        try:
+            return finish(getattr(kv, method)(*args, **kwargs))
+        except ValueError:
+            if self._kv is not kv:  # closed meanwhile by another thread
+                return idle
+            raise
 
     def _plan(self, idle, method, *args, finish=_first, **kwargs):
         """The client's ``method``, its result through ``finish``; ``idle``
         if not set up."""
-        if self._kv is None:
+        kv = self._kv
+        if kv is None:
             return _Done(idle)
-        return method, args, kwargs, finish
+        return kv, method, args, kwargs, finish, idle
 
     def _plan_put(self, keys, parts, counts, lens, config, zero_copy,
                   finish=_first, idle=INVALID_PARAMS):
@@ -409,7 +415,7 @@ class MooncakeDistributedStore:
         if not keys:
             return _Done([])
         return self._plan_put(keys, buffer_ptrs, None, sizes, config, True,
-                              finish=list)
+                              finish=list, idle=[INVALID_PARAMS] * len(keys))
 
     def _p_batch_put_from_multi_buffers(self, keys, all_buffer_ptrs,
                                         all_sizes, config=_DEFAULT_CONFIG):
@@ -422,7 +428,7 @@ class MooncakeDistributedStore:
             return _Done([])
         ptrs, sizes, counts = flat
         return self._plan_put(keys, ptrs, counts, sizes, config, True,
-                              finish=list)
+                              finish=list, idle=[])
 
     @staticmethod
     def _flatten(keys, all_ptrs, all_sizes):
@@ -464,8 +470,9 @@ class MooncakeDistributedStore:
             return _Done([INVALID_PARAMS] * len(keys))
         if not keys:
             return _Done([])
-        return self._plan(None, "get", keys, buffer_ptrs, lens=sizes,
-                          zero_copy=True, finish=list)
+        return self._plan([INVALID_PARAMS] * len(keys), "get", keys,
+                          buffer_ptrs, lens=sizes, zero_copy=True,
+                          finish=list)
 
     def _p_batch_get_into_multi_buffers(self, keys, all_buffer_ptrs,
                                         all_sizes,
@@ -476,8 +483,9 @@ class MooncakeDistributedStore:
         if not keys:
             return _Done([])
         ptrs, sizes, counts = flat
-        return self._plan(None, "get", keys, ptrs, counts=counts,
-                          lens=sizes, zero_copy=True, finish=list)
+        return self._plan([INVALID_PARAMS] * len(keys), "get", keys, ptrs,
+                          counts=counts, lens=sizes, zero_copy=True,
+                          finish=list)
 
     def _p_is_exist(self, key):
         return self._plan(INVALID_PARAMS, "exist", [key])
