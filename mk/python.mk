@@ -42,7 +42,7 @@ $(PY_EXT): $(PY_DEPS) $(LIB_A)
 # xfer-bench, xfer-metad and redis, reference counts, and a pip install of
 # both packages into a venv where a program written for Mooncake runs
 # unmodified.
-test-python: $(PY_EXT) $(BENCH) $(METAD)
+test-python: $(PY_EXT) $(BENCH) $(METAD) $(STORED)
 	@echo "== pytest python/tests"
 	@cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q \
 		-p no:cacheprovider tests

@@ -61,4 +61,4 @@ xfer_ext = Extension(
     (pkg_config("--libs", *DEPS) if DEPS else []),
 )
 
-setup(packages=["xfer"], ext_modules=[xfer_ext])
+setup(packages=["xfer", "xfer.mooncake"], ext_modules=[xfer_ext])

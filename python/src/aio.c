@@ -5,6 +5,7 @@
  * that fd (loop.add_reader in xfer/_aio.py) and calls _aio_drain() on its
  * own thread, with the GIL, which resolves the futures. Nothing polls:
  * an idle engine under an idle loop sleeps in epoll on both sides.
+ * A store client (_KV, store.c) has a queue of its own, drained alike.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,8 +26,7 @@ struct xpy_cq {
 #define container_of(p, type, member) \
 	((type *)((char *)(p) - offsetof(type, member)))
 
-/* Any thread, no GIL: the op's callback has run. */
-static void cq_push(struct xpy_cq *cq, struct xpy_op *op)
+void xpy_cq_push(struct xpy_cq *cq, struct xpy_op *op)
 {
 	uint64_t one = 1;
 	bool wake;
@@ -45,14 +45,11 @@ static void cq_push(struct xpy_cq *cq, struct xpy_op *op)
 	}
 }
 
-static struct xpy_cq *cq_get(EngineObject *eng)
+struct xpy_cq *xpy_cq_new(void)
 {
-	struct xpy_cq *cq = eng->cq;
+	struct xpy_cq *cq = calloc(1, sizeof(*cq));
 	pthread_condattr_t ca;
 
-	if (cq)
-		return cq;
-	cq = calloc(1, sizeof(*cq));
 	if (!cq) {
 		PyErr_NoMemory();
 		return NULL;
@@ -69,8 +66,29 @@ static struct xpy_cq *cq_get(EngineObject *eng)
 	pthread_cond_init(&cq->called, &ca);
 	pthread_condattr_destroy(&ca);
 	cq->tail = &cq->head;
-	eng->cq = cq;
 	return cq;
+}
+
+int xpy_cq_fd(const struct xpy_cq *cq)
+{
+	return cq->efd;
+}
+
+void xpy_cq_free(struct xpy_cq *cq)
+{
+	if (!cq)
+		return;
+	close(cq->efd);
+	pthread_cond_destroy(&cq->called);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq);
+}
+
+static struct xpy_cq *cq_get(EngineObject *eng)
+{
+	if (!eng->cq)
+		eng->cq = xpy_cq_new();
+	return eng->cq;
 }
 
 static void pending_link(EngineObject *eng, struct xpy_op *op)
@@ -128,7 +146,7 @@ static void op_free(EngineObject *eng, struct xpy_op *op)
 
 /* Settle @p fut with @p exc, else @p value, unless it is done (cancelled).
  * A future of a closed loop cannot be settled: nobody awaits it. */
-static void fut_settle(PyObject *fut, PyObject *value, PyObject *exc)
+void xpy_fut_settle(PyObject *fut, PyObject *value, PyObject *exc)
 {
 	PyObject *done = PyObject_CallMethod(fut, "done", NULL), *r = NULL;
 	int yes = done ? PyObject_IsTrue(done) : -1;
@@ -157,7 +175,7 @@ static void resolve_batch(EngineObject *eng, struct xpy_op *op)
 	xpy_batch_release(bo);
 	pending_unlink(op);
 	if (op->fut)
-		fut_settle(op->fut, NULL, exc);
+		xpy_fut_settle(op->fut, NULL, exc);
 	Py_XDECREF(exc);
 	PyErr_Clear();
 	Py_CLEAR(op->fut);
@@ -196,16 +214,18 @@ static void resolve(EngineObject *eng, struct xpy_op *op)
 		else
 			exc = xpy_error(eng, (int)op->result, op->what);
 		break;
+	case XPY_OP_KV: /* only ever on a _KV's own queue */
+		return;
 	}
 	if (value || exc)
-		fut_settle(op->fut, value, exc);
+		xpy_fut_settle(op->fut, value, exc);
 	PyErr_Clear();
 	Py_XDECREF(value);
 	Py_XDECREF(exc);
 	op_free(eng, op);
 }
 
-static struct xpy_op *cq_take(struct xpy_cq *cq)
+struct xpy_op *xpy_cq_take(struct xpy_cq *cq)
 {
 	struct xpy_op *list;
 	uint64_t v;
@@ -229,7 +249,7 @@ static void drain(EngineObject *eng)
 		return;
 	/* ours from here on: a close() (or another drain) while resolving
 	 * lets the GIL go must not see them pending */
-	list = cq_take(eng->cq);
+	list = xpy_cq_take(eng->cq);
 	for (op = list; op; op = op->qnext)
 		pending_unlink(op);
 	for (op = list; op; op = next) {
@@ -268,7 +288,7 @@ void xpy_aio_batch_done(struct xfer_batch *b, enum xfer_status outcome,
 
 	(void)b;
 	bo->op.result = outcome;
-	cq_push(bo->op.cq, &bo->op);
+	xpy_cq_push(bo->op.cq, &bo->op);
 }
 
 static void done_cb(struct xfer_engine *e, int result, void *arg)
@@ -277,7 +297,7 @@ static void done_cb(struct xfer_engine *e, int result, void *arg)
 
 	(void)e;
 	op->result = result;
-	cq_push(op->cq, op);
+	xpy_cq_push(op->cq, op);
 }
 
 static void segment_cb(struct xfer_engine *e, int64_t id, void *arg)
@@ -286,7 +306,7 @@ static void segment_cb(struct xfer_engine *e, int64_t id, void *arg)
 
 	(void)e;
 	op->result = id;
-	cq_push(op->cq, op);
+	xpy_cq_push(op->cq, op);
 }
 
 static void notify_cb(struct xfer_engine *e, const char *name,
@@ -306,7 +326,7 @@ static void notify_cb(struct xfer_engine *e, const char *name,
 		free(op);
 		return;
 	}
-	cq_push(arg, op);
+	xpy_cq_push(arg, op);
 }
 
 /* ---- the calls ---------------------------------------------------------- */
@@ -571,14 +591,11 @@ void xpy_aio_free(EngineObject *eng)
 		}
 		exc = xpy_error(eng, -ECANCELED, "the engine closed");
 		if (op->fut && exc)
-			fut_settle(op->fut, NULL, exc);
+			xpy_fut_settle(op->fut, NULL, exc);
 		Py_XDECREF(exc);
 		PyErr_Clear();
 		op_free(eng, op);
 	}
-	close(cq->efd);
-	pthread_cond_destroy(&cq->called);
-	pthread_mutex_destroy(&cq->lock);
-	free(cq);
+	xpy_cq_free(cq);
 	eng->cq = NULL;
 }

@@ -92,18 +92,18 @@ int xpy_batch_enter(BatchObject *bo)
 	}
 	if (!xpy_engine_get(bo->eng))
 		return -1;
-	pthread_mutex_lock(&bo->eng->gate);
+	pthread_mutex_lock(&bo->eng->g.lock);
 	bo->users++;
-	pthread_mutex_unlock(&bo->eng->gate);
+	pthread_mutex_unlock(&bo->eng->g.lock);
 	return 0;
 }
 
 void xpy_batch_leave(BatchObject *bo)
 {
-	pthread_mutex_lock(&bo->eng->gate);
+	pthread_mutex_lock(&bo->eng->g.lock);
 	if (!--bo->users && bo->freeing)
-		pthread_cond_broadcast(&bo->eng->gate_cv);
-	pthread_mutex_unlock(&bo->eng->gate);
+		pthread_cond_broadcast(&bo->eng->g.cv);
+	pthread_mutex_unlock(&bo->eng->g.lock);
 	xpy_engine_put(bo->eng);
 }
 
@@ -278,9 +278,9 @@ static void batch_quiesce(BatchObject *bo)
 	bool idle;
 
 	for (;;) {
-		pthread_mutex_lock(&bo->eng->gate);
+		pthread_mutex_lock(&bo->eng->g.lock);
 		idle = !bo->users;
-		pthread_mutex_unlock(&bo->eng->gate);
+		pthread_mutex_unlock(&bo->eng->g.lock);
 		if (idle && xfer_batch_wait(b, 0) == 0)
 			return;
 		Py_BEGIN_ALLOW_THREADS
@@ -316,10 +316,10 @@ void xpy_batch_release(BatchObject *bo)
 		if (!bo->op.fut) /* an awaited one's comes from its callback */
 			bo->outcome = xpy_batch_outcome(bo->b);
 		xfer_batch_free(bo->b);
-		pthread_mutex_lock(&bo->eng->gate);
+		pthread_mutex_lock(&bo->eng->g.lock);
 		bo->b = NULL;
-		pthread_cond_broadcast(&bo->eng->gate_cv);
-		pthread_mutex_unlock(&bo->eng->gate);
+		pthread_cond_broadcast(&bo->eng->g.cv);
+		pthread_mutex_unlock(&bo->eng->g.lock);
 		for (h = bo->holds; h; h = next) {
 			next = h->next;
 			xpy_hold_release(h);
@@ -355,16 +355,16 @@ static void batch_nogil(BatchObject *bo, void (*fn)(BatchObject *bo,
 {
 	if (!bo->b || bo->freeing)
 		return;
-	pthread_mutex_lock(&bo->eng->gate);
+	pthread_mutex_lock(&bo->eng->g.lock);
 	bo->users++;
-	pthread_mutex_unlock(&bo->eng->gate);
+	pthread_mutex_unlock(&bo->eng->g.lock);
 	Py_BEGIN_ALLOW_THREADS
 	fn(bo, arg);
 	Py_END_ALLOW_THREADS
-	pthread_mutex_lock(&bo->eng->gate);
+	pthread_mutex_lock(&bo->eng->g.lock);
 	if (!--bo->users && bo->freeing)
-		pthread_cond_broadcast(&bo->eng->gate_cv);
-	pthread_mutex_unlock(&bo->eng->gate);
+		pthread_cond_broadcast(&bo->eng->g.cv);
+	pthread_mutex_unlock(&bo->eng->g.lock);
 }
 
 static void close_cancel(BatchObject *bo, void *arg)

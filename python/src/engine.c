@@ -23,9 +23,7 @@ static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	if (!self)
 		return NULL;
 	self->st = st;
-	pthread_mutex_init(&self->gate, NULL);
-	pthread_cond_init(&self->gate_cv, NULL);
-	self->state = XPY_NEW;
+	xpy_gate_init(&self->g);
 	self->regs = PyDict_New();
 	if (!self->regs) {
 		Py_DECREF(self);
@@ -36,8 +34,8 @@ static PyObject *eng_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 /* One configuration key: str, int or bool values as text, None the
  * default. */
-static int config_set(EngineObject *self, struct xfer_config *cfg,
-		      PyObject *key, PyObject *val)
+static int config_set(xpy_state *st, struct xfer_config *cfg, PyObject *key,
+		      PyObject *val)
 {
 	const char *k = PyUnicode_AsUTF8(key), *v = NULL;
 	PyObject *text = NULL;
@@ -62,41 +60,52 @@ static int config_set(EngineObject *self, struct xfer_config *cfg,
 	snprintf(what, sizeof(what), ret == -ENOENT ?
 		 "unknown configuration key %.100s" :
 		 "configuration key %.100s: bad value", k);
-	xpy_raise(self, ret, what);
+	xpy_raise_st(st, ret, what);
 	return -1;
+}
+
+struct xfer_config *xpy_config(xpy_state *st, PyObject *config)
+{
+	struct xfer_config *cfg;
+	PyObject *key, *val;
+	Py_ssize_t pos = 0;
+
+	if (config != Py_None && !PyDict_Check(config)) {
+		PyErr_SetString(PyExc_TypeError, "config must be a dict");
+		return NULL;
+	}
+	cfg = xfer_config_new();
+	if (!cfg) {
+		xpy_raise_st(st, -errno, "configuration from the environment");
+		return NULL;
+	}
+	while (config != Py_None && PyDict_Next(config, &pos, &key, &val)) {
+		if (config_set(st, cfg, key, val) < 0) {
+			xfer_config_free(cfg);
+			return NULL;
+		}
+	}
+	return cfg;
 }
 
 static int eng_init(EngineObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "config", NULL };
-	PyObject *config = Py_None, *key, *val;
+	PyObject *config = Py_None;
 	struct xfer_config *cfg;
 	struct xfer_engine *e;
-	Py_ssize_t pos = 0;
 	int err = 0;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:_Engine", kwlist,
 					 &config))
 		return -1;
-	if (config != Py_None && !PyDict_Check(config)) {
-		PyErr_SetString(PyExc_TypeError, "config must be a dict");
-		return -1;
-	}
-	if (self->state != XPY_NEW) {
+	if (self->g.state != XPY_NEW) {
 		PyErr_SetString(PyExc_RuntimeError, "engine already started");
 		return -1;
 	}
-	cfg = xfer_config_new();
-	if (!cfg) {
-		xpy_raise(self, -errno, "configuration from the environment");
+	cfg = xpy_config(self->st, config);
+	if (!cfg)
 		return -1;
-	}
-	while (config != Py_None && PyDict_Next(config, &pos, &key, &val)) {
-		if (config_set(self, cfg, key, val) < 0) {
-			xfer_config_free(cfg);
-			return -1;
-		}
-	}
 	xpy_engine_set_state(self, XPY_STARTING); /* checked and set with the GIL */
 	Py_BEGIN_ALLOW_THREADS
 	e = xfer_engine_new(cfg);
@@ -147,7 +156,7 @@ static void eng_dealloc(EngineObject *self)
 	PyTypeObject *tp = Py_TYPE(self);
 
 	PyObject_GC_UnTrack(self);
-	if (self->state == XPY_OPEN) {
+	if (self->g.state == XPY_OPEN) {
 #if PY_VERSION_HEX >= 0x030C0000
 		PyObject *exc = PyErr_GetRaisedException();
 
@@ -163,8 +172,7 @@ static void eng_dealloc(EngineObject *self)
 	}
 	eng_clear(self);
 	Py_CLEAR(self->regs);
-	pthread_cond_destroy(&self->gate_cv);
-	pthread_mutex_destroy(&self->gate);
+	xpy_gate_fini(&self->g);
 	tp->tp_free(self);
 	Py_DECREF(tp);
 }
@@ -200,7 +208,7 @@ static PyObject *eng_attr(EngineObject *self, void *c)
 static PyObject *eng_get_closed(EngineObject *self, void *c)
 {
 	(void)c;
-	return PyBool_FromLong(self->state >= XPY_CLOSING);
+	return PyBool_FromLong(self->g.state >= XPY_CLOSING);
 }
 
 static PyObject *eng_cpu_seconds(EngineObject *self, PyObject *unused)

@@ -1,64 +1,140 @@
 /*
- * Who may use an engine, and when it is freed: calls count themselves in
- * and out on the engine's gate (a mutex and a condition, never held with
- * the GIL while waiting); close() moves the state on, refuses new calls,
- * cancels what is in flight and frees the engine once the calls in
- * flight are out. xfer_py.h has the rules.
+ * Who may use an engine or a store client, and when it is freed: calls
+ * count themselves in and out on its gate (a mutex and a condition, never
+ * held with the GIL while waiting); close() moves the state on, refuses
+ * new calls, and frees it once the calls in flight are out (an engine's
+ * close cancels what is in flight first). xfer_py.h has the rules.
  */
 #include <time.h>
 
 #include "xfer_py.h"
 
-struct xfer_engine *xpy_engine_get(EngineObject *eng)
+void xpy_gate_init(struct xpy_gate *g)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_condattr_init(&ca);
+	/* the deadlines of xpy_gate_idle() */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	g->state = XPY_NEW;
+	g->users = 0;
+}
+
+void xpy_gate_fini(struct xpy_gate *g)
+{
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->lock);
+}
+
+bool xpy_gate_enter(struct xpy_gate *g, const char *noun)
 {
 	enum xpy_state st;
 
-	pthread_mutex_lock(&eng->gate);
-	st = eng->state;
+	pthread_mutex_lock(&g->lock);
+	st = g->state;
 	if (st == XPY_OPEN)
-		eng->users++;
-	pthread_mutex_unlock(&eng->gate);
+		g->users++;
+	pthread_mutex_unlock(&g->lock);
 	if (st == XPY_OPEN)
-		return eng->e;
-	PyErr_SetString(PyExc_ValueError, st < XPY_OPEN ?
-			"the engine is not started" : "the engine is closed");
-	return NULL;
+		return true;
+	PyErr_Format(PyExc_ValueError, st < XPY_OPEN ?
+		     "the %s is not started" : "the %s is closed", noun);
+	return false;
+}
+
+void xpy_gate_leave(struct xpy_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	if (!--g->users && g->state != XPY_OPEN)
+		pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void xpy_gate_set(struct xpy_gate *g, enum xpy_state st)
+{
+	pthread_mutex_lock(&g->lock);
+	g->state = st;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static bool settled(enum xpy_state st)
+{
+	return st != XPY_STARTING && st != XPY_CLOSING && st != XPY_FREEING;
+}
+
+bool xpy_gate_close_begin(struct xpy_gate *g)
+{
+	bool mine;
+
+	pthread_mutex_lock(&g->lock);
+	while (g->state == XPY_STARTING)
+		pthread_cond_wait(&g->cv, &g->lock);
+	mine = g->state == XPY_OPEN;
+	if (mine)
+		g->state = XPY_CLOSING;
+	while (!mine && !settled(g->state))
+		pthread_cond_wait(&g->cv, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+	return mine;
+}
+
+bool xpy_gate_idle(struct xpy_gate *g, const struct timespec *deadline)
+{
+	bool idle;
+
+	pthread_mutex_lock(&g->lock);
+	while (g->users && (deadline ? pthread_cond_timedwait(
+				    &g->cv, &g->lock, deadline) == 0 :
+			    pthread_cond_wait(&g->cv, &g->lock) == 0))
+		;
+	idle = !g->users;
+	if (idle)
+		g->state = XPY_FREEING;
+	pthread_mutex_unlock(&g->lock);
+	return idle;
+}
+
+/* ---- an engine's ------------------------------------------------------- */
+
+struct xfer_engine *xpy_engine_get(EngineObject *eng)
+{
+	return xpy_gate_enter(&eng->g, "engine") ? eng->e : NULL;
 }
 
 void xpy_engine_put(EngineObject *eng)
 {
-	pthread_mutex_lock(&eng->gate);
-	if (!--eng->users && eng->state != XPY_OPEN)
-		pthread_cond_broadcast(&eng->gate_cv);
-	pthread_mutex_unlock(&eng->gate);
+	xpy_gate_leave(&eng->g);
 }
 
 void xpy_gate_wait(EngineObject *eng, bool (*done)(void *arg), void *arg)
 {
 	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&eng->gate);
+	pthread_mutex_lock(&eng->g.lock);
 	while (!done(arg))
-		pthread_cond_wait(&eng->gate_cv, &eng->gate);
-	pthread_mutex_unlock(&eng->gate);
+		pthread_cond_wait(&eng->g.cv, &eng->g.lock);
+	pthread_mutex_unlock(&eng->g.lock);
 	Py_END_ALLOW_THREADS
 }
 
 static bool eng_settled(void *arg)
 {
-	enum xpy_state st = ((EngineObject *)arg)->state;
-
-	return st != XPY_STARTING && st != XPY_CLOSING && st != XPY_FREEING;
+	return settled(((EngineObject *)arg)->g.state);
 }
 
 bool xpy_engine_try(EngineObject *eng)
 {
+	struct xpy_gate *g = &eng->g;
 	bool held;
 
-	pthread_mutex_lock(&eng->gate);
-	held = eng->state == XPY_OPEN || eng->state == XPY_CLOSING;
+	pthread_mutex_lock(&g->lock);
+	held = g->state == XPY_OPEN || g->state == XPY_CLOSING;
 	if (held)
-		eng->users++;
-	pthread_mutex_unlock(&eng->gate);
+		g->users++;
+	pthread_mutex_unlock(&g->lock);
 	return held;
 }
 
@@ -72,10 +148,7 @@ bool xpy_engine_hold(EngineObject *eng)
 
 void xpy_engine_set_state(EngineObject *eng, enum xpy_state st)
 {
-	pthread_mutex_lock(&eng->gate);
-	eng->state = st;
-	pthread_cond_broadcast(&eng->gate_cv);
-	pthread_mutex_unlock(&eng->gate);
+	xpy_gate_set(&eng->g, st);
 }
 
 
@@ -89,22 +162,12 @@ void xpy_engine_set_state(EngineObject *eng, enum xpy_state st)
 static bool eng_free_when_idle(EngineObject *self, int ms)
 {
 	struct timespec deadline;
-	bool idle;
 
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_nsec += (long)ms * 1000000;
 	deadline.tv_sec += deadline.tv_nsec / 1000000000;
 	deadline.tv_nsec %= 1000000000;
-	pthread_mutex_lock(&self->gate);
-	while (self->users && pthread_cond_timedwait(&self->gate_cv,
-						     &self->gate,
-						     &deadline) == 0)
-		;
-	idle = !self->users;
-	if (idle)
-		self->state = XPY_FREEING;
-	pthread_mutex_unlock(&self->gate);
-	if (!idle)
+	if (!xpy_gate_idle(&self->g, &deadline))
 		return false;
 	xfer_engine_free(self->e);
 	xpy_engine_set_state(self, XPY_CLOSED);
@@ -126,18 +189,10 @@ void xpy_engine_close(EngineObject *self)
 	bool mine, freed;
 
 	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&self->gate);
-	while (self->state == XPY_STARTING)
-		pthread_cond_wait(&self->gate_cv, &self->gate);
-	mine = self->state == XPY_OPEN;
-	if (mine)
-		self->state = XPY_CLOSING;
-	pthread_mutex_unlock(&self->gate);
+	mine = xpy_gate_close_begin(&self->g);
 	Py_END_ALLOW_THREADS
-	if (!mine) {
-		xpy_gate_wait(self, eng_settled, self);
+	if (!mine)
 		return;
-	}
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += XPY_CLOSE_GRACE_MS / 1000;
 	xpy_batches_cancel(self, &deadline);

@@ -25,11 +25,12 @@ static int outcome_errno(enum xfer_status st)
 	}
 }
 
-/* An instance of @p type: (errno, "what: strerror (engine's message)"). */
+/* An instance of @p type: (errno, "what: strerror (engine's message)");
+ * @p eng may be NULL (no message). */
 static PyObject *error_new(PyObject *type, EngineObject *eng, int err,
 			   const char *what)
 {
-	bool held = xpy_engine_try(eng);
+	bool held = eng && xpy_engine_try(eng);
 	const char *last = held ? xfer_engine_last_error(eng->e) : NULL;
 	PyObject *msg;
 
@@ -55,15 +56,23 @@ PyObject *xpy_error(EngineObject *eng, int err, const char *what)
 	return error_new(eng->st->XferError, eng, err, what);
 }
 
-PyObject *xpy_raise(EngineObject *eng, int err, const char *what)
+static PyObject *raise(PyObject *exc)
 {
-	PyObject *exc = xpy_error(eng, err, what);
-
 	if (exc) {
 		PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
 		Py_DECREF(exc);
 	}
 	return NULL;
+}
+
+PyObject *xpy_raise(EngineObject *eng, int err, const char *what)
+{
+	return raise(xpy_error(eng, err, what));
+}
+
+PyObject *xpy_raise_st(xpy_state *st, int err, const char *what)
+{
+	return raise(error_new(st->XferError, NULL, err, what));
 }
 
 /* A TransferError (not raised) with .outcome and .statuses (one status
@@ -222,7 +231,12 @@ static int mod_exec(PyObject *m)
 		m, &xpy_engine_spec, NULL);
 	st->BatchType = (PyTypeObject *)PyType_FromModuleAndSpec(
 		m, &xpy_batch_spec, NULL);
-	if (!st->EngineType || !st->BatchType)
+	st->KVType = (PyTypeObject *)PyType_FromModuleAndSpec(
+		m, &xpy_kv_spec, NULL);
+	st->KVBufferType = (PyTypeObject *)PyType_FromModuleAndSpec(
+		m, &xpy_kvbuf_spec, NULL);
+	if (!st->EngineType || !st->BatchType || !st->KVType ||
+	    !st->KVBufferType)
 		return -1;
 	st->XferError = PyErr_NewExceptionWithDoc(
 		"xfer.XferError",
@@ -241,7 +255,9 @@ static int mod_exec(PyObject *m)
 	    PyModule_AddObjectRef(m, "XferError", st->XferError) < 0 ||
 	    PyModule_AddObjectRef(m, "TransferError", st->TransferError) < 0 ||
 	    PyModule_AddType(m, st->EngineType) < 0 ||
-	    PyModule_AddType(m, st->BatchType) < 0 || add_constants(m) < 0)
+	    PyModule_AddType(m, st->BatchType) < 0 ||
+	    PyModule_AddType(m, st->KVType) < 0 ||
+	    PyModule_AddType(m, st->KVBufferType) < 0 || add_constants(m) < 0)
 		return -1;
 	return 0;
 }
@@ -252,6 +268,8 @@ static int mod_traverse(PyObject *m, visitproc visit, void *arg)
 
 	Py_VISIT(st->EngineType);
 	Py_VISIT(st->BatchType);
+	Py_VISIT(st->KVType);
+	Py_VISIT(st->KVBufferType);
 	Py_VISIT(st->XferError);
 	Py_VISIT(st->TransferError);
 	return 0;
@@ -263,6 +281,8 @@ static int mod_clear(PyObject *m)
 
 	Py_CLEAR(st->EngineType);
 	Py_CLEAR(st->BatchType);
+	Py_CLEAR(st->KVType);
+	Py_CLEAR(st->KVBufferType);
 	Py_CLEAR(st->XferError);
 	Py_CLEAR(st->TransferError);
 	return 0;
@@ -281,8 +301,8 @@ static PyModuleDef_Slot mod_slots[] = {
 struct PyModuleDef xpy_module = {
 	PyModuleDef_HEAD_INIT,
 	.m_name = "xfer._xfer",
-	.m_doc = "The C core of the xfer package: engines, batches and the "
-		 "completion queue that asyncio waits on.",
+	.m_doc = "The C core of the xfer package: engines, batches, store "
+		 "clients and the completion queues that asyncio waits on.",
 	.m_size = sizeof(xpy_state),
 	.m_methods = mod_methods,
 	.m_slots = mod_slots,

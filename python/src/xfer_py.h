@@ -12,6 +12,10 @@
  *             transfers
  * aio.c       the completion queue: the engine's callbacks push, an
  *             eventfd wakes the event loop, drain() resolves futures
+ * store.c     the _KV type: a client of the store (xfer/store.h), its
+ *             calls blocking or settling a future through its own queue
+ * store_call.c one call of a _KV: Python arguments into its arrays, the
+ *             chain of the client's calls it runs, its result in Python
  *
  * Threads: a call counts itself in on the engine's gate (xpy_engine_get)
  * and out (xpy_engine_put), and releases the GIL while it waits. close()
@@ -41,6 +45,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <xfer/store.h>
 #include <xfer/xfer.h>
 
 /* Buffer-protocol objects a call keeps exported (released with the GIL);
@@ -65,6 +70,14 @@ enum xpy_state {
 	XPY_CLOSED,
 };
 
+/* Who may use an engine or a store client (gate.c). */
+struct xpy_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;                /* a count fell, the state moved */
+	enum xpy_state state;
+	unsigned users;                   /* calls in flight */
+};
+
 struct xpy_cq;
 
 /* Kinds of completions that travel through the queue. */
@@ -73,6 +86,7 @@ enum xpy_op_kind {
 	XPY_OP_DONE,      /* an xfer_done_cb: 0 or -errno */
 	XPY_OP_SEGMENT,   /* xfer_segment_open_async: id or -errno */
 	XPY_OP_NOTIFY,    /* a notification arrived: name, msg */
+	XPY_OP_KV,        /* a store call ended (store_call.c) */
 };
 
 /*
@@ -99,6 +113,8 @@ typedef struct BatchObject BatchObject;
 typedef struct {
 	PyTypeObject *EngineType;
 	PyTypeObject *BatchType;
+	PyTypeObject *KVType;
+	PyTypeObject *KVBufferType;
 	PyObject *XferError;
 	PyObject *TransferError;
 } xpy_state;
@@ -107,10 +123,8 @@ typedef struct {
 	PyObject_HEAD
 	xpy_state *st;                    /* its module's */
 	struct xfer_engine *e;            /* NULL once closed */
-	pthread_mutex_t gate;             /* state, users, each Batch's users */
-	pthread_cond_t gate_cv;           /* a count fell, the state moved */
-	enum xpy_state state;
-	unsigned users;                   /* calls in flight */
+	struct xpy_gate g;                /* its lock also guards each
+					     Batch's users */
 	PyObject *regs;                   /* addr -> capsule of a Py_buffer */
 	BatchObject *batches;             /* live batches (under the GIL) */
 	struct xpy_cq *cq;                /* NULL until the first async call */
@@ -134,21 +148,63 @@ struct BatchObject {
 	BatchObject *next, **pprev;       /* the engine's live list */
 };
 
+/* A client of the store (store.c): its gate counts calls in flight, each
+ * from its start to the end of its chain, so close() frees the client
+ * only once none uses it. */
+typedef struct {
+	PyObject_HEAD
+	xpy_state *st;                    /* its module's */
+	struct xfer_kv *k;                /* set once open; NULL once closed */
+	struct xpy_gate g;
+	struct xpy_cq *cq;                /* NULL until a call with a future */
+} KVObject;
+
+/* The calls of a _KV (store_call.c). */
+enum xpy_kv_kind {
+	XPY_KV_PUT,          /* from parts: staged, or zero-copy */
+	XPY_KV_GET,          /* into parts */
+	XPY_KV_FETCH,        /* into memory of its own: bytes or KVBuffer */
+	XPY_KV_EXIST,
+	XPY_KV_SIZE,
+	XPY_KV_REMOVE,
+	XPY_KV_REMOVE_ALL,
+};
+
 /* module.c */
 extern struct PyModuleDef xpy_module;
-extern PyType_Spec xpy_engine_spec, xpy_batch_spec;
+extern PyType_Spec xpy_engine_spec, xpy_batch_spec, xpy_kv_spec,
+	xpy_kvbuf_spec;
 /* The state of the module that defined @p type (or its base); NULL with
  * TypeError if none did. */
 xpy_state *xpy_state_of(PyTypeObject *type);
 /* XferError (errno -@p err or @p err, "what: strerror (the engine's last
  * message)") raised: NULL. */
 PyObject *xpy_raise(EngineObject *eng, int err, const char *what);
+/* XferError of @p st raised, without an engine's message: NULL. */
+PyObject *xpy_raise_st(xpy_state *st, int err, const char *what);
 PyObject *xpy_error(EngineObject *eng, int err, const char *what);
 PyObject *xpy_transfer_error(EngineObject *eng, struct xfer_batch *b,
 			     enum xfer_status outcome);
 int xpy_addr(PyObject *o, uint64_t *addr);
 
 /* gate.c */
+void xpy_gate_init(struct xpy_gate *g);
+void xpy_gate_fini(struct xpy_gate *g);
+/* Count a call in: true while open, else false with ValueError ("the
+ * @p noun is not started" or "... is closed"). */
+bool xpy_gate_enter(struct xpy_gate *g, const char *noun);
+/* Count it out: any thread, no GIL. */
+void xpy_gate_leave(struct xpy_gate *g);
+/* Move to @p st, waking who waits on the gate. */
+void xpy_gate_set(struct xpy_gate *g, enum xpy_state st);
+/* Without the GIL: wait while it starts; if open, move it to CLOSING:
+ * true (the caller closes it); else wait until another close is done:
+ * false. */
+bool xpy_gate_close_begin(struct xpy_gate *g);
+/* Without the GIL: wait until no call is in flight (until @p deadline,
+ * CLOCK_MONOTONIC, if not NULL), then move to FREEING: true; false if
+ * calls are still in flight at the deadline. */
+bool xpy_gate_idle(struct xpy_gate *g, const struct timespec *deadline);
 /* The engine, counted in for a call that may let the GIL go; NULL with
  * ValueError set unless it is open. */
 struct xfer_engine *xpy_engine_get(EngineObject *eng);
@@ -170,6 +226,9 @@ void xpy_engine_set_state(EngineObject *eng, enum xpy_state st);
 void xpy_engine_close(EngineObject *eng);
 
 /* engine.c */
+/* An engine's configuration from None or a dict of keys to values (str,
+ * int or bool, as text); NULL with TypeError or XferError. */
+struct xfer_config *xpy_config(xpy_state *st, PyObject *config);
 int xpy_reg_args(PyObject *obj, PyObject *length, bool writable,
 		 struct xpy_hold *h, void **addr, size_t *len);
 PyObject *xpy_reg_keep(EngineObject *eng, uint64_t addr,
@@ -220,7 +279,37 @@ void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline);
 /* After: free them all (their tasks are over). */
 void xpy_batches_close(EngineObject *eng);
 
+/* store.c */
+/* Count a call in: true while the client is open, else false with
+ * ValueError. */
+bool xpy_kv_enter(KVObject *kv);
+/* Count it out: any thread, no GIL. */
+void xpy_kv_leave(KVObject *kv);
+/* A KVBuffer owning @p mem (malloc()ed, @p len bytes); NULL with an
+ * exception (@p mem is then still the caller's). */
+PyObject *xpy_kvbuf_new(xpy_state *st, void *mem, size_t len);
+
+/* store_call.c */
+/* Run a call of @p kind: blocking, or with future= settled later by
+ * xpy_kv_drain() (then None at once). */
+PyObject *xpy_kv_call(KVObject *kv, enum xpy_kv_kind kind, PyObject *args,
+		      PyObject *kw);
+/* Settle the futures of the calls that ended (the loop's thread). */
+void xpy_kv_drain(KVObject *kv);
+
 /* aio.c */
+/* A queue of ops whose callbacks ran, and the eventfd that says so; NULL
+ * with an exception. */
+struct xpy_cq *xpy_cq_new(void);
+void xpy_cq_free(struct xpy_cq *cq);
+int xpy_cq_fd(const struct xpy_cq *cq);
+/* Any thread, no GIL: queue @p op (its callback ran), waking the fd. */
+void xpy_cq_push(struct xpy_cq *cq, struct xpy_op *op);
+/* The ops queued so far, oldest first (linked by qnext); clears the fd. */
+struct xpy_op *xpy_cq_take(struct xpy_cq *cq);
+/* Settle @p fut with @p exc, else @p value, unless it is done; never
+ * raises. */
+void xpy_fut_settle(PyObject *fut, PyObject *value, PyObject *exc);
 PyObject *xpy_aio_fileno(EngineObject *eng, PyObject *unused);
 PyObject *xpy_aio_drain(EngineObject *eng, PyObject *unused);
 PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw);

@@ -159,3 +159,50 @@ def installed(tmp_path_factory):
     pip_install(py, env, "-q", os.path.join(ROOT, "python"),
                 os.path.join(ROOT, "python", "mooncake-compat"), cwd=tmp)
     return py, env, tmp
+
+
+class Master:
+    """build/xfer-stored on 127.0.0.1 (a free port unless given), serving
+    once made: .addr is its host:port."""
+
+    def __init__(self, *flags, port=None):
+        self.port = port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [build_tool("xfer-stored"), f"--port={self.port}",
+             "--rpc_address=127.0.0.1", "--metrics_port=0", *flags],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(1000):
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"xfer-stored exited: {self.proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                return
+            except OSError:
+                time.sleep(0.01)
+        self.kill()
+        raise TimeoutError("xfer-stored does not serve")
+
+    def stop(self):
+        """SIGTERM: it exits 0."""
+        self.proc.terminate()
+        assert self.proc.wait(timeout=10) == 0
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def make_master():
+    masters = []
+
+    def make(*flags, port=None):
+        m = Master(*flags, port=port)
+        masters.append(m)
+        return m
+    yield make
+    for m in masters:
+        m.kill()

@@ -122,3 +122,30 @@ def test_close_while_transferring(pair):
     with pytest.raises(ValueError):
         init.transfer(xfer.WRITE, seg, pairs=[(mv[:KiB], taddr)])
     print(f"close() took {took:.3f} s under 8 transferring threads")
+
+
+def test_close_waits_without_spinning(make_peer):
+    """close() with a call in flight to a stalled peer (a segment being
+    opened, which only its own timeout ends) waits for it, sleeping
+    between its rounds of cancels rather than spinning."""
+    peer = make_peer()
+    init = xfer.Engine(bind_addr="127.0.0.1")
+    peer.stop()
+    ended = []
+
+    def stuck():
+        try:
+            init.open_segment_sync(peer.name)
+        except xfer.XferError as exc:  # ETIMEDOUT
+            ended.append(exc)
+    t = threading.Thread(target=stuck)
+    t.start()
+    time.sleep(0.2)
+    wall, cpu = time.monotonic(), time.process_time()
+    init.close()
+    wall, cpu = time.monotonic() - wall, time.process_time() - cpu
+    t.join(10)
+    peer.cont()
+    assert ended and not t.is_alive()
+    assert wall > 1                # it did wait for the call
+    assert cpu < 0.25 * wall, (cpu, wall)

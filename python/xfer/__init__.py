@@ -3,7 +3,10 @@
 Two ways in:
 
 - ``xfer.mooncake.TransferEngine``: Mooncake's Python TransferEngine,
-  method for method (switch with one import line);
+  method for method (switch with one import line), and
+  ``xfer.mooncake.store.MooncakeDistributedStore``, Mooncake's client of
+  the store (xfer-stored), its twin in asyncio in
+  ``xfer.mooncake.async_store``;
 - ``xfer.Engine``: the native API, with exceptions, context managers and
   asyncio (``await engine.write(segment, pairs)``) resolved by the
   engine's own completion callbacks through the event loop.

@@ -1,6 +1,8 @@
 """Mooncake's `mooncake` package, for programs written for Mooncake, on
 xfer: ``mooncake.engine`` is xfer's Mooncake-compatible TransferEngine
-(xfer.mooncake); ``mooncake.store`` comes with xfer's store.
+(xfer.mooncake); ``mooncake.store`` (MooncakeDistributedStore) and
+``mooncake.async_store`` are the clients of xfer's store
+(xfer.mooncake.store, xfer.mooncake.async_store).
 
 Installed by the xfer-mooncake distribution (python/mooncake-compat),
 which refuses to install beside Mooncake's own wheel. Should the two

@@ -1,8 +1,5 @@
-"""mooncake.store: Mooncake's distributed KV-cache store client
-(MooncakeDistributedStore). xfer's store is not built yet: importing this
-module says so rather than failing later on a missing name."""
-raise ImportError(
-    "mooncake.store: xfer has no KV-cache store yet, so "
-    "MooncakeDistributedStore is not available from xfer-mooncake; "
-    "only mooncake.engine (the TransferEngine) is. It comes with xfer's "
-    "store.", name="mooncake.store")
+"""mooncake.store on xfer: Mooncake's MooncakeDistributedStore, its
+ReplicateConfig, SoftPinAction, ObjectDataType and BufferHandle, all from
+xfer.mooncake.store (see its docstrings and docs/PYTHON.md)."""
+from xfer.mooncake.store import *  # noqa: F401,F403
+from xfer.mooncake.store import __all__  # noqa: F401

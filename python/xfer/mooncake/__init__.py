@@ -29,9 +29,9 @@ import os
 import socket
 import struct
 
-from . import _xfer
-from ._engine import Engine
-from ._types import Status
+from .. import _xfer
+from .._engine import Engine
+from .._types import Status
 
 __all__ = [
     "TransferEngine", "TransferOpcode", "TransferNotify",

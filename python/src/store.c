@@ -1,0 +1,395 @@
+/*
+ * The _KV type: one client of the store (include/xfer/store.h) with an
+ * engine of its own, the calls it runs (store_call.c) counted in and out
+ * on its gate, and close(); and the KVBuffer type, memory a fetch read an
+ * object into (Mooncake's BufferHandle).
+ *
+ * Threads: any thread may call; a call releases the GIL while it waits.
+ * close() refuses new calls, waits (without the GIL) until every call in
+ * flight has ended, blocking ones and those with a future alike, and only
+ * then frees the client (xfer_kv_free), so no chain of the client's calls
+ * ever runs into a freed client.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "xfer_py.h"
+
+bool xpy_kv_enter(KVObject *kv)
+{
+	return xpy_gate_enter(&kv->g, "store");
+}
+
+void xpy_kv_leave(KVObject *kv)
+{
+	xpy_gate_leave(&kv->g);
+}
+
+/* ---- life --------------------------------------------------------------- */
+
+static PyObject *kv_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	xpy_state *st = xpy_state_of(type);
+	KVObject *self;
+
+	(void)args;
+	(void)kw;
+	if (!st)
+		return NULL;
+	self = (KVObject *)type->tp_alloc(type, 0);
+	if (!self)
+		return NULL;
+	self->st = st;
+	xpy_gate_init(&self->g);
+	return (PyObject *)self;
+}
+
+static int kv_init(KVObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "config", "master", "segment_size",
+				  "buffer_size", NULL };
+	PyObject *config;
+	const char *master;
+	unsigned long long seg, buf;
+	struct xfer_config *cfg;
+	struct xfer_kv *k;
+	int err = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsKK:_KV", kwlist,
+					 &config, &master, &seg, &buf))
+		return -1;
+	if (self->g.state != XPY_NEW) {
+		PyErr_SetString(PyExc_RuntimeError, "already set up");
+		return -1;
+	}
+	cfg = xpy_config(self->st, config);
+	if (!cfg)
+		return -1;
+	xpy_gate_set(&self->g, XPY_STARTING);
+	Py_BEGIN_ALLOW_THREADS
+	k = xfer_kv_new(NULL, cfg, master, seg, buf);
+	if (!k)
+		err = errno;
+	Py_END_ALLOW_THREADS
+	xfer_config_free(cfg);
+	self->k = k;
+	xpy_gate_set(&self->g, k ? XPY_OPEN : XPY_NEW);
+	if (!k) {
+		xpy_raise_st(self->st, err, "store client");
+		return -1;
+	}
+	return 0;
+}
+
+/* Refuse new calls, wait for those in flight, free the client. A close
+ * while another runs waits for that one. With the GIL; lets it go. */
+static void kv_close(KVObject *self)
+{
+	Py_BEGIN_ALLOW_THREADS
+	if (xpy_gate_close_begin(&self->g) && xpy_gate_idle(&self->g, NULL)) {
+		xfer_kv_free(self->k);
+		self->k = NULL;
+		xpy_gate_set(&self->g, XPY_CLOSED);
+	}
+	Py_END_ALLOW_THREADS
+}
+
+PyDoc_STRVAR(kv_close_doc,
+"close()\n\n"
+"Refuse new calls, wait for every call in flight to end (the futures of\n"
+"those with one are settled by the next drain), then unmount the\n"
+"segment and free the client and its engine: objects whose replicas\n"
+"lay only in this client's segment are gone. Idempotent.");
+
+static PyObject *kv_close_m(KVObject *self, PyObject *unused)
+{
+	(void)unused;
+	kv_close(self);
+	Py_RETURN_NONE;
+}
+
+static int kv_traverse(KVObject *self, visitproc visit, void *arg)
+{
+	Py_VISIT(Py_TYPE(self));
+	return 0;
+}
+
+static void kv_dealloc(KVObject *self)
+{
+	PyTypeObject *tp = Py_TYPE(self);
+
+	PyObject_GC_UnTrack(self);
+	if (self->g.state == XPY_OPEN) {
+		PyObject *t, *v, *tb;
+
+		PyErr_Fetch(&t, &v, &tb);
+		kv_close(self);
+		PyErr_Restore(t, v, tb);
+	}
+	xpy_cq_free(self->cq);
+	xpy_gate_fini(&self->g);
+	tp->tp_free(self);
+	Py_DECREF(tp);
+}
+
+/* ---- small calls -------------------------------------------------------- */
+
+static PyObject *kv_healthy(KVObject *self, PyObject *unused)
+{
+	int yes;
+
+	(void)unused;
+	if (!xpy_kv_enter(self)) {
+		PyErr_Clear();
+		Py_RETURN_FALSE;
+	}
+	yes = xfer_kv_healthy(self->k);
+	xpy_kv_leave(self);
+	return PyBool_FromLong(yes);
+}
+
+static PyObject *kv_get_name(KVObject *self, void *c)
+{
+	PyObject *r;
+
+	(void)c;
+	if (!xpy_kv_enter(self))
+		return NULL;
+	r = PyUnicode_FromString(xfer_engine_name(xfer_kv_engine(self->k)));
+	xpy_kv_leave(self);
+	return r;
+}
+
+PyDoc_STRVAR(kv_register_doc,
+"register_buffer(address, length) -> int\n\n"
+"Register @length bytes at @address with the engine for the zero-copy\n"
+"calls (xfer_kv_register_buffer): 0, or a negative errno.");
+
+static PyObject *kv_register(KVObject *self, PyObject *args)
+{
+	PyObject *a, *l;
+	uint64_t addr, len;
+	int r;
+
+	if (!PyArg_ParseTuple(args, "OO:register_buffer", &a, &l) ||
+	    xpy_addr(a, &addr) < 0 || xpy_addr(l, &len) < 0 ||
+	    !xpy_kv_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	r = xfer_kv_register_buffer(self->k, (void *)(uintptr_t)addr,
+				    (size_t)len);
+	Py_END_ALLOW_THREADS
+	xpy_kv_leave(self);
+	return PyLong_FromLong(r);
+}
+
+PyDoc_STRVAR(kv_unregister_doc,
+"unregister_buffer(address) -> int\n\n"
+"Unregister memory of register_buffer(): 0, or a negative errno.");
+
+static PyObject *kv_unregister(KVObject *self, PyObject *a)
+{
+	uint64_t addr;
+	int r;
+
+	if (xpy_addr(a, &addr) < 0 || !xpy_kv_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	r = xfer_kv_unregister_buffer(self->k, (void *)(uintptr_t)addr);
+	Py_END_ALLOW_THREADS
+	xpy_kv_leave(self);
+	return PyLong_FromLong(r);
+}
+
+static PyObject *kv_fileno(KVObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (!self->cq && !(self->cq = xpy_cq_new()))
+		return NULL;
+	return PyLong_FromLong(xpy_cq_fd(self->cq));
+}
+
+static PyObject *kv_drain(KVObject *self, PyObject *unused)
+{
+	(void)unused;
+	xpy_kv_drain(self);
+	Py_RETURN_NONE;
+}
+
+/* ---- the calls of store_call.c ------------------------------------------ */
+
+#define KV_CALL(fn, kind)                                                   \
+	static PyObject *fn(KVObject *self, PyObject *args, PyObject *kw)   \
+	{                                                                   \
+		return xpy_kv_call(self, kind, args, kw);                   \
+	}
+
+KV_CALL(kv_put, XPY_KV_PUT)
+KV_CALL(kv_get, XPY_KV_GET)
+KV_CALL(kv_fetch, XPY_KV_FETCH)
+KV_CALL(kv_exist, XPY_KV_EXIST)
+KV_CALL(kv_size, XPY_KV_SIZE)
+KV_CALL(kv_remove, XPY_KV_REMOVE)
+KV_CALL(kv_remove_all, XPY_KV_REMOVE_ALL)
+
+PyDoc_STRVAR(kv_put_doc,
+"put(keys, parts, counts=None, lens=None, rc=None, zero_copy=False,\n"
+"    future=None) -> [int]\n\n"
+"Put one object per key (xfer_kv_batch_put): the concatenation of its\n"
+"counts[i] parts (one each without counts); a part is a buffer object\n"
+"or an integer address whose length is lens[j]. rc: (replica_num,\n"
+"soft_pin, hard_pin, preferred_segment or None). Each key's result: 0\n"
+"or a negative ErrorCode (-1 for a local error).");
+
+PyDoc_STRVAR(kv_get_doc,
+"get(keys, parts, counts=None, lens=None, zero_copy=False,\n"
+"    future=None) -> [int]\n\n"
+"Read each key into its parts (writable buffer objects or addresses);\n"
+"each key's result: its length in bytes, or a negative ErrorCode.");
+
+PyDoc_STRVAR(kv_fetch_doc,
+"fetch(keys, as_bytes=True, future=None) -> [bytes | KVBuffer | int]\n\n"
+"Each key's length (a query each), then one batch reading those found\n"
+"into memory of their own: bytes, or KVBuffer objects (as_bytes=False);\n"
+"a negative ErrorCode for a key that could not be read.");
+
+PyDoc_STRVAR(kv_keys_doc,
+"exist(keys, future=None), size(keys, future=None),\n"
+"remove(keys, force=False, future=None) -> [int]\n\n"
+"Per key: 1/0 (exist, which leases), the length (size), 0 (remove); or\n"
+"a negative ErrorCode.");
+
+PyDoc_STRVAR(kv_remove_all_doc,
+"remove_all(force=False, future=None) -> int\n\n"
+"Remove every object (leased ones too if force): how many, or a\n"
+"negative ErrorCode.");
+
+#define KW_METHOD(name, fn, doc)                                           \
+	{ name, (PyCFunction)(void (*)(void))fn,                            \
+	  METH_VARARGS | METH_KEYWORDS, doc }
+
+static PyMethodDef kv_methods[] = {
+	{ "close", (PyCFunction)kv_close_m, METH_NOARGS, kv_close_doc },
+	{ "healthy", (PyCFunction)kv_healthy, METH_NOARGS,
+	  "healthy() -> bool\n\nThe master answered the last ping." },
+	{ "register_buffer", (PyCFunction)kv_register, METH_VARARGS,
+	  kv_register_doc },
+	{ "unregister_buffer", (PyCFunction)kv_unregister, METH_O,
+	  kv_unregister_doc },
+	KW_METHOD("put", kv_put, kv_put_doc),
+	KW_METHOD("get", kv_get, kv_get_doc),
+	KW_METHOD("fetch", kv_fetch, kv_fetch_doc),
+	KW_METHOD("exist", kv_exist, kv_keys_doc),
+	KW_METHOD("size", kv_size, kv_keys_doc),
+	KW_METHOD("remove", kv_remove, kv_keys_doc),
+	KW_METHOD("remove_all", kv_remove_all, kv_remove_all_doc),
+	{ "_aio_fileno", (PyCFunction)kv_fileno, METH_NOARGS, NULL },
+	{ "_aio_drain", (PyCFunction)kv_drain, METH_NOARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef kv_getset[] = {
+	{ "name", (getter)kv_get_name, NULL,
+	  "The engine's name, `host:port`: the segment's name.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyType_Slot kv_slots[] = {
+	{ Py_tp_doc, "_KV(config, master, segment_size, buffer_size): a client "
+		     "of the store at master (host:port) with an engine of its "
+		     "own made from config (a dict of configuration keys); "
+		     "segment_size bytes lent, buffer_size of staging." },
+	{ Py_tp_new, kv_new },
+	{ Py_tp_init, kv_init },
+	{ Py_tp_dealloc, kv_dealloc },
+	{ Py_tp_traverse, kv_traverse },
+	{ Py_tp_methods, kv_methods },
+	{ Py_tp_getset, kv_getset },
+	{ 0, NULL },
+};
+
+PyType_Spec xpy_kv_spec = {
+	.name = "xfer._xfer._KV",
+	.basicsize = sizeof(KVObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE |
+		 Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+	.slots = kv_slots,
+};
+
+/* ---- KVBuffer ----------------------------------------------------------- */
+
+typedef struct {
+	PyObject_HEAD
+	void *mem;                        /* malloc()ed, owned */
+	size_t len;
+} KVBufferObject;
+
+PyObject *xpy_kvbuf_new(xpy_state *st, void *mem, size_t len)
+{
+	KVBufferObject *b = PyObject_New(KVBufferObject, st->KVBufferType);
+
+	if (!b)
+		return NULL;
+	b->mem = mem;
+	b->len = len;
+	return (PyObject *)b;
+}
+
+static void kvbuf_dealloc(KVBufferObject *self)
+{
+	PyTypeObject *tp = Py_TYPE(self);
+
+	free(self->mem);
+	PyObject_Free(self);
+	Py_DECREF(tp);
+}
+
+static PyObject *kvbuf_ptr(KVBufferObject *self, PyObject *unused)
+{
+	(void)unused;
+	return PyLong_FromUnsignedLongLong((uintptr_t)self->mem);
+}
+
+static PyObject *kvbuf_size(KVBufferObject *self, PyObject *unused)
+{
+	(void)unused;
+	return PyLong_FromSize_t(self->len);
+}
+
+static Py_ssize_t kvbuf_len(KVBufferObject *self)
+{
+	return (Py_ssize_t)self->len;
+}
+
+static int kvbuf_getbuffer(KVBufferObject *self, Py_buffer *view, int flags)
+{
+	return PyBuffer_FillInfo(view, (PyObject *)self, self->mem,
+				 (Py_ssize_t)self->len, 0, flags);
+}
+
+static PyMethodDef kvbuf_methods[] = {
+	{ "ptr", (PyCFunction)kvbuf_ptr, METH_NOARGS,
+	  "ptr() -> int\n\nThe address of the bytes." },
+	{ "size", (PyCFunction)kvbuf_size, METH_NOARGS,
+	  "size() -> int\n\nTheir length in bytes." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyType_Slot kvbuf_slots[] = {
+	{ Py_tp_doc, "An object read into memory of its own (Mooncake's "
+		     "BufferHandle): ptr(), size(), len() and the buffer "
+		     "protocol (writable); freed with the object." },
+	{ Py_tp_dealloc, kvbuf_dealloc },
+	{ Py_tp_methods, kvbuf_methods },
+	{ Py_sq_length, kvbuf_len },
+	{ Py_bf_getbuffer, kvbuf_getbuffer },
+	{ 0, NULL },
+};
+
+PyType_Spec xpy_kvbuf_spec = {
+	.name = "xfer._xfer.KVBuffer",
+	.basicsize = sizeof(KVBufferObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+		 Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = kvbuf_slots,
+};
