@@ -5,9 +5,12 @@
  * O_DIRECT-aligned and not, and a batch of 1000 scattered requests; every
  * byte is compared with the file read independently. Through its own
  * files (io_uring, and the worker thread once) and through the owner.
- * And the registry as peers see it: files added, grown and dropped; and
- * the owner's data port with a cluster secret.
+ * Small buffered reads of a cached file end inside the submit (the
+ * submitting thread moves them). And the registry as peers see it: files
+ * added, grown and dropped; and the owner's data port with a cluster
+ * secret.
  */
+#define _GNU_SOURCE /* preadv2 */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -15,10 +18,13 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "test/helpers.h"
 #include "test/th_file.h"
@@ -183,6 +189,63 @@ static void test_scatter(void **state)
 	free(r);
 }
 
+/* Does the page cache of @p path answer a read with RWF_NOWAIT? */
+static bool nowait_reads(const char *path)
+{
+	char b[512];
+	struct iovec iov = { b, sizeof(b) };
+	int fd = open(path, O_RDONLY);
+	bool yes = fd >= 0 && preadv2(fd, &iov, 1, 0, RWF_NOWAIT) > 0;
+
+	if (fd >= 0)
+		close(fd);
+	return yes;
+}
+
+/* A batch of small unaligned (buffered) reads of the file, which is in
+ * the page cache: every task has ended when xfer_batch_submit() returns,
+ * the submitting thread having moved them itself. A page being written
+ * back may make one read wait, so up to 5 batches, one of which must. */
+static void test_lent(void **state)
+{
+	enum { N = 16, LEN = 10000, STEP = 20011 };
+	struct fix *f = *state;
+	struct xfer_request r[N];
+	bool inside = false;
+
+	if (!nowait_reads(f->path)) {
+		print_message("no RWF_NOWAIT reads on %s: skipped\n", th_dir);
+		skip();
+	}
+	th_file_read(f->path, 0, f->want, (size_t)N * STEP);
+	for (int i = 0; i < N; i++)
+		r[i] = (struct xfer_request){
+			.opcode = XFER_READ, .source = f->buf + i * STEP,
+			.target_id = f->seg, .length = LEN,
+			.target_offset = (uint64_t)i * STEP + 1,
+		};
+	for (int round = 0; round < 5 && !inside; round++) {
+		struct xfer_batch *b = xfer_batch_new(f->e, N);
+
+		memset(f->buf, 0, (size_t)N * STEP);
+		assert_non_null(b);
+		assert_int_equal(xfer_batch_submit(b, r, N), 0);
+		inside = true;
+		for (int i = 0; i < N; i++) {
+			struct xfer_task_status ts;
+
+			assert_int_equal(xfer_batch_status(b, i, &ts), 0);
+			inside = inside && ts.status == XFER_COMPLETED;
+		}
+		assert_int_equal(xfer_batch_wait(b, 60000), 0);
+		for (int i = 0; i < N; i++)
+			assert_memory_equal(f->buf + i * STEP,
+					    f->want + i * STEP + 1, LEN);
+		assert_int_equal(xfer_batch_free(b), 0);
+	}
+	assert_true(inside);
+}
+
 /* The buffers of @p seg as @p e sees them after a refresh: @p n of them,
  * lengths @p lens, paths ending in @p tails. */
 static void expect_files(struct xfer_engine *e, int64_t seg, size_t n,
@@ -321,8 +384,8 @@ static void test_secret(void **state)
 
 static int run(void)
 {
-	static char names[2 * NMODES][64];
-	struct CMUnitTest t[2 * NMODES + 2];
+	static char names[3 * NMODES][64];
+	struct CMUnitTest t[3 * NMODES + 2];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NMODES; i++) {
@@ -334,6 +397,14 @@ static int run(void)
 		t[n] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
 			test_scatter, setup, teardown, (void *)&modes[i]);
 		snprintf(names[n], sizeof(names[n]), "1000 scattered, %s",
+			 modes[i].what);
+		t[n].name = names[n];
+		n++;
+		if (!modes[i].local)
+			continue;
+		t[n] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
+			test_lent, setup, teardown, (void *)&modes[i]);
+		snprintf(names[n], sizeof(names[n]), "lent reads, %s",
 			 modes[i].what);
 		t[n].name = names[n];
 		n++;

@@ -525,6 +525,49 @@ static void test_inline(void **state)
 	free(dst);
 }
 
+/* xfer_fio_now(): what the page cache holds ends at once, on this
+ * thread; an evicted range would wait and is left to a submission. */
+static void test_now(void **state)
+{
+	enum { LEN = 256 * KiB };
+	char *src = malloc(LEN), *dst = calloc(1, LEN);
+	struct xfer_fio_req r = { .fd = F.fd, .buf = dst, .len = LEN };
+	int ret;
+
+	(void)state;
+	rnd_fill(src, LEN);
+	assert_int_equal(pwrite(F.fd, src, LEN, 0), LEN);
+	ret = xfer_fio_now(&r);
+	if (ret == -EOPNOTSUPP) {
+		print_message("no RWF_NOWAIT reads in %s: skipped\n",
+			      tmp_dir());
+		free(src);
+		free(dst);
+		skip();
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(r.res, 0);
+	assert_memory_equal(dst, src, LEN);
+	r.off = LEN - 100; /* meets the end of the file */
+	assert_int_equal(xfer_fio_now(&r), 0);
+	assert_int_equal(r.res, -ENODATA);
+	assert_memory_equal(dst, src + LEN - 100, 100);
+	/* Written back and dropped from the cache: it would wait. */
+	assert_int_equal(fsync(F.fd), 0);
+	assert_int_equal(posix_fadvise(F.fd, 0, LEN, POSIX_FADV_DONTNEED), 0);
+	r.off = 0;
+	assert_int_equal(xfer_fio_now(&r), -EAGAIN);
+	/* A write ends at once or is refused, as the file system can. */
+	r = (struct xfer_fio_req){ .fd = F.fd, .write = true, .buf = src,
+				   .len = 4096, .off = LEN };
+	ret = xfer_fio_now(&r);
+	assert_true(ret == 0 || ret == -EOPNOTSUPP || ret == -EAGAIN);
+	if (!ret)
+		expect_file(F.fd, src, 4096, LEN);
+	free(src);
+	free(dst);
+}
+
 /* Freed with requests queued: each done runs once, before the return,
  * on the caller's thread; those that never started -ECANCELED. */
 static void test_free_queued(void **state)
@@ -629,6 +672,7 @@ int main(void)
 		BOTH(test_enospc),
 		BOTH(test_direct),
 		{ "test_inline io_uring", test_inline, setup, teardown, &uring },
+		{ "test_now", test_now, setup, teardown, &uring },
 		BOTH(test_free_queued),
 		BOTH(test_speed),
 	};
