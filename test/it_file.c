@@ -51,13 +51,14 @@ struct fix {
 	int64_t seg;
 };
 
-static int setup(void **state)
+/* The file in @p dir. */
+static int start(void **state, const char *dir)
 {
 	struct fix *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
 	f->m = *state;
-	snprintf(f->path, sizeof(f->path), "%s/seg", th_dir);
+	snprintf(f->path, sizeof(f->path), "%s/seg-%d", dir, (int)getpid());
 	th_file_make(f->path, FILE_LEN, 99);
 	th_owner_start(&f->owner, f->path, FILE_LEN, f->m->metad);
 	f->e = th_file_engine(f->m);
@@ -70,12 +71,25 @@ static int setup(void **state)
 	return 0;
 }
 
+static int setup(void **state)
+{
+	return start(state, th_dir);
+}
+
+/* The file on tmpfs. */
+static int setup_shm(void **state)
+{
+	return start(state, "/dev/shm");
+}
+
 static int teardown(void **state)
 {
 	struct fix *f = *state;
 
 	xfer_engine_free(f->e);
 	th_owner_stop(&f->owner);
+	if (strncmp(f->path, th_dir, strlen(th_dir)))
+		unlink(f->path); /* not in th_dir, which goes at the end */
 	free(f->buf);
 	free(f->want);
 	free(f);
@@ -202,35 +216,35 @@ static bool nowait_reads(const char *path)
 	return yes;
 }
 
-/* A batch of small unaligned (buffered) reads of the file, which is in
- * the page cache: every task has ended when xfer_batch_submit() returns,
- * the submitting thread having moved them itself. A page being written
- * back may make one read wait, so up to 5 batches, one of which must. */
-static void test_lent(void **state)
+/* Batches of @p op of small unaligned (buffered) pieces of the file,
+ * each checked: did every task of one end before xfer_batch_submit()
+ * returned, with no thread of the engine put on a CPU meanwhile (the
+ * submitting thread moved them itself)? A page being written back may
+ * make one wait, or a reactor's timer fire, so up to 5 batches, one of
+ * which must. */
+static bool lent(struct fix *f, enum xfer_opcode op)
 {
 	enum { N = 16, LEN = 10000, STEP = 20011 };
-	struct fix *f = *state;
 	struct xfer_request r[N];
 	bool inside = false;
 
-	if (!nowait_reads(f->path)) {
-		print_message("no RWF_NOWAIT reads on %s: skipped\n", th_dir);
-		skip();
-	}
-	th_file_read(f->path, 0, f->want, (size_t)N * STEP);
 	for (int i = 0; i < N; i++)
 		r[i] = (struct xfer_request){
-			.opcode = XFER_READ, .source = f->buf + i * STEP,
+			.opcode = op, .source = f->buf + i * STEP,
 			.target_id = f->seg, .length = LEN,
 			.target_offset = (uint64_t)i * STEP + 1,
 		};
 	for (int round = 0; round < 5 && !inside; round++) {
 		struct xfer_batch *b = xfer_batch_new(f->e, N);
+		unsigned long long runs;
 
-		memset(f->buf, 0, (size_t)N * STEP);
+		th_fill(f->buf, (size_t)N * STEP, 7 + round);
+		if (op == XFER_READ)
+			th_file_read(f->path, 0, f->want, (size_t)N * STEP);
 		assert_non_null(b);
+		runs = th_threads_runs("xfer");
 		assert_int_equal(xfer_batch_submit(b, r, N), 0);
-		inside = true;
+		inside = th_threads_runs("xfer") == runs;
 		for (int i = 0; i < N; i++) {
 			struct xfer_task_status ts;
 
@@ -238,12 +252,36 @@ static void test_lent(void **state)
 			inside = inside && ts.status == XFER_COMPLETED;
 		}
 		assert_int_equal(xfer_batch_wait(b, 60000), 0);
+		assert_int_equal(xfer_batch_free(b), 0);
+		if (op == XFER_WRITE)
+			th_file_read(f->path, 0, f->want, (size_t)N * STEP);
 		for (int i = 0; i < N; i++)
 			assert_memory_equal(f->buf + i * STEP,
 					    f->want + i * STEP + 1, LEN);
-		assert_int_equal(xfer_batch_free(b), 0);
 	}
-	assert_true(inside);
+	return inside;
+}
+
+/* The file on disk, in the page cache: reads end inside the submit,
+ * where the file system has RWF_NOWAIT reads. */
+static void test_lent(void **state)
+{
+	struct fix *f = *state;
+
+	if (!nowait_reads(f->path)) {
+		print_message("no RWF_NOWAIT reads on %s: skipped\n", th_dir);
+		skip();
+	}
+	assert_true(lent(f, XFER_READ));
+}
+
+/* The file on tmpfs: reads and writes end inside the submit. */
+static void test_lent_shm(void **state)
+{
+	struct fix *f = *state;
+
+	assert_true(lent(f, XFER_READ));
+	assert_true(lent(f, XFER_WRITE));
 }
 
 /* The buffers of @p seg as @p e sees them after a refresh: @p n of them,
@@ -385,7 +423,7 @@ static void test_secret(void **state)
 static int run(void)
 {
 	static char names[3 * NMODES][64];
-	struct CMUnitTest t[3 * NMODES + 2];
+	struct CMUnitTest t[3 * NMODES + 3];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NMODES; i++) {
@@ -409,6 +447,8 @@ static int run(void)
 		t[n].name = names[n];
 		n++;
 	}
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
+		test_lent_shm, setup_shm, teardown, (void *)&modes[0]);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_registry);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_secret);
 	return _cmocka_run_group_tests("it_file", t, n, NULL, NULL);

@@ -537,7 +537,7 @@ static void test_now(void **state)
 	(void)state;
 	rnd_fill(src, LEN);
 	assert_int_equal(pwrite(F.fd, src, LEN, 0), LEN);
-	ret = xfer_fio_now(&r);
+	ret = xfer_fio_now(&r, true);
 	if (ret == -EOPNOTSUPP) {
 		print_message("no RWF_NOWAIT reads in %s: skipped\n",
 			      tmp_dir());
@@ -549,18 +549,23 @@ static void test_now(void **state)
 	assert_int_equal(r.res, 0);
 	assert_memory_equal(dst, src, LEN);
 	r.off = LEN - 100; /* meets the end of the file */
-	assert_int_equal(xfer_fio_now(&r), 0);
+	assert_int_equal(xfer_fio_now(&r, true), 0);
 	assert_int_equal(r.res, -ENODATA);
 	assert_memory_equal(dst, src + LEN - 100, 100);
 	/* Written back and dropped from the cache: it would wait. */
 	assert_int_equal(fsync(F.fd), 0);
 	assert_int_equal(posix_fadvise(F.fd, 0, LEN, POSIX_FADV_DONTNEED), 0);
 	r.off = 0;
-	assert_int_equal(xfer_fio_now(&r), -EAGAIN);
+	assert_int_equal(xfer_fio_now(&r, true), -EAGAIN);
+	/* Without RWF_NOWAIT (a file in memory) it waits and ends. */
+	memset(dst, 0, LEN);
+	assert_int_equal(xfer_fio_now(&r, false), 0);
+	assert_int_equal(r.res, 0);
+	assert_memory_equal(dst, src, LEN);
 	/* A write ends at once or is refused, as the file system can. */
 	r = (struct xfer_fio_req){ .fd = F.fd, .write = true, .buf = src,
 				   .len = 4096, .off = LEN };
-	ret = xfer_fio_now(&r);
+	ret = xfer_fio_now(&r, true);
 	assert_true(ret == 0 || ret == -EOPNOTSUPP || ret == -EAGAIN);
 	if (!ret)
 		expect_file(F.fd, src, 4096, LEN);

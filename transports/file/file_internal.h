@@ -65,7 +65,7 @@ struct file_open {
 	int fd;                   /* buffered */
 	int dfd;                  /* O_DIRECT, or -1 */
 	unsigned align;           /* O_DIRECT: memory, offset, length */
-	atomic_uint nowait_no;    /* io.c: 1 << write, RWF_NOWAIT refused */
+	atomic_uint lend;         /* io.c: what a submitter may do itself */
 	char *path;
 };
 

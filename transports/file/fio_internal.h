@@ -97,10 +97,12 @@ void xfer_fio_free(struct xfer_fio *f);
 
 /**
  * Do @p req (its public fields set, done unused) on the calling thread,
- * if that takes no wait for a device: a buffered read or write that the
- * page cache answers at once (preadv2/pwritev2 with RWF_NOWAIT), which is
- * what io_uring completes inline in io_uring_enter. Never on an fd opened
- * with O_DIRECT: that one would wait for the device. Any thread; needs no
+ * if that takes no wait for a device: with @p nowait, a buffered read or
+ * write that the page cache answers at once (preadv2/pwritev2 with
+ * RWF_NOWAIT), which is what io_uring completes inline in io_uring_enter;
+ * without, any read or write (for a file in memory: tmpfs, ramfs, whose
+ * pages no device holds unless swapped out). Never on an fd opened with
+ * O_DIRECT: that one would wait for the device. Any thread; needs no
  * engine.
  * @return 0 when the request has ended, its result (as done would get it,
  *         see struct xfer_fio_req) in req->res; -EAGAIN when it would wait
@@ -110,7 +112,7 @@ void xfer_fio_free(struct xfer_fio *f);
  *         either. After -EAGAIN a prefix of the range may have moved; a
  *         submission moves it again.
  */
-int xfer_fio_now(struct xfer_fio_req *req);
+int xfer_fio_now(struct xfer_fio_req *req, bool nowait);
 
 /** Does @p f run on its worker thread (true) or io_uring (false)? */
 bool xfer_fio_threads(const struct xfer_fio *f);

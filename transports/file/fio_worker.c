@@ -3,8 +3,8 @@
  * does requests one after the other with preadv/pwritev, continuing short
  * ones, and hands them back through a list and an eventfd, which the
  * engine watches on its reactor (the thread sleeps on a condition
- * variable when idle); and xfer_fio_now(), the same calls made with
- * RWF_NOWAIT on the caller's thread.
+ * variable when idle); and xfer_fio_now(), the same calls made on the
+ * caller's thread, with RWF_NOWAIT unless the file is in memory.
  */
 #define _GNU_SOURCE /* pthread_setname_np, preadv2 */
 #include <pthread.h>
@@ -56,12 +56,12 @@ static void run(struct xfer_fio_req *req)
 	}
 }
 
-int xfer_fio_now(struct xfer_fio_req *req)
+int xfer_fio_now(struct xfer_fio_req *req, bool nowait)
 {
 	req->moved = 0;
 	req->res = 0;
 	for (;;) {
-		ssize_t n = rw_next(req, RWF_NOWAIT);
+		ssize_t n = rw_next(req, nowait ? RWF_NOWAIT : 0);
 
 		if (n == -EAGAIN)
 			return -EAGAIN;

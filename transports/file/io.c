@@ -8,14 +8,17 @@
  *
  * A buffered run of up to LEND_MAX bytes that nothing waits ahead of is
  * first tried by the submitting thread itself (xfer_fio_now()), as TCP
- * lends a quiet connection: what the page cache answers at once ends
- * inside the submit, with no thread woken; what would wait goes to the
- * reactor as above. It holds a place of the depth meanwhile and counts
- * as a read in flight for a cancel.
+ * lends a quiet connection: what the page cache answers at once, or any
+ * run on a file in memory (tmpfs, ramfs: copied as the local transport
+ * copies RAM), ends inside the submit with no thread woken; what would
+ * wait goes to the reactor as above. It holds a place of the depth
+ * meanwhile and counts as a read in flight for a cancel.
  */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 
 #include "transports/file/file_internal.h"
 
@@ -26,6 +29,14 @@
  * the reactor's way on a busy host; a longer one leaves the caller free
  * sooner through the reactor. */
 #define LEND_MAX (1u << 20)
+
+/* fo->lend: what a submitter may do itself on the buffered fd. */
+enum {
+	LEND_KNOWN = 1,      /* LEND_MEMORY is set if it applies */
+	LEND_MEMORY = 2,     /* tmpfs or ramfs: no device to wait for */
+	LEND_NO_READ = 4,    /* RWF_NOWAIT refused for reads */
+	LEND_NO_WRITE = 8,   /* and for writes */
+};
 
 static struct xfer_slice *slice_of(struct xfer_fio_req *r)
 {
@@ -130,6 +141,21 @@ static void on_done(struct xfer_fio_req *r, int res)
 		pump(t);
 }
 
+/* fo->lend, found out on first use (one fstatfs). */
+static unsigned lend_bits(struct file_open *fo)
+{
+	unsigned v = atomic_load(&fo->lend);
+	struct statfs sf;
+
+	if (v & LEND_KNOWN)
+		return v;
+	v = LEND_KNOWN;
+	if (!fstatfs(fo->fd, &sf) && (sf.f_type == TMPFS_MAGIC ||
+				      sf.f_type == RAMFS_MAGIC))
+		v |= LEND_MEMORY;
+	return atomic_fetch_or(&fo->lend, v) | v;
+}
+
 /* May the submitter move the run at @p s itself (under t->lock)? */
 static bool may_lend(struct file_transport *t, struct xfer_slice *s)
 {
@@ -138,13 +164,14 @@ static bool may_lend(struct file_transport *t, struct xfer_slice *s)
 	return !t->in_head && !t->holds && !t->closing &&
 	       t->inflight < (unsigned)t->k[K_DEPTH].num &&
 	       fs->req.fd == fs->fo->fd && fs->req.len <= LEND_MAX &&
-	       !(atomic_load(&fs->fo->nowait_no) & 1u << fs->req.write);
+	       !(lend_bits(fs->fo) &
+		 (fs->req.write ? LEND_NO_WRITE : LEND_NO_READ));
 }
 
 /*
  * Move the runs of the list at @p head on this thread while they may be
- * lent and the page cache answers at once (t->lock held, dropped
- * meanwhile). @return the first run left, with those after it.
+ * lent and end at once (t->lock held, dropped meanwhile). @return the
+ * first run left, with those after it.
  */
 static struct xfer_slice *lend(struct file_transport *t,
 			       struct xfer_slice *head)
@@ -160,15 +187,16 @@ static struct xfer_slice *lend(struct file_transport *t,
 		t->inflight++;
 		t->reads += read;
 		pthread_mutex_unlock(&t->lock);
-		ret = xfer_fio_now(&fs->req);
+		ret = xfer_fio_now(&fs->req,
+				   !(lend_bits(fs->fo) & LEND_MEMORY));
 		if (!ret) {
 			run_finish(s, fs->req.res);
 			pthread_mutex_lock(&t->lock);
 			continue;
 		}
 		if (ret == -EOPNOTSUPP) /* not on this file: never again */
-			atomic_fetch_or(&fs->fo->nowait_no,
-					1u << fs->req.write);
+			atomic_fetch_or(&fs->fo->lend, read ? LEND_NO_READ :
+					LEND_NO_WRITE);
 		pthread_mutex_lock(&t->lock);
 		slot_put(t, read);
 		return s;
