@@ -216,31 +216,33 @@ static bool nowait_reads(const char *path)
 	return yes;
 }
 
-/* Batches of @p op of small unaligned (buffered) pieces of the file,
- * each checked: did every task of one end before xfer_batch_submit()
+/* Batches of @p op of small pieces of the file, unaligned (buffered) or
+ * @p aligned (O_DIRECT where the file system has it), each checked: did every task of one end before xfer_batch_submit()
  * returned, with no thread of the engine put on a CPU meanwhile (the
  * submitting thread moved them itself)? A page being written back may
  * make one wait, or a reactor's timer fire, so up to 5 batches, one of
  * which must. */
-static bool lent(struct fix *f, enum xfer_opcode op)
+static bool lent(struct fix *f, enum xfer_opcode op, bool aligned)
 {
-	enum { N = 16, LEN = 10000, STEP = 20011 };
+	enum { N = 16 };
+	size_t len = aligned ? 65536 : 10000, step = aligned ? len : 20011;
+	uint64_t at = !aligned;
 	struct xfer_request r[N];
 	bool inside = false;
 
 	for (int i = 0; i < N; i++)
 		r[i] = (struct xfer_request){
-			.opcode = op, .source = f->buf + i * STEP,
-			.target_id = f->seg, .length = LEN,
-			.target_offset = (uint64_t)i * STEP + 1,
+			.opcode = op, .source = f->buf + i * step,
+			.target_id = f->seg, .length = len,
+			.target_offset = i * step + at,
 		};
 	for (int round = 0; round < 5 && !inside; round++) {
 		struct xfer_batch *b = xfer_batch_new(f->e, N);
 		unsigned long long runs;
 
-		th_fill(f->buf, (size_t)N * STEP, 7 + round);
+		th_fill(f->buf, N * step, 7 + round);
 		if (op == XFER_READ)
-			th_file_read(f->path, 0, f->want, (size_t)N * STEP);
+			th_file_read(f->path, 0, f->want, N * step + at);
 		assert_non_null(b);
 		runs = th_threads_runs("xfer");
 		assert_int_equal(xfer_batch_submit(b, r, N), 0);
@@ -254,10 +256,10 @@ static bool lent(struct fix *f, enum xfer_opcode op)
 		assert_int_equal(xfer_batch_wait(b, 60000), 0);
 		assert_int_equal(xfer_batch_free(b), 0);
 		if (op == XFER_WRITE)
-			th_file_read(f->path, 0, f->want, (size_t)N * STEP);
+			th_file_read(f->path, 0, f->want, N * step + at);
 		for (int i = 0; i < N; i++)
-			assert_memory_equal(f->buf + i * STEP,
-					    f->want + i * STEP + 1, LEN);
+			assert_memory_equal(f->buf + i * step,
+					    f->want + i * step + at, len);
 	}
 	return inside;
 }
@@ -272,16 +274,19 @@ static void test_lent(void **state)
 		print_message("no RWF_NOWAIT reads on %s: skipped\n", th_dir);
 		skip();
 	}
-	assert_true(lent(f, XFER_READ));
+	assert_true(lent(f, XFER_READ, false));
 }
 
-/* The file on tmpfs: reads and writes end inside the submit. */
+/* The file on tmpfs: reads and writes end inside the submit, aligned
+ * (the O_DIRECT fd, which tmpfs takes since Linux 6.6) or not. */
 static void test_lent_shm(void **state)
 {
 	struct fix *f = *state;
 
-	assert_true(lent(f, XFER_READ));
-	assert_true(lent(f, XFER_WRITE));
+	for (int aligned = 0; aligned < 2; aligned++) {
+		assert_true(lent(f, XFER_READ, aligned));
+		assert_true(lent(f, XFER_WRITE, aligned));
+	}
 }
 
 /* The buffers of @p seg as @p e sees them after a refresh: @p n of them,

@@ -10,8 +10,8 @@
  * first tried by the submitting thread itself (xfer_fio_now()), as TCP
  * lends a quiet connection: what the page cache answers at once, or any
  * run on a file in memory (tmpfs, ramfs: copied as the local transport
- * copies RAM), ends inside the submit with no thread woken; what would
- * wait goes to the reactor as above. It holds a place of the depth
+ * copies RAM, O_DIRECT or not), ends inside the submit with no thread
+ * woken; what would wait goes to the reactor as above. It holds a place of the depth
  * meanwhile and counts as a read in flight for a cancel.
  */
 #include <errno.h>
@@ -156,16 +156,21 @@ static unsigned lend_bits(struct file_open *fo)
 	return atomic_fetch_or(&fo->lend, v) | v;
 }
 
-/* May the submitter move the run at @p s itself (under t->lock)? */
+/* May the submitter move the run at @p s itself (under t->lock)? On a
+ * file in memory O_DIRECT changes nothing: either fd will do. */
 static bool may_lend(struct file_transport *t, struct xfer_slice *s)
 {
 	struct file_slice *fs = file_slice(s);
+	unsigned bits;
 
-	return !t->in_head && !t->holds && !t->closing &&
-	       t->inflight < (unsigned)t->k[K_DEPTH].num &&
-	       fs->req.fd == fs->fo->fd && fs->req.len <= LEND_MAX &&
-	       !(lend_bits(fs->fo) &
-		 (fs->req.write ? LEND_NO_WRITE : LEND_NO_READ));
+	if (t->in_head || t->holds || t->closing ||
+	    t->inflight >= (unsigned)t->k[K_DEPTH].num ||
+	    fs->req.len > LEND_MAX)
+		return false;
+	bits = lend_bits(fs->fo);
+	return (bits & LEND_MEMORY) ||
+	       (fs->req.fd == fs->fo->fd &&
+		!(bits & (fs->req.write ? LEND_NO_WRITE : LEND_NO_READ)));
 }
 
 /*
