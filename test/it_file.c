@@ -217,11 +217,11 @@ static bool nowait_reads(const char *path)
 }
 
 /* Batches of @p op of small pieces of the file, unaligned (buffered) or
- * @p aligned (O_DIRECT where the file system has it), each checked: did every task of one end before xfer_batch_submit()
- * returned, with no thread of the engine put on a CPU meanwhile (the
- * submitting thread moved them itself)? A page being written back may
- * make one wait, or a reactor's timer fire, so up to 5 batches, one of
- * which must. */
+ * @p aligned (O_DIRECT where the file system has it), each checked: did
+ * every task of one end before xfer_batch_submit() returned, with no
+ * thread of the engine put on a CPU meanwhile (the submitting thread
+ * moved them itself)? A page being written back may make one wait, or
+ * a reactor's timer fire, so up to 5 batches, one of which must. */
 static bool lent(struct fix *f, enum xfer_opcode op, bool aligned)
 {
 	enum { N = 16 };

@@ -347,8 +347,8 @@ static int pick(struct xfer_fio *f, bool threads)
 	if (!threads) {
 		ret = ring_init(f, &why);
 		if (!ret) {
-			xfer_log(XFER_LOG_INFO, "fio %s: io_uring, depth %u%s%s",
-				 f->r->name, f->depth,
+			xfer_log(XFER_LOG_INFO, "fio %s: io_uring, depth "
+				 "%u%s%s", f->r->name, f->depth,
 				 f->ring.flags & IORING_SETUP_COOP_TASKRUN ?
 				 ", COOP_TASKRUN" : "", f->toggle ?
 				 ", eventfd off while reaping" : "");

@@ -11,8 +11,8 @@
  * lends a quiet connection: what the page cache answers at once, or any
  * run on a file in memory (tmpfs, ramfs: copied as the local transport
  * copies RAM, O_DIRECT or not), ends inside the submit with no thread
- * woken; what would wait goes to the reactor as above. It holds a place of the depth
- * meanwhile and counts as a read in flight for a cancel.
+ * woken; what would wait goes to the reactor as above. It holds a place
+ * of the depth meanwhile and counts as a read in flight for a cancel.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -24,11 +24,11 @@
 
 #define RUN_MAX (16u << 20)
 
-/* The longest run a submitter moves itself: copying 1 MiB from the page
- * cache takes tens of microseconds, less than the two thread wake-ups of
- * the reactor's way on a busy host; a longer one leaves the caller free
- * sooner through the reactor. */
-#define LEND_MAX (1u << 20)
+/* The longest run a submitter moves itself: up to this a copy takes
+ * tens of microseconds, less than the thread wake-ups of the reactor's
+ * way on a busy host; longer copies go faster spread over io_uring's
+ * workers (tmpfs) and leave the caller free sooner. */
+#define LEND_MAX (256u << 10)
 
 /* fo->lend: what a submitter may do itself on the buffered fd. */
 enum {
