@@ -23,8 +23,11 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include <linux/loop.h>
 
 #include "test/helpers.h"
 #include "test/th_file.h"
@@ -49,16 +52,18 @@ struct fix {
 	struct xfer_engine *e;
 	uint8_t *buf, *want;
 	int64_t seg;
+	bool remove;        /* the file, at the end (th_dir goes as a whole) */
 };
 
-/* The file in @p dir. */
-static int start(void **state, const char *dir)
+/* The file at @p path, made (or a device filled) here. */
+static int start(void **state, const char *path, bool remove)
 {
 	struct fix *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
 	f->m = *state;
-	snprintf(f->path, sizeof(f->path), "%s/seg-%d", dir, (int)getpid());
+	f->remove = remove;
+	snprintf(f->path, sizeof(f->path), "%s", path);
 	th_file_make(f->path, FILE_LEN, 99);
 	th_owner_start(&f->owner, f->path, FILE_LEN, f->m->metad);
 	f->e = th_file_engine(f->m);
@@ -73,13 +78,19 @@ static int start(void **state, const char *dir)
 
 static int setup(void **state)
 {
-	return start(state, th_dir);
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/seg", th_dir);
+	return start(state, path, false);
 }
 
 /* The file on tmpfs. */
 static int setup_shm(void **state)
 {
-	return start(state, "/dev/shm");
+	char path[128];
+
+	snprintf(path, sizeof(path), "/dev/shm/it_file-%d", (int)getpid());
+	return start(state, path, true);
 }
 
 static int teardown(void **state)
@@ -88,8 +99,8 @@ static int teardown(void **state)
 
 	xfer_engine_free(f->e);
 	th_owner_stop(&f->owner);
-	if (strncmp(f->path, th_dir, strlen(th_dir)))
-		unlink(f->path); /* not in th_dir, which goes at the end */
+	if (f->remove)
+		unlink(f->path);
 	free(f->buf);
 	free(f->want);
 	free(f);
@@ -289,6 +300,61 @@ static void test_lent_shm(void **state)
 	}
 }
 
+/* A loop device over a new FILE_LEN file in /dev/shm (@p backing), that
+ * goes with its last close. @return its fd, its path in @p dev; -1 where
+ * none can be had (not root, no loop driver). */
+static int loop_make(char *backing, size_t blen, char *dev, size_t dlen)
+{
+	struct loop_info64 li = { .lo_flags = LO_FLAGS_AUTOCLEAR };
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	int n = ctl < 0 ? -1 : ioctl(ctl, LOOP_CTL_GET_FREE), fd = -1, bfd;
+
+	if (ctl >= 0)
+		close(ctl);
+	if (n < 0)
+		return -1;
+	snprintf(dev, dlen, "/dev/loop%d", n);
+	snprintf(backing, blen, "/dev/shm/it_file-loop-%d", (int)getpid());
+	bfd = open(backing, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (bfd < 0)
+		return -1;
+	if (ftruncate(bfd, FILE_LEN) || (fd = open(dev, O_RDWR | O_CLOEXEC)) < 0)
+		goto out;
+	if (ioctl(fd, LOOP_SET_FD, bfd)) { /* taken meanwhile */
+		close(fd);
+		fd = -1;
+	} else if (ioctl(fd, LOOP_SET_STATUS64, &li)) {
+		ioctl(fd, LOOP_CLR_FD, 0);
+		close(fd);
+		fd = -1;
+	}
+out:
+	close(bfd);
+	if (fd < 0)
+		unlink(backing);
+	return fd;
+}
+
+/* A block device on devtmpfs is no file in memory: its O_DIRECT reads go
+ * to the ring, none moved by the submitter (which would wait for the
+ * device on the caller's thread). */
+static void test_lent_blockdev(void **state)
+{
+	char backing[64], dev[32];
+	int fd = loop_make(backing, sizeof(backing), dev, sizeof(dev));
+	void *st = *state;
+
+	if (fd < 0) {
+		print_message("no loop device here: skipped\n");
+		skip();
+	}
+	start(&st, dev, false);
+	assert_false(lent(st, XFER_READ, true));
+	teardown(&st);
+	close(fd);
+	unlink(backing);
+}
+
 /* The buffers of @p seg as @p e sees them after a refresh: @p n of them,
  * lengths @p lens, paths ending in @p tails. */
 static void expect_files(struct xfer_engine *e, int64_t seg, size_t n,
@@ -428,7 +494,7 @@ static void test_secret(void **state)
 static int run(void)
 {
 	static char names[3 * NMODES][64];
-	struct CMUnitTest t[3 * NMODES + 3];
+	struct CMUnitTest t[3 * NMODES + 4];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NMODES; i++) {
@@ -454,6 +520,8 @@ static int run(void)
 	}
 	t[n++] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
 		test_lent_shm, setup_shm, teardown, (void *)&modes[0]);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_prestate(
+		test_lent_blockdev, (void *)&modes[0]);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_registry);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_secret);
 	return _cmocka_run_group_tests("it_file", t, n, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
 
@@ -33,7 +34,7 @@
 /* fo->lend: what a submitter may do itself on the buffered fd. */
 enum {
 	LEND_KNOWN = 1,      /* LEND_MEMORY is set if it applies */
-	LEND_MEMORY = 2,     /* tmpfs or ramfs: no device to wait for */
+	LEND_MEMORY = 2,     /* a file on tmpfs or ramfs: no device */
 	LEND_NO_READ = 4,    /* RWF_NOWAIT refused for reads */
 	LEND_NO_WRITE = 8,   /* and for writes */
 };
@@ -141,16 +142,19 @@ static void on_done(struct xfer_fio_req *r, int res)
 		pump(t);
 }
 
-/* fo->lend, found out on first use (one fstatfs). */
+/* fo->lend, found out on first use. A device node on devtmpfs is no file
+ * in memory: only a regular file counts. */
 static unsigned lend_bits(struct file_open *fo)
 {
 	unsigned v = atomic_load(&fo->lend);
 	struct statfs sf;
+	struct stat st;
 
 	if (v & LEND_KNOWN)
 		return v;
 	v = LEND_KNOWN;
-	if (!fstatfs(fo->fd, &sf) && (sf.f_type == TMPFS_MAGIC ||
+	if (!fstat(fo->fd, &st) && S_ISREG(st.st_mode) &&
+	    !fstatfs(fo->fd, &sf) && (sf.f_type == TMPFS_MAGIC ||
 				      sf.f_type == RAMFS_MAGIC))
 		v |= LEND_MEMORY;
 	return atomic_fetch_or(&fo->lend, v) | v;
