@@ -101,9 +101,9 @@ void xfer_fio_free(struct xfer_fio *f);
  * write that the page cache answers at once (preadv2/pwritev2 with
  * RWF_NOWAIT), which is what io_uring completes inline in io_uring_enter;
  * without, any read or write (for a file in memory: tmpfs, ramfs, whose
- * pages no device holds unless swapped out). Never on an fd opened with
- * O_DIRECT: that one would wait for the device. Any thread; needs no
- * engine.
+ * pages no device holds unless swapped out, O_DIRECT or not). Never on
+ * another file's O_DIRECT fd: that waits for the device whatever the
+ * flag. Any thread; needs no engine.
  * @return 0 when the request has ended, its result (as done would get it,
  *         see struct xfer_fio_req) in req->res; -EAGAIN when it would wait
  *         (a page not cached, a lock held): submit it; -EOPNOTSUPP when
