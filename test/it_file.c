@@ -5,9 +5,12 @@
  * O_DIRECT-aligned and not, and a batch of 1000 scattered requests; every
  * byte is compared with the file read independently. Through its own
  * files (io_uring, and the worker thread once) and through the owner.
- * And the registry as peers see it: files added, grown and dropped; and
- * the owner's data port with a cluster secret.
+ * Small buffered reads of a cached file end inside the submit (the
+ * submitting thread moves them). And the registry as peers see it: files
+ * added, grown and dropped; and the owner's data port with a cluster
+ * secret.
  */
+#define _GNU_SOURCE /* preadv2 */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -15,10 +18,16 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <linux/loop.h>
 
 #include "test/helpers.h"
 #include "test/th_file.h"
@@ -43,15 +52,18 @@ struct fix {
 	struct xfer_engine *e;
 	uint8_t *buf, *want;
 	int64_t seg;
+	bool remove;        /* the file, at the end (th_dir goes as a whole) */
 };
 
-static int setup(void **state)
+/* The file at @p path, made (or a device filled) here. */
+static int start(void **state, const char *path, bool remove)
 {
 	struct fix *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
 	f->m = *state;
-	snprintf(f->path, sizeof(f->path), "%s/seg", th_dir);
+	f->remove = remove;
+	snprintf(f->path, sizeof(f->path), "%s", path);
 	th_file_make(f->path, FILE_LEN, 99);
 	th_owner_start(&f->owner, f->path, FILE_LEN, f->m->metad);
 	f->e = th_file_engine(f->m);
@@ -64,12 +76,31 @@ static int setup(void **state)
 	return 0;
 }
 
+static int setup(void **state)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/seg", th_dir);
+	return start(state, path, false);
+}
+
+/* The file on tmpfs. */
+static int setup_shm(void **state)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/dev/shm/it_file-%d", (int)getpid());
+	return start(state, path, true);
+}
+
 static int teardown(void **state)
 {
 	struct fix *f = *state;
 
 	xfer_engine_free(f->e);
 	th_owner_stop(&f->owner);
+	if (f->remove)
+		unlink(f->path);
 	free(f->buf);
 	free(f->want);
 	free(f);
@@ -181,6 +212,147 @@ static void test_scatter(void **state)
 		}
 	}
 	free(r);
+}
+
+/* Does the page cache of @p path answer a read with RWF_NOWAIT? */
+static bool nowait_reads(const char *path)
+{
+	char b[512];
+	struct iovec iov = { b, sizeof(b) };
+	int fd = open(path, O_RDONLY);
+	bool yes = fd >= 0 && preadv2(fd, &iov, 1, 0, RWF_NOWAIT) > 0;
+
+	if (fd >= 0)
+		close(fd);
+	return yes;
+}
+
+/* Batches of @p op of small pieces of the file, unaligned (buffered) or
+ * @p aligned (O_DIRECT where the file system has it), each checked: did
+ * every task of one end before xfer_batch_submit() returned, with no
+ * thread of the engine put on a CPU meanwhile (the submitting thread
+ * moved them itself)? A page being written back may make one wait, or
+ * a reactor's timer fire, so up to 5 batches, one of which must. */
+static bool lent(struct fix *f, enum xfer_opcode op, bool aligned)
+{
+	enum { N = 16 };
+	size_t len = aligned ? 65536 : 10000, step = aligned ? len : 20011;
+	uint64_t at = !aligned;
+	struct xfer_request r[N];
+	bool inside = false;
+
+	for (int i = 0; i < N; i++)
+		r[i] = (struct xfer_request){
+			.opcode = op, .source = f->buf + i * step,
+			.target_id = f->seg, .length = len,
+			.target_offset = i * step + at,
+		};
+	for (int round = 0; round < 5 && !inside; round++) {
+		struct xfer_batch *b = xfer_batch_new(f->e, N);
+		unsigned long long runs;
+
+		th_fill(f->buf, N * step, 7 + round);
+		if (op == XFER_READ)
+			th_file_read(f->path, 0, f->want, N * step + at);
+		assert_non_null(b);
+		runs = th_threads_runs("xfer");
+		assert_int_equal(xfer_batch_submit(b, r, N), 0);
+		inside = th_threads_runs("xfer") == runs;
+		for (int i = 0; i < N; i++) {
+			struct xfer_task_status ts;
+
+			assert_int_equal(xfer_batch_status(b, i, &ts), 0);
+			inside = inside && ts.status == XFER_COMPLETED;
+		}
+		assert_int_equal(xfer_batch_wait(b, 60000), 0);
+		assert_int_equal(xfer_batch_free(b), 0);
+		if (op == XFER_WRITE)
+			th_file_read(f->path, 0, f->want, N * step + at);
+		for (int i = 0; i < N; i++)
+			assert_memory_equal(f->buf + i * step,
+					    f->want + i * step + at, len);
+	}
+	return inside;
+}
+
+/* The file on disk, in the page cache: reads end inside the submit,
+ * where the file system has RWF_NOWAIT reads. */
+static void test_lent(void **state)
+{
+	struct fix *f = *state;
+
+	if (!nowait_reads(f->path)) {
+		print_message("no RWF_NOWAIT reads on %s: skipped\n", th_dir);
+		skip();
+	}
+	assert_true(lent(f, XFER_READ, false));
+}
+
+/* The file on tmpfs: reads and writes end inside the submit, aligned
+ * (the O_DIRECT fd, which tmpfs takes since Linux 6.6) or not. */
+static void test_lent_shm(void **state)
+{
+	struct fix *f = *state;
+
+	for (int aligned = 0; aligned < 2; aligned++) {
+		assert_true(lent(f, XFER_READ, aligned));
+		assert_true(lent(f, XFER_WRITE, aligned));
+	}
+}
+
+/* A loop device over a new FILE_LEN file in /dev/shm (@p backing), that
+ * goes with its last close. @return its fd, its path in @p dev; -1 where
+ * none can be had (not root, no loop driver). */
+static int loop_make(char *backing, size_t blen, char *dev, size_t dlen)
+{
+	struct loop_info64 li = { .lo_flags = LO_FLAGS_AUTOCLEAR };
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	int n = ctl < 0 ? -1 : ioctl(ctl, LOOP_CTL_GET_FREE), fd = -1, bfd;
+
+	if (ctl >= 0)
+		close(ctl);
+	if (n < 0)
+		return -1;
+	snprintf(dev, dlen, "/dev/loop%d", n);
+	snprintf(backing, blen, "/dev/shm/it_file-loop-%d", (int)getpid());
+	bfd = open(backing, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (bfd < 0)
+		return -1;
+	if (ftruncate(bfd, FILE_LEN) || (fd = open(dev, O_RDWR | O_CLOEXEC)) < 0)
+		goto out;
+	if (ioctl(fd, LOOP_SET_FD, bfd)) { /* taken meanwhile */
+		close(fd);
+		fd = -1;
+	} else if (ioctl(fd, LOOP_SET_STATUS64, &li)) {
+		ioctl(fd, LOOP_CLR_FD, 0);
+		close(fd);
+		fd = -1;
+	}
+out:
+	close(bfd);
+	if (fd < 0)
+		unlink(backing);
+	return fd;
+}
+
+/* A block device on devtmpfs is no file in memory: its O_DIRECT reads go
+ * to the ring, none moved by the submitter (which would wait for the
+ * device on the caller's thread). */
+static void test_lent_blockdev(void **state)
+{
+	char backing[64], dev[32];
+	int fd = loop_make(backing, sizeof(backing), dev, sizeof(dev));
+	void *st = *state;
+
+	if (fd < 0) {
+		print_message("no loop device here: skipped\n");
+		skip();
+	}
+	start(&st, dev, false);
+	assert_false(lent(st, XFER_READ, true));
+	teardown(&st);
+	close(fd);
+	unlink(backing);
 }
 
 /* The buffers of @p seg as @p e sees them after a refresh: @p n of them,
@@ -321,8 +493,8 @@ static void test_secret(void **state)
 
 static int run(void)
 {
-	static char names[2 * NMODES][64];
-	struct CMUnitTest t[2 * NMODES + 2];
+	static char names[3 * NMODES][64];
+	struct CMUnitTest t[3 * NMODES + 4];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NMODES; i++) {
@@ -337,7 +509,19 @@ static int run(void)
 			 modes[i].what);
 		t[n].name = names[n];
 		n++;
+		if (!modes[i].local)
+			continue;
+		t[n] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
+			test_lent, setup, teardown, (void *)&modes[i]);
+		snprintf(names[n], sizeof(names[n]), "lent reads, %s",
+			 modes[i].what);
+		t[n].name = names[n];
+		n++;
 	}
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_prestate_setup_teardown(
+		test_lent_shm, setup_shm, teardown, (void *)&modes[0]);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_prestate(
+		test_lent_blockdev, (void *)&modes[0]);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_registry);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_secret);
 	return _cmocka_run_group_tests("it_file", t, n, NULL, NULL);

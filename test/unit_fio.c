@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <liburing.h>
 
 #include "reactor/reactor_internal.h"
 #include "transports/file/fio_internal.h"
@@ -477,6 +478,101 @@ static void test_direct(void **state)
 	close(fd);
 }
 
+/* Does io_uring complete a read of @p fd's page cache inside
+ * io_uring_enter here (ext4 and xfs do; tmpfs without RWF_NOWAIT not)? */
+static bool uring_inline(int fd)
+{
+	struct io_uring ring;
+	char b[4096];
+	bool yes;
+
+	if (io_uring_queue_init(2, &ring, 0))
+		return false;
+	io_uring_prep_read(io_uring_get_sqe(&ring), fd, b, sizeof(b), 0);
+	yes = io_uring_submit(&ring) == 1 && io_uring_cq_ready(&ring) == 1;
+	io_uring_queue_exit(&ring);
+	return yes;
+}
+
+/* Reads the page cache answers inside io_uring_enter are reaped by the
+ * handler that submitted them: one turn of the loop ends them all, with
+ * no round trip through the eventfd. */
+static void test_inline(void **state)
+{
+	enum { N = 16, LEN = 64 * KiB };
+	char *src = malloc(N * LEN), *dst = calloc(N, LEN);
+	struct treq t[N];
+
+	(void)state;
+	fio_open(N);
+	rnd_fill(src, N * LEN);
+	assert_int_equal(pwrite(F.fd, src, N * LEN, 0), N * LEN);
+	if (xfer_fio_threads(F.f) || !uring_inline(F.fd)) {
+		print_message("no inline page-cache reads here: skipped\n");
+		free(src);
+		free(dst);
+		skip();
+	}
+	for (int i = 0; i < N; i++)
+		prep(&t[i], F.fd, false, dst + i * LEN, LEN, (uint64_t)i * LEN);
+	submit(t, N);
+	assert_int_equal(event_base_loop(F.base, EVLOOP_ONCE), 0);
+	assert_int_equal(F.ndone, N);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(t[i].res, 0);
+	assert_memory_equal(dst, src, N * LEN);
+	free(src);
+	free(dst);
+}
+
+/* xfer_fio_now(): what the page cache holds ends at once, on this
+ * thread; an evicted range would wait and is left to a submission. */
+static void test_now(void **state)
+{
+	enum { LEN = 256 * KiB };
+	char *src = malloc(LEN), *dst = calloc(1, LEN);
+	struct xfer_fio_req r = { .fd = F.fd, .buf = dst, .len = LEN };
+	int ret;
+
+	(void)state;
+	rnd_fill(src, LEN);
+	assert_int_equal(pwrite(F.fd, src, LEN, 0), LEN);
+	ret = xfer_fio_now(&r, true);
+	if (ret == -EOPNOTSUPP) {
+		print_message("no RWF_NOWAIT reads in %s: skipped\n",
+			      tmp_dir());
+		free(src);
+		free(dst);
+		skip();
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(r.res, 0);
+	assert_memory_equal(dst, src, LEN);
+	r.off = LEN - 100; /* meets the end of the file */
+	assert_int_equal(xfer_fio_now(&r, true), 0);
+	assert_int_equal(r.res, -ENODATA);
+	assert_memory_equal(dst, src + LEN - 100, 100);
+	/* Written back and dropped from the cache: it would wait. */
+	assert_int_equal(fsync(F.fd), 0);
+	assert_int_equal(posix_fadvise(F.fd, 0, LEN, POSIX_FADV_DONTNEED), 0);
+	r.off = 0;
+	assert_int_equal(xfer_fio_now(&r, true), -EAGAIN);
+	/* Without RWF_NOWAIT (a file in memory) it waits and ends. */
+	memset(dst, 0, LEN);
+	assert_int_equal(xfer_fio_now(&r, false), 0);
+	assert_int_equal(r.res, 0);
+	assert_memory_equal(dst, src, LEN);
+	/* A write ends at once or is refused, as the file system can. */
+	r = (struct xfer_fio_req){ .fd = F.fd, .write = true, .buf = src,
+				   .len = 4096, .off = LEN };
+	ret = xfer_fio_now(&r, true);
+	assert_true(ret == 0 || ret == -EOPNOTSUPP || ret == -EAGAIN);
+	if (!ret)
+		expect_file(F.fd, src, 4096, LEN);
+	free(src);
+	free(dst);
+}
+
 /* Freed with requests queued: each done runs once, before the return,
  * on the caller's thread; those that never started -ECANCELED. */
 static void test_free_queued(void **state)
@@ -580,6 +676,8 @@ int main(void)
 		BOTH(test_errors),
 		BOTH(test_enospc),
 		BOTH(test_direct),
+		{ "test_inline io_uring", test_inline, setup, teardown, &uring },
+		{ "test_now", test_now, setup, teardown, &uring },
 		BOTH(test_free_queued),
 		BOTH(test_speed),
 	};

@@ -4,14 +4,27 @@
  * an io_uring whose completions raise an eventfd registered with
  * io_uring_register_eventfd, or the worker thread of fio_worker.c, which
  * raises an eventfd of the same kind. That eventfd is one EV_READ|
- * EV_PERSIST event on the reactor's base: on readiness read it, reap
- * every completion, continue short reads and writes, refill from the
- * FIFO, submit once, then run the done callbacks. Submissions made
- * between events are gathered by one activated event and go to the
- * kernel in one io_uring_submit().
+ * EV_PERSIST event on the reactor's base. Its handler and the one that
+ * submits are one loop, cycle(): reap every completion, continue short
+ * reads and writes, refill from the FIFO, submit once, run the done
+ * callbacks, and go round again while that produced more: the page cache
+ * completes inside io_uring_enter, and a done callback may submit again.
+ * While it runs the ring's eventfd is off (IORING_CQ_EVENTFD_DISABLED),
+ * so completions it reaps itself wake nobody; it looks once more after
+ * turning it back on. Submissions made between events are gathered by
+ * one activated event and go to the kernel in one io_uring_submit().
+ *
+ * The ring is set up with IORING_SETUP_COOP_TASKRUN where the kernel has
+ * it (5.19): a completion's task work (an O_DIRECT read's, say) then
+ * waits for the reactor's next system call instead of interrupting it
+ * with an IPI, and IORING_SETUP_TASKRUN_FLAG says when some waits, so
+ * the loop collects it before it sleeps. Not SINGLE_ISSUER nor
+ * DEFER_TASKRUN: xfer_fio_free() waits for the ring on whatever thread
+ * frees the engine, which those would refuse (-EEXIST).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +43,16 @@
  * this much later; armed only while requests wait for it. */
 static const struct timeval retry_tv = { 0, 10 * 1000 };
 
+/* Rounds of one cycle() before the reactor's other events have a turn:
+ * each may move depth requests. */
+#define CYCLE_ROUNDS 8
+
+/* The ring's setup flags, the first the kernel takes. */
+static const unsigned ring_flags[] = {
+	IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+	0,
+};
+
 struct xfer_fio {
 	struct xfer_reactor *r;
 	unsigned depth;
@@ -37,6 +60,8 @@ struct xfer_fio {
 	bool threads;
 	bool closing;            /* in xfer_fio_free(): nothing starts */
 	bool flush_pending;      /* flush_ev is active or armed */
+	bool cycling;            /* in cycle(), which starts what is queued */
+	bool toggle;             /* the ring's eventfd can be turned off */
 	struct xfer_fio_queue waiting; /* in submission order */
 	int efd;                 /* the ring's or the worker's eventfd */
 	struct event *done_ev;   /* efd readable */
@@ -76,14 +101,19 @@ static void prep(struct xfer_fio *f, struct xfer_fio_req *req)
 }
 
 /* Hand the kernel every SQE prepared; if it refuses for now, try again
- * later (the SQEs stay in the ring). */
-static void ring_submit(struct xfer_fio *f)
+ * later (the SQEs stay in the ring). @return how many it took. */
+static unsigned ring_submit(struct xfer_fio *f)
 {
+	unsigned took = 0;
 	int ret;
 
 	while (io_uring_sq_ready(&f->ring)) {
 		ret = io_uring_submit(&f->ring);
-		if (ret > 0 || ret == -EINTR)
+		if (ret > 0) {
+			took += (unsigned)ret;
+			continue;
+		}
+		if (ret == -EINTR)
 			continue;
 		xfer_log(XFER_LOG_DEBUG, "fio %s: io_uring_submit: %s; again "
 			 "soon", f->r->name, strerror(ret ? -ret : EAGAIN));
@@ -91,8 +121,18 @@ static void ring_submit(struct xfer_fio *f)
 			event_add(f->flush_ev, &retry_tv);
 			f->flush_pending = true;
 		}
-		return;
+		break;
 	}
+	return took;
+}
+
+/* Has the ring completions to reap, or task work that would post some
+ * (IORING_SQ_TASKRUN: run it now rather than on the way to sleep)? */
+static bool ring_ready(struct xfer_fio *f)
+{
+	if (IO_URING_READ_ONCE(*f->ring.sq.kflags) & IORING_SQ_TASKRUN)
+		io_uring_get_events(&f->ring);
+	return io_uring_cq_ready(&f->ring);
 }
 
 /* Reap every CQE: continue short ones (or with @p cancel end them
@@ -120,13 +160,29 @@ static void ring_reap(struct xfer_fio *f, struct xfer_fio_queue *ended,
 	io_uring_cq_advance(&f->ring, seen);
 }
 
+/* Turn the ring's eventfd on or off (a no-op for the worker, and where
+ * the kernel cannot). Off, the kernel reads the flag after publishing a
+ * CQE (with a full barrier between); so do we after turning it back on,
+ * before looking at the CQ once more. */
+static void notify(struct xfer_fio *f, bool on)
+{
+	if (!f->toggle)
+		return;
+	io_uring_cq_eventfd_toggle(&f->ring, on);
+	if (on)
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* ---- both mechanisms ---- */
 
-/* Start waiting requests while fewer than depth are in flight. */
-static void pump(struct xfer_fio *f)
+/* Start waiting requests while fewer than depth are in flight, and the
+ * rest of short ones. @return did anything go to the kernel or the
+ * worker? */
+static bool pump(struct xfer_fio *f)
 {
 	struct xfer_fio_queue start = STAILQ_HEAD_INITIALIZER(start);
 	struct xfer_fio_req *req;
+	bool any;
 
 	while ((req = STAILQ_FIRST(&f->waiting)) && f->inflight < f->depth &&
 	       !f->closing) {
@@ -137,17 +193,67 @@ static void pump(struct xfer_fio *f)
 		else
 			prep(f, req);
 	}
-	if (f->threads)
-		xfer_fio_worker_push(f->worker, &start);
-	else
-		ring_submit(f);
+	if (!f->threads)
+		return ring_submit(f) > 0;
+	any = !STAILQ_EMPTY(&start);
+	xfer_fio_worker_push(f->worker, &start);
+	return any;
+}
+
+/* What has ended, onto the empty @p ended. */
+static void take(struct xfer_fio *f, struct xfer_fio_queue *ended)
+{
+	struct xfer_fio_req *req;
+
+	if (!f->threads) {
+		ring_reap(f, ended, false);
+		return;
+	}
+	xfer_fio_worker_take(f->worker, ended);
+	STAILQ_FOREACH(req, ended, link)
+		f->inflight--;
+}
+
+/* Have the reactor call cycle() soon, once. */
+static void flush_soon(struct xfer_fio *f)
+{
+	if (!f->flush_pending && !f->closing) {
+		f->flush_pending = true;
+		event_active(f->flush_ev, EV_TIMEOUT, 1);
+	}
+}
+
+/*
+ * Reap, refill, submit, deliver, round after round while that produced
+ * more, then once more if the ring has something after its eventfd came
+ * back on. After CYCLE_ROUNDS the reactor's other events go first.
+ */
+static void cycle(struct xfer_fio *f)
+{
+	struct xfer_fio_queue ended = STAILQ_HEAD_INITIALIZER(ended);
+	bool more = true;
+
+	f->cycling = true;
+	for (int round = 0; more && round < CYCLE_ROUNDS; round++) {
+		notify(f, false);
+		take(f, &ended);
+		/* the kernel works while the callbacks run */
+		more = pump(f) || !STAILQ_EMPTY(&ended);
+		deliver(&ended);
+		if (!more) {
+			notify(f, true);
+			more = !f->threads && ring_ready(f);
+		}
+	}
+	notify(f, true);
+	f->cycling = false;
+	if (more)
+		flush_soon(f);
 }
 
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
 	struct xfer_fio *f = arg;
-	struct xfer_fio_queue ended = STAILQ_HEAD_INITIALIZER(ended);
-	struct xfer_fio_req *req;
 	uint64_t n;
 
 	(void)what;
@@ -155,15 +261,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		xfer_log(XFER_LOG_WARN, "fio %s: eventfd read: %s", f->r->name,
 			 strerror(errno));
-	if (f->threads) {
-		xfer_fio_worker_take(f->worker, &ended);
-		STAILQ_FOREACH(req, &ended, link)
-			f->inflight--;
-	} else {
-		ring_reap(f, &ended, false);
-	}
-	pump(f); /* the kernel works while the callbacks run */
-	deliver(&ended);
+	cycle(f);
 }
 
 static void on_flush(evutil_socket_t fd, short what, void *arg)
@@ -173,7 +271,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	f->flush_pending = false;
-	pump(f);
+	cycle(f);
 }
 
 void xfer_fio_submit(struct xfer_fio *f, struct xfer_fio_req *req)
@@ -181,10 +279,8 @@ void xfer_fio_submit(struct xfer_fio *f, struct xfer_fio_req *req)
 	req->moved = 0;
 	req->res = 0;
 	STAILQ_INSERT_TAIL(&f->waiting, req, link);
-	if (!f->flush_pending && !f->closing) {
-		f->flush_pending = true;
-		event_active(f->flush_ev, EV_TIMEOUT, 1);
-	}
+	if (!f->cycling) /* else cycle() starts it */
+		flush_soon(f);
 }
 
 bool xfer_fio_threads(const struct xfer_fio *f)
@@ -208,7 +304,10 @@ static int ring_init(struct xfer_fio *f, const char **why)
 	int ret;
 
 	*why = "io_uring_queue_init";
-	ret = io_uring_queue_init(f->depth, &f->ring, 0);
+	ret = -EINVAL;
+	for (size_t i = 0; ret == -EINVAL &&
+	     i < sizeof(ring_flags) / sizeof(ring_flags[0]); i++)
+		ret = io_uring_queue_init(f->depth, &f->ring, ring_flags[i]);
 	if (ret)
 		return ret;
 	*why = "io_uring_get_probe";
@@ -229,6 +328,7 @@ static int ring_init(struct xfer_fio *f, const char **why)
 	ret = io_uring_register_eventfd(&f->ring, f->efd);
 	if (ret)
 		goto err_exit;
+	f->toggle = f->ring.cq.kflags != NULL; /* the CQ's flags: 5.8 */
 	return 0;
 
 err_exit:
@@ -247,8 +347,11 @@ static int pick(struct xfer_fio *f, bool threads)
 	if (!threads) {
 		ret = ring_init(f, &why);
 		if (!ret) {
-			xfer_log(XFER_LOG_INFO, "fio %s: io_uring, depth %u",
-				 f->r->name, f->depth);
+			xfer_log(XFER_LOG_INFO, "fio %s: io_uring, depth "
+				 "%u%s%s", f->r->name, f->depth,
+				 f->ring.flags & IORING_SETUP_COOP_TASKRUN ?
+				 ", COOP_TASKRUN" : "", f->toggle ?
+				 ", eventfd off while reaping" : "");
 			return 0;
 		}
 		/* not what was asked for: said at the default level */

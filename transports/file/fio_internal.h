@@ -4,11 +4,14 @@
  * submission order, every result delivered on the reactor's thread.
  *
  * It runs on io_uring (one ring per engine, its completions signalled
- * through an eventfd that is one persistent event on the reactor's base),
- * or, where io_uring cannot be set up or the caller asks for it, on one
- * worker thread doing preadv/pwritev that signals its results through the
- * same kind of eventfd event. Short reads and writes are continued until
- * the whole range has moved; nothing polls and an idle engine costs no CPU.
+ * through an eventfd that is one persistent event on the reactor's base,
+ * reaped in batches by the handler that submits), or, where io_uring
+ * cannot be set up or the caller asks for it, on one worker thread doing
+ * preadv/pwritev that signals its results through the same kind of
+ * eventfd event. Short reads and writes are continued until the whole
+ * range has moved; nothing polls and an idle engine costs no CPU. What
+ * the page cache can answer at once, a caller may also do on its own
+ * thread (xfer_fio_now()), as io_uring would inside io_uring_enter.
  */
 #ifndef XFER_FIO_INTERNAL_H
 #define XFER_FIO_INTERNAL_H
@@ -91,6 +94,25 @@ void xfer_fio_submit(struct xfer_fio *f, struct xfer_fio_req *req);
  * no buffer. Not from inside a done callback. NULL is a no-op.
  */
 void xfer_fio_free(struct xfer_fio *f);
+
+/**
+ * Do @p req (its public fields set, done unused) on the calling thread,
+ * if that takes no wait for a device: with @p nowait, a buffered read or
+ * write that the page cache answers at once (preadv2/pwritev2 with
+ * RWF_NOWAIT), which is what io_uring completes inline in io_uring_enter;
+ * without, any read or write (for a file in memory: tmpfs, ramfs, whose
+ * pages no device holds unless swapped out, O_DIRECT or not). Never on
+ * another file's O_DIRECT fd: that waits for the device whatever the
+ * flag. Any thread; needs no engine.
+ * @return 0 when the request has ended, its result (as done would get it,
+ *         see struct xfer_fio_req) in req->res; -EAGAIN when it would wait
+ *         (a page not cached, a lock held): submit it; -EOPNOTSUPP when
+ *         the file cannot say (no RWF_NOWAIT for this direction on its
+ *         file system, or a kernel before 4.14), as it will not next time
+ *         either. After -EAGAIN a prefix of the range may have moved; a
+ *         submission moves it again.
+ */
+int xfer_fio_now(struct xfer_fio_req *req, bool nowait);
 
 /** Does @p f run on its worker thread (true) or io_uring (false)? */
 bool xfer_fio_threads(const struct xfer_fio *f);

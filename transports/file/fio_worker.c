@@ -1,10 +1,12 @@
 /*
- * The fallback of the file I/O engine: one thread that does requests one
- * after the other with preadv/pwritev, continuing short ones, and hands
- * them back through a list and an eventfd, which the engine watches on
- * its reactor. The thread sleeps on a condition variable when idle.
+ * The file I/O engine's synchronous side: the fallback, one thread that
+ * does requests one after the other with preadv/pwritev, continuing short
+ * ones, and hands them back through a list and an eventfd, which the
+ * engine watches on its reactor (the thread sleeps on a condition
+ * variable when idle); and xfer_fio_now(), the same calls made on the
+ * caller's thread, with RWF_NOWAIT unless the file is in memory.
  */
-#define _GNU_SOURCE /* pthread_setname_np */
+#define _GNU_SOURCE /* pthread_setname_np, preadv2 */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -28,22 +30,46 @@ struct xfer_fio_worker {
 	char name[16];
 };
 
+/* One read or write of the rest of @p req (the next piece of it), with
+ * preadv2/pwritev2's @p flags. @return bytes moved, or -errno. */
+static ssize_t rw_next(struct xfer_fio_req *req, int flags)
+{
+	struct iovec iov = {
+		.iov_base = (char *)req->buf + req->moved,
+		.iov_len = xfer_fio_next_len(req),
+	};
+	off_t off = (off_t)(req->off + req->moved);
+	ssize_t n = req->write ? pwritev2(req->fd, &iov, 1, off, flags) :
+				 preadv2(req->fd, &iov, 1, off, flags);
+
+	return n < 0 ? -errno : n;
+}
+
 /* The whole of @p req; its result into req->res. */
 static void run(struct xfer_fio_req *req)
 {
 	for (;;) {
-		struct iovec iov = {
-			.iov_base = (char *)req->buf + req->moved,
-			.iov_len = xfer_fio_next_len(req),
-		};
-		off_t off = (off_t)(req->off + req->moved);
-		ssize_t n = req->write ? pwritev(req->fd, &iov, 1, off) :
-					 preadv(req->fd, &iov, 1, off);
+		ssize_t n = rw_next(req, 0);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (xfer_fio_step(req, n < 0 ? -errno : n, &req->res))
+		if (n != -EINTR && xfer_fio_step(req, n, &req->res))
 			return;
+	}
+}
+
+int xfer_fio_now(struct xfer_fio_req *req, bool nowait)
+{
+	req->moved = 0;
+	req->res = 0;
+	for (;;) {
+		ssize_t n = rw_next(req, nowait ? RWF_NOWAIT : 0);
+
+		if (n == -EAGAIN)
+			return -EAGAIN;
+		/* ENOSYS: no preadv2 (before Linux 4.6) */
+		if (n == -EOPNOTSUPP || n == -ENOSYS)
+			return -EOPNOTSUPP;
+		if (n != -EINTR && xfer_fio_step(req, n, &req->res))
+			return 0;
 	}
 }
 

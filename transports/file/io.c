@@ -5,22 +5,45 @@
  * (its request in the run's first slice), O_DIRECT when memory, offset
  * and length are aligned for it. At most file_queue_depth runs are in the
  * engine; the rest wait in the inbox, where a cancel can still end them.
+ *
+ * A buffered run of up to LEND_MAX bytes that nothing waits ahead of is
+ * first tried by the submitting thread itself (xfer_fio_now()), as TCP
+ * lends a quiet connection: what the page cache answers at once, or any
+ * run on a file in memory (tmpfs, ramfs: copied as the local transport
+ * copies RAM, O_DIRECT or not), ends inside the submit with no thread
+ * woken; what would wait goes to the reactor as above. It holds a place
+ * of the depth meanwhile and counts as a read in flight for a cancel.
  */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 
 #include "transports/file/file_internal.h"
 
 #define RUN_MAX (16u << 20)
+
+/* The longest run a submitter moves itself: up to this a copy takes
+ * tens of microseconds, less than the thread wake-ups of the reactor's
+ * way on a busy host; longer copies go faster spread over io_uring's
+ * workers (tmpfs) and leave the caller free sooner. */
+#define LEND_MAX (256u << 10)
+
+/* fo->lend: what a submitter may do itself on the buffered fd. */
+enum {
+	LEND_KNOWN = 1,      /* LEND_MEMORY is set if it applies */
+	LEND_MEMORY = 2,     /* a file on tmpfs or ramfs: no device */
+	LEND_NO_READ = 4,    /* RWF_NOWAIT refused for reads */
+	LEND_NO_WRITE = 8,   /* and for writes */
+};
 
 static struct xfer_slice *slice_of(struct xfer_fio_req *r)
 {
 	return (struct xfer_slice *)((char *)r - offsetof(struct xfer_slice,
 							  tp));
 }
-
-static void on_done(struct xfer_fio_req *r, int res);
 
 /* Start waiting slices while the engine has room (reactor thread). */
 static void pump(struct file_transport *t)
@@ -82,9 +105,18 @@ static void run_end(struct xfer_slice *s, size_t len, enum xfer_status st)
 		xfer_slice_done(&s[i], st);
 }
 
-static void on_done(struct xfer_fio_req *r, int res)
+/* A run's place in the engine is free again (under t->lock). */
+static void slot_put(struct file_transport *t, bool read)
 {
-	struct xfer_slice *s = slice_of(r);
+	t->inflight--;
+	if (read && !--t->reads)
+		pthread_cond_broadcast(&t->reads_done);
+}
+
+/* The run at @p s ended with @p res (struct xfer_fio_req's). */
+static void run_finish(struct xfer_slice *s, int res)
+{
+	struct xfer_fio_req *r = &file_slice(s)->req;
 	struct file_open *fo = file_slice(s)->fo;
 	struct file_transport *t = fo->t;
 	bool read = s->opcode == XFER_READ;
@@ -97,12 +129,88 @@ static void on_done(struct xfer_fio_req *r, int res)
 	xfer_file_open_put(fo);
 	run_end(s, r->len, res ? XFER_FAILED : XFER_COMPLETED);
 	pthread_mutex_lock(&t->lock);
-	t->inflight--;
-	if (read && !--t->reads)
-		pthread_cond_broadcast(&t->reads_done);
+	slot_put(t, read);
 	pthread_mutex_unlock(&t->lock);
+}
+
+static void on_done(struct xfer_fio_req *r, int res)
+{
+	struct file_transport *t = file_slice(slice_of(r))->fo->t;
+
+	run_finish(slice_of(r), res);
 	if (!t->closing)
 		pump(t);
+}
+
+/* fo->lend, found out on first use. A device node on devtmpfs is no file
+ * in memory: only a regular file counts. */
+static unsigned lend_bits(struct file_open *fo)
+{
+	unsigned v = atomic_load(&fo->lend);
+	struct statfs sf;
+	struct stat st;
+
+	if (v & LEND_KNOWN)
+		return v;
+	v = LEND_KNOWN;
+	if (!fstat(fo->fd, &st) && S_ISREG(st.st_mode) &&
+	    !fstatfs(fo->fd, &sf) && (sf.f_type == TMPFS_MAGIC ||
+				      sf.f_type == RAMFS_MAGIC))
+		v |= LEND_MEMORY;
+	return atomic_fetch_or(&fo->lend, v) | v;
+}
+
+/* May the submitter move the run at @p s itself (under t->lock)? On a
+ * file in memory O_DIRECT changes nothing: either fd will do. */
+static bool may_lend(struct file_transport *t, struct xfer_slice *s)
+{
+	struct file_slice *fs = file_slice(s);
+	unsigned bits;
+
+	if (t->in_head || t->holds || t->closing ||
+	    t->inflight >= (unsigned)t->k[K_DEPTH].num ||
+	    fs->req.len > LEND_MAX)
+		return false;
+	bits = lend_bits(fs->fo);
+	return (bits & LEND_MEMORY) ||
+	       (fs->req.fd == fs->fo->fd &&
+		!(bits & (fs->req.write ? LEND_NO_WRITE : LEND_NO_READ)));
+}
+
+/*
+ * Move the runs of the list at @p head on this thread while they may be
+ * lent and end at once (t->lock held, dropped meanwhile). @return the
+ * first run left, with those after it.
+ */
+static struct xfer_slice *lend(struct file_transport *t,
+			       struct xfer_slice *head)
+{
+	struct xfer_slice *s;
+
+	while ((s = head) && may_lend(t, s)) {
+		struct file_slice *fs = file_slice(s);
+		bool read = s->opcode == XFER_READ;
+		int ret;
+
+		head = s->next;
+		t->inflight++;
+		t->reads += read;
+		pthread_mutex_unlock(&t->lock);
+		ret = xfer_fio_now(&fs->req,
+				   !(lend_bits(fs->fo) & LEND_MEMORY));
+		if (!ret) {
+			run_finish(s, fs->req.res);
+			pthread_mutex_lock(&t->lock);
+			continue;
+		}
+		if (ret == -EOPNOTSUPP) /* not on this file: never again */
+			atomic_fetch_or(&fs->fo->lend, read ? LEND_NO_READ :
+					LEND_NO_WRITE);
+		pthread_mutex_lock(&t->lock);
+		slot_put(t, read);
+		return s;
+	}
+	return head;
 }
 
 void xfer_file_io_submit(struct file_transport *t, struct file_open *fo,
@@ -134,9 +242,14 @@ void xfer_file_io_submit(struct file_transport *t, struct file_open *fo,
 	}
 	*tail = NULL;
 	pthread_mutex_lock(&t->lock);
-	*t->in_tail = head;
-	t->in_tail = tail;
-	kick_post(t, true);
+	head = lend(t, head);
+	if (head) {
+		*t->in_tail = head;
+		t->in_tail = tail;
+	}
+	/* also for what others queued while a lent run held a place */
+	if (t->in_head)
+		kick_post(t, true);
 	pthread_mutex_unlock(&t->lock);
 }
 
