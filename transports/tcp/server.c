@@ -8,19 +8,22 @@
  *
  * To keep syscalls few, a connection reads while requests keep coming and
  * answers when the socket runs dry (or its replies fill up, or RUN_MAX
- * bytes came): headers are read into a small read-ahead (STAGE bytes), a
+ * bytes came): headers are read into a read-ahead (STAGE bytes), a large
  * WRITE payload straight into place together with the header behind it,
  * and the replies of the whole run (status frames, READ payloads) go out
- * in one gathered sendmsg. A lone READ costs one read and one send. (A
- * run of large WRITEs is answered every RUN_MAX bytes: held back longer,
- * their statuses cost the initiator more than the sends they save.) The
+ * in one gathered sendmsg. A lone READ costs one read and one send. Small
+ * WRITEs (up to COPY_MAX) come through the read-ahead, many in one read,
+ * and are copied to their place: a copy of a few KiB costs less than the
+ * read it saves. (A run of large WRITEs is answered every RUN_MAX bytes:
+ * held back longer, their statuses cost the initiator more than the
+ * sends they save.) The
  * replies point into registered memory, so a WRITE to bytes that a READ
  * before it has yet to send waits until they went out (held()): requests
  * on a connection take effect in order.
  *
  * What a connection may hold: at most REPLIES replies (pointers into
  * registered memory, no copies) and STAGE bytes read ahead, so nothing a
- * peer sends is buffered beyond 1.5 KiB; at most max_data_conns
+ * peer sends is buffered beyond 64 KiB; at most max_data_conns
  * connections at once (more are closed at accept); a connection that
  * moves no byte for the idle timeout (between requests) or the transfer
  * timeout (in a request) is closed, and so is one whose peer still holds
@@ -47,7 +50,13 @@
 #define RUN_MAX (64u << 10)    /* bytes read before the replies go out */
 /* Bytes read ahead of the request being served: headers, and the head
  * of a WRITE payload (copied to its place once its header is checked). */
-#define STAGE (REPLIES * TCP_HDR_LEN)
+#define STAGE (64u << 10)
+/* Read ahead behind a large WRITE, or READs: a ring's worth of headers. */
+#define HDRS (REPLIES * TCP_HDR_LEN)
+/* A WRITE payload up to this long may come through the read-ahead, and
+ * the WRITEs after it are read ahead the same way; a longer one makes the
+ * reads behind it take only the next header. */
+#define COPY_MAX (16u << 10)
 #define LINGER_MS 5000         /* a refused peer's time to close */
 
 /* One reply, in request order: a status frame (v2) and/or READ payload. */
@@ -63,8 +72,9 @@ struct tcp_sconn {
 	struct tcp_transport *t;
 	struct xfer_sstream s;         /* in t->sconns; its timer: the
 					* idle or transfer timeout */
-	uint8_t in[STAGE];             /* read, not yet acted on */
-	size_t in_len;
+	uint8_t *in;                   /* STAGE bytes: [in_off, in_len) */
+	size_t in_off, in_len;         /* read, not yet acted on */
+	bool copy;                     /* the last WRITE was small */
 	uint8_t *wptr;                 /* WRITE payload being read */
 	size_t wleft;
 	bool wv2;
@@ -94,6 +104,7 @@ static void sconn_free(struct tcp_sconn *c)
 		put_buffer(c, c->rq[(c->rq_head + i) % REPLIES].buf);
 
 	xfer_sstream_close(&t->sconns, &c->s);
+	free(c->in);
 	free(c);
 }
 
@@ -175,6 +186,7 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 		return v2;
 	}
 	if (write) {
+		c->copy = size <= COPY_MAX;
 		c->wptr = (uint8_t *)(uintptr_t)addr;
 		c->wleft = size;
 		c->wv2 = v2;
@@ -204,7 +216,7 @@ static void payload_in(struct tcp_sconn *c, size_t n)
 /* Whole headers wait in c->in (for room in the reply ring). */
 static bool staged(const struct tcp_sconn *c)
 {
-	return !c->wleft && c->in_len >= TCP_HDR_LEN;
+	return !c->wleft && c->in_len - c->in_off >= TCP_HDR_LEN;
 }
 
 /*
@@ -241,7 +253,7 @@ static bool held(const struct tcp_sconn *c, const uint8_t *hdr)
  */
 static int take_staged(struct tcp_sconn *c)
 {
-	size_t used = 0, m;
+	size_t used = c->in_off, m;
 
 	while (!c->wleft && !c->refused && c->rq_n < REPLIES &&
 	       c->in_len - used >= TCP_HDR_LEN) {
@@ -256,16 +268,20 @@ static int take_staged(struct tcp_sconn *c)
 		used += m;
 		payload_in(c, m);
 	}
-	memmove(c->in, c->in + used, c->in_len - used);
-	c->in_len -= used;
+	c->in_off = used;
+	if (c->in_off == c->in_len)
+		c->in_off = c->in_len = 0;
 	return 0;
 }
 
 /*
  * Read what can be read now, with room for one more reply: the rest of
- * a WRITE payload straight into place and the header behind it into
- * c->in, in one readv (else up to STAGE bytes of headers, and what of a
- * WRITE payload comes with them); then act on the headers that came.
+ * a WRITE payload straight into place and what is behind it into c->in,
+ * in one readv (behind a large WRITE only the next header: its payload,
+ * if it is a large WRITE, goes straight into place by the next read);
+ * else headers, and what of a WRITE payload comes with them, up to STAGE
+ * bytes after small WRITEs, HDRS otherwise. Then act on the headers
+ * that came.
  * Sets c->dry when the socket gave less than asked (it is likely empty:
  * the caller answers now rather than spend a call on EAGAIN).
  * @return bytes read (1 for headers that waited in c->in), 0 on EAGAIN
@@ -280,12 +296,15 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 
 	if (staged(c))
 		return take_staged(c) ? -1 : 1;
-	/* Behind a WRITE payload, only the next header: its payload, if
-	 * it is a WRITE, goes straight into place by the next read. */
+	/* Less than a header waits: it moves to the front. */
+	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+	c->in_len -= c->in_off;
+	c->in_off = 0;
 	if (c->wleft)
 		iov[k++] = (struct iovec){ c->wptr, c->wleft };
 	iov[k++] = (struct iovec){ c->in + c->in_len,
-				   c->wleft ? TCP_HDR_LEN : STAGE - c->in_len };
+				   c->copy ? STAGE - c->in_len :
+				   c->wleft ? TCP_HDR_LEN : HDRS - c->in_len };
 	for (int i = 0; i < k; i++)
 		want += iov[i].iov_len;
 	n = readv(c->s.fd, iov, k);
@@ -358,7 +377,7 @@ static bool done(const struct tcp_sconn *c)
 static bool can_read(const struct tcp_sconn *c)
 {
 	return !c->refused && (!c->eof || staged(c)) && c->rq_n < REPLIES &&
-	       !(staged(c) && held(c, c->in));
+	       !(staged(c) && held(c, c->in + c->in_off));
 }
 
 /*
@@ -501,11 +520,20 @@ void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 		close(fd);
 		return;
 	}
+	c->in = malloc(STAGE);
+	if (!c->in) {
+		close(fd);
+		free(c);
+		return;
+	}
 	evutil_make_socket_nonblocking(fd);
 	c->t = t;
+	c->copy = true;
 	if (xfer_sstream_accept(&t->sconns, &c->s, fd, env->worker(env->arg),
-				env, &cap_log, sconn_start))
+				env, &cap_log, sconn_start)) {
+		free(c->in);
 		free(c);
+	}
 }
 
 void xfer_tcp_server_close_all(struct tcp_transport *t)
