@@ -16,7 +16,9 @@
  * The transfer timeout runs only while something is in flight, on a
  * timerfd rather than a libevent timer, so that a submitter can start it
  * for what it lent (a syscall, not a wakeup) and an idle connection has
- * no timer at all.
+ * no timer at all. Progress does not restart it (a syscall each time):
+ * it notes the time, and a timer that fires with progress since then is
+ * set again for the rest.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -69,6 +71,8 @@ struct tcp_conn {
 	int tfd;                       /* the transfer timeout (timerfd)... */
 	struct event *timer;           /* ...its readable event, */
 	bool timer_added;              /* added by the first connect */
+	bool armed;                    /* tfd is set (or fired, unread) */
+	int64_t moved_ms;              /* bytes last moved (monotonic) */
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
@@ -84,8 +88,9 @@ static size_t wire_len(struct xfer_slice *s)
 	return TCP_HDR_LEN + (s->opcode == XFER_WRITE ? s->len : 0);
 }
 
-/* Start the transfer timeout, due in @p ms (0: stop it). Any thread:
- * timerfd_settime(2) needs no lock of libevent's. */
+/* Start the transfer timeout, due in @p ms (0: stop it). The reactor,
+ * or a submitter on a lent connection: timerfd_settime(2) needs no lock
+ * of libevent's. */
 static void arm(struct tcp_conn *c, uint32_t ms)
 {
 	struct itimerspec its = {
@@ -93,6 +98,7 @@ static void arm(struct tcp_conn *c, uint32_t ms)
 	};
 
 	timerfd_settime(c->tfd, 0, &its, NULL);
+	c->armed = ms != 0;
 }
 
 static void close_socket(struct tcp_conn *c)
@@ -111,14 +117,21 @@ static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 	xfer_slice_q_fail(&c->sendq, st);
 }
 
-/* Progress was made: restart the transfer timeout while slices are in
- * flight, stop it when none is. On the reactor, between claim() and
- * settle(): no submitter lends meanwhile, so none has armed it for its
- * own slice (send_lent() does, once the connection is lent again). */
+/* Progress was made: the transfer timeout runs from now while slices
+ * are in flight (started if it was not: on_timeout() sets it again for
+ * the rest if it fires early), and stops when none is. On the reactor,
+ * between claim() and settle(): no submitter lends meanwhile, so none
+ * has armed it for its own slice (send_lent() does, once the connection
+ * is lent again). */
 static void touch(struct tcp_conn *c)
 {
-	arm(c, c->sendq.head || c->waitq.head ?
-	       c->t->base.env->transfer_timeout_ms : 0);
+	if (c->sendq.head || c->waitq.head) {
+		c->moved_ms = xfer_now_ms();
+		if (!c->armed)
+			arm(c, c->t->base.env->transfer_timeout_ms);
+	} else if (c->armed) {
+		arm(c, 0);
+	}
 }
 
 /* The iovecs of the slices from @p s on, the first @p off bytes of @p s
@@ -168,10 +181,9 @@ static void advance(struct tcp_conn *c, size_t n)
 /*
  * On the reactor, first thing in each handler: take the connection back
  * from submitters, with what they wrote on it (and, with @p inbox, what
- * they queued). @return when the lent slices went out (monotonic ms), 0
- * if none were.
+ * they queued).
  */
-static int64_t claim(struct tcp_conn *c, bool inbox)
+static void claim(struct tcp_conn *c, bool inbox)
 {
 	struct xfer_slice_queue lent, in;
 	size_t sent;
@@ -192,11 +204,12 @@ static int64_t claim(struct tcp_conn *c, bool inbox)
 		c->kicked = false;
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (ms)
+		c->moved_ms = ms; /* the submitter armed the timer then */
 	/* Lent only while nothing was in flight: these go first. */
 	xfer_slice_q_append(&c->sendq, &lent);
 	advance(c, sent);
 	xfer_slice_q_append(&c->sendq, &in);
-	return ms;
 }
 
 /* On the reactor, last thing in each handler: write what waits, and
@@ -391,25 +404,27 @@ out:
 	settle(c);
 }
 
-/* No byte moved for the transfer timeout: the slices in flight time out.
- * A submitter's slice that has been out for less than the timeout (its
- * arming raced with a restart) runs on; with nothing in flight (the
- * reply came as it fired) the timer stops. */
+/* The transfer timeout fired. With nothing in flight (the reply came as
+ * it fired) it stays stopped; bytes moved since it was set (or a
+ * submitter's slice went out): it is set again for the rest; else no
+ * byte moved for the timeout, and the slices in flight time out. */
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
 	uint32_t ms = c->t->base.env->transfer_timeout_ms;
-	int64_t lent_ms = claim(c, false), age;
 	uint64_t expirations;
+	int64_t age;
 
 	(void)what;
-	/* EAGAIN: not due after all (re-armed since it fired) */
+	claim(c, false);
+	/* EAGAIN: not due after all (set again since it fired) */
 	if (read(fd, &expirations, sizeof(expirations)) != sizeof(expirations))
 		goto out;
-	age = lent_ms ? xfer_now_ms() - lent_ms : ms;
-	if (!c->sendq.head && !c->waitq.head) {
-		touch(c);
-	} else if (age >= 0 && age < ms) {
+	c->armed = false; /* a one-shot timer: it ran out */
+	if (!c->sendq.head && !c->waitq.head)
+		goto out;
+	age = xfer_now_ms() - c->moved_ms;
+	if (age >= 0 && age < ms) {
 		arm(c, ms - (uint32_t)age);
 	} else {
 		xfer_log(XFER_LOG_WARN,
