@@ -16,7 +16,9 @@
  * and are copied to their place: a copy of a few KiB costs less than the
  * read it saves. (A run of large WRITEs is answered every RUN_MAX bytes:
  * held back longer, their statuses cost the initiator more than the
- * sends they save.) The
+ * sends they save. One of small WRITEs is answered every RUN_SMALL
+ * bytes, a full ring of 4 KiB ones: each answer is a segment the
+ * initiator wakes for, reads and acknowledges.) The
  * replies point into registered memory, so a WRITE to bytes that a READ
  * before it has yet to send waits until they went out (held()): requests
  * on a connection take effect in order.
@@ -48,6 +50,7 @@
 #define REPLIES 64             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
 #define RUN_MAX (64u << 10)    /* bytes read before the replies go out */
+#define RUN_SMALL (256u << 10) /* the same in a run of small WRITEs */
 /* Bytes read ahead of the request being served: headers, and the head
  * of a WRITE payload (copied to its place once its header is checked). */
 #define STAGE (64u << 10)
@@ -415,9 +418,10 @@ static int linger(struct tcp_sconn *c)
 }
 
 /*
- * Read the requests that are there, up to a run of RUN_MAX bytes or a full
- * reply ring, then send the replies of the whole run at once; again while
- * bytes move, within BUDGET. A socket that ran dry ends the turn: the
+ * Read the requests that are there, up to a run of RUN_MAX bytes
+ * (RUN_SMALL after a small WRITE) or a full reply ring, then send the
+ * replies of the whole run at once; again while bytes move, within
+ * BUDGET. A socket that ran dry ends the turn: the
  * level-triggered read event brings the connection back for more.
  * @return 0, or -1 to close.
  */
@@ -432,7 +436,7 @@ static int sconn_run(struct tcp_sconn *c)
 	do {
 		in = 0;
 		c->dry = false;
-		while (can_read(c) && !c->dry && (size_t)in < RUN_MAX) {
+		while (can_read(c) && !c->dry && (size_t)in < (c->copy ? RUN_SMALL : RUN_MAX)) {
 			n = sconn_read(c);
 			if (n < 0)
 				return -1;
