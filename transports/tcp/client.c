@@ -11,7 +11,10 @@
  * queue for the reactor, which the reply wakes. A lone request so costs
  * no wakeup of the reactor before it goes out. The reactor takes the
  * connection back (claim()) at the start of each of its handlers and
- * lends it again (settle()) at their end.
+ * lends it again (settle()) at their end. A connection on which a slice
+ * came while a lent one was out (a batch of small tasks) lends nothing
+ * for BURST_MS: the reactor writes a batch's slices with one sendmsg,
+ * where the first one lent would cost a write and a reply of its own.
  *
  * The transfer timeout runs only while something is in flight, on a
  * timerfd rather than a libevent timer, so that a submitter can start it
@@ -38,6 +41,7 @@
 #define DISCARD_LEN 65536   /* READ payload of a canceled task goes here */
 /* Largest slice a submitter writes itself (header and payload, bytes). */
 #define DIRECT_MAX ((64u << 10) + TCP_HDR_LEN)
+#define BURST_MS 50 /* no lending for so long after a burst */
 
 static _Thread_local uint8_t discard[DISCARD_LEN];
 
@@ -62,6 +66,8 @@ struct tcp_conn {
 	size_t lent_sent;              /* ...this many bytes of them */
 	int64_t lent_ms;               /* when (monotonic), for the timeout */
 	bool quiet;                    /* lent to submitters */
+	int64_t burst_ms;              /* a slice came while one was lent
+					* (monotonic ms; 0: never) */
 	bool kicked;                   /* kick_job is queued */
 	struct xfer_job kick_job;
 
@@ -550,8 +556,11 @@ void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
 		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
 	}
 	pthread_mutex_lock(&c->lock);
+	if (c->lent.head)
+		c->burst_ms = xfer_now_ms();
 	if (c->quiet && !c->inbox.head && n == 1 &&
-	    wire_len(s) <= DIRECT_MAX) {
+	    wire_len(s) <= DIRECT_MAX &&
+	    (!c->burst_ms || xfer_now_ms() - c->burst_ms >= BURST_MS)) {
 		c->quiet = false; /* the reactor's again after the reply */
 		lent = send_lent(c, s);
 	}
