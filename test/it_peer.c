@@ -474,15 +474,18 @@ static void test_peer_v1(void **state)
 	assert_int_equal(xfer_segment_close(E, id), 0);
 }
 
-/* The peer misbehaves on the data connection with @mode: READ and WRITE
- * end @want within @max_ms; then it behaves and the same segment works
- * again. */
-static void data_fault(int mode, enum xfer_status want, int max_ms)
+/* The peer misbehaves on the data connection with @mode: a READ and a
+ * WRITE of @p len bytes end @want within @max_ms; then it behaves and
+ * the same segment works again. Each comes after a round trip of its
+ * size, so a small one goes out on a quiet connection, written by the
+ * submitting thread itself. */
+static void data_fault_len(int mode, enum xfer_status want, int max_ms,
+			   size_t len)
 {
-	const size_t len = (64u << 10) + 1;
 	int64_t id = open_fake();
 	enum xfer_opcode ops[2] = { XFER_READ, XFER_WRITE };
 
+	roundtrip(id, len, 19);
 	for (int k = 0; k < 2; k++) {
 		int64_t t0 = th_now_ms(), took;
 		enum xfer_status st;
@@ -503,6 +506,11 @@ static void data_fault(int mode, enum xfer_status want, int max_ms)
 	}
 	assert_int_equal(atomic_load(&F.bad_headers), 0);
 	assert_int_equal(xfer_segment_close(E, id), 0);
+}
+
+static void data_fault(int mode, enum xfer_status want, int max_ms)
+{
+	data_fault_len(mode, want, max_ms, (64u << 10) + 1);
 }
 
 static void test_peer_refuses(void **state)
@@ -533,6 +541,14 @@ static void test_peer_silent(void **state)
 {
 	(void)state;
 	data_fault(D_SILENT, XFER_TIMEOUT, TIMEOUT_MS + 3000);
+}
+
+/* The same for a lone 4 KiB request, which the submitting thread writes
+ * itself (the timeout its own, on no wakeup of the worker). */
+static void test_peer_silent_small(void **state)
+{
+	(void)state;
+	data_fault_len(D_SILENT, XFER_TIMEOUT, TIMEOUT_MS + 3000, 4096);
 }
 
 /* A peer that serves each request SLOW_MS late: a task of 5 slices, one
@@ -757,6 +773,7 @@ int main(void)
 		PEER_TEST(test_peer_closes_midway),
 		PEER_TEST(test_peer_closes_at_header),
 		PEER_TEST(test_peer_silent),
+		PEER_TEST(test_peer_silent_small),
 		PEER_TEST(test_peer_slow),
 		PEER_TEST(test_peer_data_port_closed),
 		HS_CASE("test_open_reply_closed", &hs_close),

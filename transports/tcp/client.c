@@ -16,12 +16,13 @@
  * for BURST_MS: the reactor writes a batch's slices with one sendmsg,
  * where the first one lent would cost a write and a reply of its own.
  *
- * The transfer timeout runs only while something is in flight, on a
- * timerfd rather than a libevent timer, so that a submitter can start it
- * for what it lent (a syscall, not a wakeup) and an idle connection has
- * no timer at all. Progress does not restart it (a syscall each time):
- * it notes the time, and a timer that fires with progress since then is
- * set again for the rest.
+ * The transfer timeout runs only while something is in flight, so that
+ * an idle connection has no timer at all: the reactor's on a libevent
+ * timer (no syscall to start or stop), a submitter's for what it lent on
+ * a timerfd (a syscall, not a wakeup of the reactor), which the reactor
+ * stops when it takes the slice. Progress does not restart it: it notes
+ * the time, and a timer that fires with progress since then is set
+ * again for the rest.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -74,11 +75,12 @@ struct tcp_conn {
 	/* Owned by the reactor (s.fd also read by a submitter that holds
 	 * the lock while quiet). */
 	struct xfer_stream s;          /* socket, events, exchange */
-	int tfd;                       /* the transfer timeout (timerfd)... */
-	struct event *timer;           /* ...its readable event, */
-	bool timer_added;              /* added by the first connect */
-	bool armed;                    /* tfd is set (or fired, unread) */
+	struct event *timer;           /* the transfer timeout */
+	bool armed;                    /* timer is pending */
 	int64_t moved_ms;              /* bytes last moved (monotonic) */
+	int tfd;                       /* a lent slice's timeout (timerfd), */
+	struct event *lent_timer;      /* its readable event, */
+	bool lent_added;               /* added by the first connect */
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
@@ -94,17 +96,29 @@ static size_t wire_len(struct xfer_slice *s)
 	return TCP_HDR_LEN + (s->opcode == XFER_WRITE ? s->len : 0);
 }
 
-/* Start the transfer timeout, due in @p ms (0: stop it). The reactor,
- * or a submitter on a lent connection: timerfd_settime(2) needs no lock
- * of libevent's. */
+/* Start the transfer timeout, due in @p ms (0: stop it). On the
+ * reactor. */
 static void arm(struct tcp_conn *c, uint32_t ms)
+{
+	struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000 };
+
+	if (ms)
+		event_add(c->timer, &tv);
+	else if (c->armed)
+		event_del(c->timer);
+	c->armed = ms != 0;
+}
+
+/* Start (@p ms > 0) or stop (0) the timeout of a lent slice: by a
+ * submitter that holds the lock of a quiet connection, or the reactor
+ * that took the slice. timerfd_settime(2) needs no lock of libevent's. */
+static void arm_lent(struct tcp_conn *c, uint32_t ms)
 {
 	struct itimerspec its = {
 		.it_value = { ms / 1000, (long)(ms % 1000) * 1000000 },
 	};
 
 	timerfd_settime(c->tfd, 0, &its, NULL);
-	c->armed = ms != 0;
 }
 
 static void close_socket(struct tcp_conn *c)
@@ -126,9 +140,7 @@ static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 /* Progress was made: the transfer timeout runs from now while slices
  * are in flight (started if it was not: on_timeout() sets it again for
  * the rest if it fires early), and stops when none is. On the reactor,
- * between claim() and settle(): no submitter lends meanwhile, so none
- * has armed it for its own slice (send_lent() does, once the connection
- * is lent again). */
+ * between claim() and settle(). */
 static void touch(struct tcp_conn *c)
 {
 	if (c->sendq.head || c->waitq.head) {
@@ -210,8 +222,16 @@ static void claim(struct tcp_conn *c, bool inbox)
 		c->kicked = false;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (ms)
-		c->moved_ms = ms; /* the submitter armed the timer then */
+	if (ms) {
+		/* The submitter started the lent timer then: the reactor's
+		 * own runs on from there. */
+		uint32_t to = c->t->base.env->transfer_timeout_ms;
+		int64_t age = xfer_now_ms() - ms;
+
+		arm_lent(c, 0);
+		c->moved_ms = ms;
+		arm(c, age >= 0 && age < to ? to - (uint32_t)age : 1);
+	}
 	/* Lent only while nothing was in flight: these go first. */
 	xfer_slice_q_append(&c->sendq, &lent);
 	advance(c, sent);
@@ -224,6 +244,9 @@ static void settle(struct tcp_conn *c)
 {
 	bool quiet = xfer_stream_open(&c->s) && !c->sendq.head &&
 		     !c->waitq.head && c->peer->version == 2;
+
+	if (!c->sendq.head && !c->waitq.head)
+		arm(c, 0); /* an idle connection has no timer */
 
 	if (xfer_stream_open(&c->s))
 		xfer_event_want(c->s.wev, &c->s.writing, c->sendq.head != NULL);
@@ -418,15 +441,12 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
 	uint32_t ms = c->t->base.env->transfer_timeout_ms;
-	uint64_t expirations;
 	int64_t age;
 
+	(void)fd;
 	(void)what;
+	c->armed = false; /* a one-shot event: it ran out */
 	claim(c, false);
-	/* EAGAIN: not due after all (set again since it fired) */
-	if (read(fd, &expirations, sizeof(expirations)) != sizeof(expirations))
-		goto out;
-	c->armed = false; /* a one-shot timer: it ran out */
 	if (!c->sendq.head && !c->waitq.head)
 		goto out;
 	age = xfer_now_ms() - c->moved_ms;
@@ -441,6 +461,18 @@ out:
 	settle(c);
 }
 
+/* A lent slice's timeout fired with the slice not yet taken: taking it
+ * stops this timer and starts the reactor's for what is left of it. */
+static void on_lent_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcp_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	claim(c, false);
+	settle(c);
+}
+
 /* Slices were queued on a closed connection: connect and send.
  * On failure every slice fails. */
 static void conn_start_send(struct tcp_conn *c)
@@ -452,7 +484,7 @@ static void conn_start_send(struct tcp_conn *c)
 		return;
 	}
 	/* on the reactor, which owns the base: added once, for good */
-	xfer_event_want(c->timer, &c->timer_added, true);
+	xfer_event_want(c->lent_timer, &c->lent_added, true);
 	touch(c);
 	if (!c->s.connecting && !c->s.authing)
 		conn_push(c);
@@ -534,7 +566,7 @@ static int send_lent(struct tcp_conn *c, struct xfer_slice *s)
 	xfer_slice_q_push(&c->lent, s);
 	c->lent_sent = (size_t)n;
 	c->lent_ms = xfer_now_ms();
-	arm(c, c->t->base.env->transfer_timeout_ms);
+	arm_lent(c, c->t->base.env->transfer_timeout_ms);
 	return (size_t)n == want;
 }
 
@@ -589,10 +621,13 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 	c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (c->tfd < 0)
 		goto err_free;
-	c->timer = event_new(c->r->base, c->tfd, EV_READ | EV_PERSIST,
-			     on_timeout, c);
-	if (!c->timer)
+	c->lent_timer = event_new(c->r->base, c->tfd, EV_READ | EV_PERSIST,
+				  on_lent_timeout, c);
+	if (!c->lent_timer)
 		goto err_close;
+	c->timer = evtimer_new(c->r->base, on_timeout, c);
+	if (!c->timer)
+		goto err_lent;
 	pthread_mutex_init(&c->lock, NULL);
 	xfer_slice_q_init(&c->inbox);
 	xfer_slice_q_init(&c->lent);
@@ -601,6 +636,8 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 	c->kick_job.fn = conn_kick;
 	return c;
 
+err_lent:
+	event_free(c->lent_timer);
 err_close:
 	close(c->tfd);
 err_free:
@@ -624,6 +661,7 @@ void xfer_tcp_conn_free(struct tcp_conn *c)
 	close_socket(c); /* sets c->sent to 0 */
 	xfer_slice_qs_drop(&c->inbox, &c->sendq, head_sent, &c->waitq);
 	event_free(c->timer);
+	event_free(c->lent_timer);
 	close(c->tfd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
