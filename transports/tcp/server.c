@@ -84,6 +84,7 @@ struct tcp_sconn {
 	struct xfer_buffer *wbuf;      /* pinned until it has arrived */
 	struct reply rq[REPLIES];      /* ring of replies to send */
 	unsigned rq_head, rq_n;
+	unsigned rq_reads;             /* of them with payload left */
 	bool refused;                  /* close once the replies are out */
 	bool lingering;                /* refused, replies out: linger() */
 	bool eof;                      /* the peer shut its write side */
@@ -157,6 +158,7 @@ static void push_reply(struct tcp_sconn *c, bool v2, uint64_t status,
 	r->ptr = ptr;
 	r->left = len;
 	r->buf = buf;
+	c->rq_reads += len > 0;
 }
 
 /*
@@ -232,7 +234,7 @@ static bool held(const struct tcp_sconn *c, const uint8_t *hdr)
 {
 	uint64_t size, addr;
 
-	if ((hdr[16] & 0x7f) != TCP_OP_WRITE)
+	if ((hdr[16] & 0x7f) != TCP_OP_WRITE || !c->rq_reads)
 		return false;
 	memcpy(&size, hdr, 8);
 	memcpy(&addr, hdr + 8, 8);
@@ -359,6 +361,7 @@ static ssize_t sconn_write(struct tcp_sconn *c)
 			r->ptr += m;
 			r->left -= m;
 			n -= m;
+			c->rq_reads -= !r->left;
 		}
 		if (r->status_left || r->left)
 			break;
