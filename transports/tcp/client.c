@@ -77,6 +77,7 @@ struct tcp_conn {
 	struct xfer_stream s;          /* socket, events, exchange */
 	struct event *timer;           /* the transfer timeout */
 	bool armed;                    /* timer is pending */
+	bool lent_armed;               /* so is tfd, for a slice taken */
 	int64_t moved_ms;              /* bytes last moved (monotonic) */
 	int tfd;                       /* a lent slice's timeout (timerfd), */
 	struct event *lent_timer;      /* its readable event, */
@@ -138,17 +139,33 @@ static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 }
 
 /* Progress was made: the transfer timeout runs from now while slices
- * are in flight (started if it was not: on_timeout() sets it again for
- * the rest if it fires early), and stops when none is. On the reactor,
- * between claim() and settle(). */
+ * are in flight (settle() starts it if it was not; on_timeout() sets it
+ * again for the rest if it fires early). On the reactor, between claim()
+ * and settle(). */
 static void touch(struct tcp_conn *c)
 {
-	if (c->sendq.head || c->waitq.head) {
+	if (c->sendq.head || c->waitq.head)
 		c->moved_ms = xfer_now_ms();
-		if (!c->armed)
-			arm(c, c->t->base.env->transfer_timeout_ms);
-	} else if (c->armed) {
+}
+
+/* The transfer timeout runs while slices are in flight, due the timeout
+ * after bytes last moved (1 ms if that is past), and not else. A lent
+ * slice's timer, which the reactor took over, stops. On the reactor, last
+ * thing in a handler: off the way of the replies that came. */
+static void clock_set(struct tcp_conn *c)
+{
+	uint32_t to = c->t->base.env->transfer_timeout_ms;
+	int64_t age;
+
+	if (c->lent_armed) {
+		arm_lent(c, 0);
+		c->lent_armed = false;
+	}
+	if (!c->sendq.head && !c->waitq.head) {
 		arm(c, 0);
+	} else if (!c->armed) {
+		age = xfer_now_ms() - c->moved_ms;
+		arm(c, age >= 0 && age < to ? to - (uint32_t)age : 1);
 	}
 }
 
@@ -224,13 +241,9 @@ static void claim(struct tcp_conn *c, bool inbox)
 	pthread_mutex_unlock(&c->lock);
 	if (ms) {
 		/* The submitter started the lent timer then: the reactor's
-		 * own runs on from there. */
-		uint32_t to = c->t->base.env->transfer_timeout_ms;
-		int64_t age = xfer_now_ms() - ms;
-
-		arm_lent(c, 0);
+		 * own runs on from there (clock_set()). */
 		c->moved_ms = ms;
-		arm(c, age >= 0 && age < to ? to - (uint32_t)age : 1);
+		c->lent_armed = true;
 	}
 	/* Lent only while nothing was in flight: these go first. */
 	xfer_slice_q_append(&c->sendq, &lent);
@@ -245,8 +258,7 @@ static void settle(struct tcp_conn *c)
 	bool quiet = xfer_stream_open(&c->s) && !c->sendq.head &&
 		     !c->waitq.head && c->peer->version == 2;
 
-	if (!c->sendq.head && !c->waitq.head)
-		arm(c, 0); /* an idle connection has no timer */
+	clock_set(c);
 
 	if (xfer_stream_open(&c->s))
 		xfer_event_want(c->s.wev, &c->s.writing, c->sendq.head != NULL);
@@ -435,29 +447,22 @@ out:
 
 /* The transfer timeout fired. With nothing in flight (the reply came as
  * it fired) it stays stopped; bytes moved since it was set (or a
- * submitter's slice went out): it is set again for the rest; else no
- * byte moved for the timeout, and the slices in flight time out. */
+ * submitter's slice went out): it is set again for the rest (settle());
+ * else no byte moved for the timeout, and the slices in flight time out. */
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
-	uint32_t ms = c->t->base.env->transfer_timeout_ms;
-	int64_t age;
 
 	(void)fd;
 	(void)what;
 	c->armed = false; /* a one-shot event: it ran out */
 	claim(c, false);
-	if (!c->sendq.head && !c->waitq.head)
-		goto out;
-	age = xfer_now_ms() - c->moved_ms;
-	if (age >= 0 && age < ms) {
-		arm(c, ms - (uint32_t)age);
-	} else {
+	if ((c->sendq.head || c->waitq.head) &&
+	    xfer_now_ms() - c->moved_ms >= c->t->base.env->transfer_timeout_ms) {
 		xfer_log(XFER_LOG_WARN,
 			 "tcp: no progress within the transfer timeout");
 		conn_fail(c, XFER_TIMEOUT);
 	}
-out:
 	settle(c);
 }
 
