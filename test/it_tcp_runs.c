@@ -3,9 +3,11 @@
  * target reads as a run and answers in one write, and the initiator
  * coalesces: from a raw socket, a long pipelined run of small READs and
  * WRITEs gets every reply in order, so does one of WRITEs small and
- * large in changing turns (many small ones a read on the target), and a
- * refused request in the middle of a run gets status 1, then the close,
- * with nothing after it served;
+ * large in changing turns (many small ones a read on the target); a
+ * request cut in two holds back the status of the one before it until
+ * its rest came (but not past the peer's EOF); a refused request in the
+ * middle of a run gets status 1, then the close, with nothing after it
+ * served;
  * a READ and a WRITE of the same bytes sent together take effect in
  * their order (the READ gets the old bytes);
  * from an engine, one batch of small and large READs and WRITEs with a
@@ -22,10 +24,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/desc_internal.h"
@@ -179,6 +183,50 @@ static void test_raw_small_writes(void **state)
 	}
 	close(fd);
 	free(msg);
+}
+
+/*
+ * A 4 KiB WRITE sent whole with part of the next behind it, cut in its
+ * payload, then in its header: the target holds the first one's status
+ * until the rest of the second came (a peer sends a request whole), then
+ * answers both in one go; cut in a header and then the peer's EOF: the
+ * status goes at once, then the close.
+ */
+static void test_raw_split_request(void **state)
+{
+	enum { LEN = 4096, REQ = 24 + LEN };
+	const size_t cuts[3] = { REQ + 24 + LEN / 2, REQ + 10, REQ + 10 };
+	uint8_t msg[2 * REQ], got[16], *p;
+
+	(void)state;
+	for (int k = 0; k < 3; k++) {
+		uint8_t *dst = tb + (size_t)k * 2 * LEN;
+		int fd = th_connect(data_port);
+
+		p = header(msg, LEN, (uintptr_t)dst, OP_V2 | OP_WRITE);
+		th_fill(p, LEN, 40 + k);
+		p = header(p + LEN, LEN, (uintptr_t)dst + LEN, OP_V2 | OP_WRITE);
+		th_fill(p, LEN, 50 + k);
+		assert_int_equal(th_send_all(fd, msg, cuts[k]), 0);
+		if (k == 2) { /* EOF: the first status, then the close */
+			assert_int_equal(shutdown(fd, SHUT_WR), 0);
+			assert_int_equal(th_recv_until_close(fd, got, 8, CLOSE_MS),
+					 8);
+			assert_memory_equal(got, status_ok, 8);
+			assert_int_equal(th_check(dst, LEN, 40 + k), -1);
+			close(fd);
+			continue;
+		}
+		assert_int_equal(th_recv_all(fd, got, 8, 300), -ETIMEDOUT);
+		assert_int_equal(th_send_all(fd, msg + cuts[k],
+					     sizeof(msg) - cuts[k]), 0);
+		assert_int_equal(th_recv_all(fd, got, 16, CLOSE_MS), 16);
+		assert_memory_equal(got, status_ok, 8);
+		assert_memory_equal(got + 8, status_ok, 8);
+		assert_int_equal(th_check(dst, LEN, 40 + k), -1);
+		assert_int_equal(th_check(dst + LEN, LEN, 50 + k), -1);
+		close(fd);
+	}
 }
 
 /* A refused WRITE in the middle of a run: the requests before it are
@@ -500,6 +548,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_raw_run),
 		cmocka_unit_test(test_raw_small_writes),
+		cmocka_unit_test(test_raw_split_request),
 		cmocka_unit_test(test_raw_refused_mid_run),
 		cmocka_unit_test(test_raw_read_then_write),
 		cmocka_unit_test(test_engine_refused_mid_batch),

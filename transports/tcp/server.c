@@ -17,7 +17,8 @@
  * read it saves. (A run of large WRITEs is answered every RUN_MAX bytes:
  * held back longer, their statuses cost the initiator more than the
  * sends they save. One of small WRITEs is answered every RUN_SMALL
- * bytes, a full ring of 4 KiB ones: each answer is a segment the
+ * bytes, past a full ring of 4 KiB ones, and not when the socket runs
+ * dry in the middle of one (hold()): each answer is a segment the
  * initiator wakes for, reads and acknowledges.) The
  * replies point into registered memory, so a WRITE to bytes that a READ
  * before it has yet to send waits until they went out (held()): requests
@@ -50,7 +51,7 @@
 #define REPLIES 64             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
 #define RUN_MAX (64u << 10)    /* bytes read before the replies go out */
-#define RUN_SMALL (256u << 10) /* the same in a run of small WRITEs */
+#define RUN_SMALL (512u << 10) /* the same in a run of small WRITEs */
 /* Bytes read ahead of the request being served: headers, and the head
  * of a WRITE payload (copied to its place once its header is checked). */
 #define STAGE (64u << 10)
@@ -387,6 +388,20 @@ static bool can_read(const struct tcp_sconn *c)
 }
 
 /*
+ * The socket ran dry in the middle of a small request (a WRITE of up to
+ * COPY_MAX, or a header): its rest is on the way, since a peer sends a
+ * request whole, so the replies owed wait for it and leave with those
+ * of the requests behind it, rather than as a segment of their own that
+ * the peer wakes for. Not with a full ring, a header that waits, or the
+ * peer's EOF. (A large WRITE's payload may take long: its replies go.)
+ */
+static bool hold(const struct tcp_sconn *c)
+{
+	return c->dry && !c->eof && !c->refused && c->rq_n < REPLIES &&
+	       (c->wleft ? c->copy : c->in_len > c->in_off && !staged(c));
+}
+
+/*
  * A refused connection whose replies are out: the write side is shut, so
  * the peer reads the refusal's status, then EOF; what it still sends is
  * read and dropped until it closes, or LINGER_MS pass. (Closing with its
@@ -439,7 +454,8 @@ static int sconn_run(struct tcp_sconn *c)
 	do {
 		in = 0;
 		c->dry = false;
-		while (can_read(c) && !c->dry && (size_t)in < (c->copy ? RUN_SMALL : RUN_MAX)) {
+		while (can_read(c) && !c->dry &&
+		       (size_t)in < (c->copy ? RUN_SMALL : RUN_MAX)) {
 			n = sconn_read(c);
 			if (n < 0)
 				return -1;
@@ -447,7 +463,7 @@ static int sconn_run(struct tcp_sconn *c)
 				break;
 			in += n;
 		}
-		out = sconn_write(c);
+		out = hold(c) ? 0 : sconn_write(c);
 		if (out < 0)
 			return -1;
 		if (done(c))
@@ -464,7 +480,7 @@ static int sconn_run(struct tcp_sconn *c)
 	if (overdue(c))
 		return -1;
 
-	xfer_event_want(c->s.wev, &c->s.writing, c->rq_n > 0);
+	xfer_event_want(c->s.wev, &c->s.writing, c->rq_n > 0 && !hold(c));
 	xfer_event_want(c->s.rev, &c->s.reading, !c->eof && can_read(c));
 	if (moved)
 		rearm(c);
