@@ -151,7 +151,8 @@ static void touch(struct tcp_conn *c)
 /* The transfer timeout runs while slices are in flight, due the timeout
  * after bytes last moved (1 ms if that is past), and not else. A lent
  * slice's timer, which the reactor took over, stops. On the reactor, last
- * thing in a handler: off the way of the replies that came. */
+ * thing in a handler (settle()): its syscall comes after the replies
+ * that came were delivered. */
 static void clock_set(struct tcp_conn *c)
 {
 	uint32_t to = c->t->base.env->transfer_timeout_ms;

@@ -289,7 +289,8 @@ static int take_staged(struct tcp_sconn *c)
  * bytes after small WRITEs, HDRS otherwise. Then act on the headers
  * that came.
  * Sets c->dry when the socket gave less than asked (it is likely empty:
- * the caller answers now rather than spend a call on EAGAIN).
+ * the caller answers now, unless a request is cut (hold()), rather than
+ * spend a call on EAGAIN).
  * @return bytes read (1 for headers that waited in c->in), 0 on EAGAIN
  * or at the peer's EOF (c->eof set), -1 to close.
  */
