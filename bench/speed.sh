@@ -9,7 +9,10 @@
 #   that submits it (xfer_batch_wait), and
 #   with --plugin (the engine on the bench's
 #   event loop, the callback on that thread)
-# read and write each; then the CPU an idle target burns. With --rounds N
+# read and write each; then the CPU an idle target burns. Beside each
+# throughput, the CPU seconds per GB of the initiator and the target, and
+# of iperf3's client and server (its -J cpu_utilization_percent, host and
+# remote), and the ratio of the sums (xfer over iperf3). With --rounds N
 # every figure is the median of N rounds, a ratio the median of the
 # rounds' ratios. Fails only when a tool fails, not on a low ratio.
 #   DURATION=10 bench/speed.sh [--rounds N]
@@ -52,13 +55,18 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 # Each run sets globals rather than print, so that it runs in this shell:
 # a failure stops the script, and the trap stops what it started.
 
-# iperf_run ARGS...: REF, the GB/s received by one iperf3 client run.
+# iperf_run ARGS...: REF, the GB/s received by one iperf3 client run;
+# REF_CI and REF_CT, the CPU s/GB of its client and its server.
 iperf_run() {
 	local out
 	out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
 		-t "$DURATION" -J "$@") || die "iperf3 $* failed"
-	REF=$(json end.sum_received.bits_per_second <<<"$out" |
-		awk '{ printf "%.3f", $1 / 8e9 }')
+	read -r REF REF_CI REF_CT <<<"$(json end.sum_received.bytes \
+		end.sum_received.seconds end.cpu_utilization_percent.host_total \
+		end.cpu_utilization_percent.remote_total <<<"$out" |
+		tr '\n' ' ' | awk '{ gb = $1 / 1e9
+			printf "%.3f %.4f %.4f", gb / $2, $3 / 100 * $2 / gb,
+				$4 / 100 * $2 / gb }')"
 }
 
 # sockperf_run: RTT50, RTT99, a ping-pong run's round trip in us.
@@ -117,9 +125,13 @@ for round in $(seq "$ROUNDS"); do
 	pids+=("$iperf_pid")
 	listening "$IPERF_PORT"
 	iperf_run -l 4096
-	ref4k=$REF
+	ref4k=$REF ref4k_c=$(awk -v a="$REF_CI" -v b="$REF_CT" 'BEGIN { print a + b }')
+	add ref4k.ci "$REF_CI"
+	add ref4k.ct "$REF_CT"
 	iperf_run -P "$CONNS"
-	ref64k=$REF
+	ref64k=$REF ref64k_c=$(awk -v a="$REF_CI" -v b="$REF_CT" 'BEGIN { print a + b }')
+	add ref64k.ci "$REF_CI"
+	add ref64k.ct "$REF_CT"
 	kill "$iperf_pid" 2>/dev/null || true
 	wait "$iperf_pid" 2>/dev/null || true
 	sockperf_run
@@ -132,11 +144,14 @@ for round in $(seq "$ROUNDS"); do
 		for size in 4k 64k; do
 			bs=$([ $size = 4k ] && echo 4096 || echo 65536)
 			ref=$([ $size = 4k ] && echo "$ref4k" || echo "$ref64k")
+			refc=$([ $size = 4k ] && echo "$ref4k_c" || echo "$ref64k_c")
 			xfer_run $op $bs 128
 			add "$op$size" "$GBPS"
 			add "$op$size.ratio" "$(ratio "$GBPS" "$ref")"
 			add "$op$size.ci" "$CPU_I"
 			add "$op$size.ct" "$CPU_T"
+			add "$op$size.cratio" "$(ratio "$(awk -v a="$CPU_I" \
+				-v b="$CPU_T" 'BEGIN { print a + b }')" "$refc")"
 		done
 		for mode in wait plugin; do
 			if [ $mode = plugin ]; then
@@ -154,7 +169,9 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo "TCP over loopback, two processes, median of $ROUNDS round(s) of ${DURATION} s runs"
-printf '%-28s %9s %9s %-22s %6s %10s %10s\n' figure xfer reference 'reference is' ratio 'init s/GB' 'tgt s/GB'
+printf '%-28s %9s %9s %-22s %6s %10s %10s %10s %10s %9s\n' figure xfer \
+	reference 'reference is' ratio 'init s/GB' 'tgt s/GB' 'ref cli' \
+	'ref srv' 'cpu ratio'
 for op in write read; do
 	for size in 4k 64k; do
 		if [ $size = 4k ]; then
@@ -162,10 +179,12 @@ for op in write read; do
 		else
 			what="iperf3 -P $CONNS"; ref=ref64k; label="64KiB x128"
 		fi
-		printf '%-28s %9.2f %9.2f %-22s %6.2f %10.3f %10.3f\n' \
+		printf '%-28s %9.2f %9.2f %-22s %6.2f %10.3f %10.3f %10.3f %10.3f %9.2f\n' \
 			"$op $label GB/s" "$(median "$op$size")" "$(median $ref)" \
 			"$what" "$(median "$op$size.ratio")" \
-			"$(median "$op$size.ci")" "$(median "$op$size.ct")"
+			"$(median "$op$size.ci")" "$(median "$op$size.ct")" \
+			"$(median $ref.ci)" "$(median $ref.ct)" \
+			"$(median "$op$size.cratio")"
 	done
 	for mode in wait plugin; do
 		for q in p50 p99; do

@@ -5,7 +5,8 @@
  * padding, the v1/v2 opcode) and misbehaves on demand: bad replies and
  * descriptors must fail xfer_segment_open, refusals, bad status frames,
  * early closes and silence must end tasks FAILED or TIMEOUT, in bounded
- * time, and the engine must recover once the peer behaves.
+ * time, a peer slow but within the transfer timeout each time must not,
+ * and the engine must recover once the peer behaves.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,7 @@
 
 #define MEM_LEN (1u << 20)
 #define TIMEOUT_MS 1500 /* the initiator's transfer timeout */
+#define SLOW_MS 400     /* D_SLOW's wait before each request */
 #define MAX_FDS 32
 
 enum hs_mode {
@@ -47,6 +49,7 @@ enum hs_mode {
 
 enum data_mode {
 	D_SERVE,       /* by the book, f->version */
+	D_SLOW,        /* the same, each request after SLOW_MS */
 	D_REFUSE,      /* v2 status 1, close */
 	D_BAD_MAGIC,   /* a status frame with a wrong magic, then the data */
 	D_PARTIAL,     /* half the READ data / half the WRITE payload, close */
@@ -199,6 +202,9 @@ static int data_serve_one(int fd)
 	p = (uint8_t *)(uintptr_t)addr;
 
 	switch (mode) {
+	case D_SLOW:
+		usleep(SLOW_MS * 1000);
+		/* fall through */
 	case D_SERVE:
 		if (write) {
 			if (th_recv_all(fd, p, size, 3000) != (long)size)
@@ -468,15 +474,18 @@ static void test_peer_v1(void **state)
 	assert_int_equal(xfer_segment_close(E, id), 0);
 }
 
-/* The peer misbehaves on the data connection with @mode: READ and WRITE
- * end @want within @max_ms; then it behaves and the same segment works
- * again. */
-static void data_fault(int mode, enum xfer_status want, int max_ms)
+/* The peer misbehaves on the data connection with @mode: a READ and a
+ * WRITE of @p len bytes end @want within @max_ms; then it behaves and
+ * the same segment works again. Each comes after a round trip of its
+ * size, so a small one goes out on a quiet connection, written by the
+ * submitting thread itself. */
+static void data_fault_len(int mode, enum xfer_status want, int max_ms,
+			   size_t len)
 {
-	const size_t len = (64u << 10) + 1;
 	int64_t id = open_fake();
 	enum xfer_opcode ops[2] = { XFER_READ, XFER_WRITE };
 
+	roundtrip(id, len, 19);
 	for (int k = 0; k < 2; k++) {
 		int64_t t0 = th_now_ms(), took;
 		enum xfer_status st;
@@ -497,6 +506,11 @@ static void data_fault(int mode, enum xfer_status want, int max_ms)
 	}
 	assert_int_equal(atomic_load(&F.bad_headers), 0);
 	assert_int_equal(xfer_segment_close(E, id), 0);
+}
+
+static void data_fault(int mode, enum xfer_status want, int max_ms)
+{
+	data_fault_len(mode, want, max_ms, (64u << 10) + 1);
 }
 
 static void test_peer_refuses(void **state)
@@ -527,6 +541,47 @@ static void test_peer_silent(void **state)
 {
 	(void)state;
 	data_fault(D_SILENT, XFER_TIMEOUT, TIMEOUT_MS + 3000);
+}
+
+/* The same for a lone 4 KiB request, which the submitting thread writes
+ * itself (the timeout its own, on no wakeup of the worker). */
+static void test_peer_silent_small(void **state)
+{
+	(void)state;
+	data_fault_len(D_SILENT, XFER_TIMEOUT, TIMEOUT_MS + 3000, 4096);
+}
+
+/* A peer that serves each request SLOW_MS late: a task of 5 slices, one
+ * connection, takes longer than the transfer timeout, but bytes move
+ * well within it each time, so it completes, both ways. */
+static void test_peer_slow(void **state)
+{
+	const size_t len = 5 * (64u << 10);
+	enum xfer_opcode ops[2] = { XFER_WRITE, XFER_READ };
+	int64_t id = open_fake();
+
+	(void)state;
+	th_fill(LB, len, 30);
+	memset(LB + len, 0, len);
+	atomic_store(&F.data_mode, D_SLOW);
+	for (int k = 0; k < 2; k++) {
+		int64_t t0 = th_now_ms(), took;
+		enum xfer_status st;
+
+		st = th_xfer1(E, ops[k], LB + (size_t)k * len, id,
+			      (uintptr_t)F.mem + 5, len, NULL);
+		took = th_now_ms() - t0;
+		if (st != XFER_COMPLETED || took <= TIMEOUT_MS)
+			fail_msg("%s against a slow peer: %s after %lld ms, "
+				 "want COMPLETED after more than %d ms",
+				 k ? "READ" : "WRITE", xfer_status_str(st),
+				 (long long)took, TIMEOUT_MS);
+	}
+	atomic_store(&F.data_mode, D_SERVE);
+	assert_int_equal(th_check(F.mem + 5, len, 30), -1);
+	assert_int_equal(th_check(LB + len, len, 30), -1);
+	assert_int_equal(atomic_load(&F.bad_headers), 0);
+	assert_int_equal(xfer_segment_close(E, id), 0);
 }
 
 /* Nothing listens on the advertised data port. */
@@ -718,6 +773,8 @@ int main(void)
 		PEER_TEST(test_peer_closes_midway),
 		PEER_TEST(test_peer_closes_at_header),
 		PEER_TEST(test_peer_silent),
+		PEER_TEST(test_peer_silent_small),
+		PEER_TEST(test_peer_slow),
 		PEER_TEST(test_peer_data_port_closed),
 		HS_CASE("test_open_reply_closed", &hs_close),
 		HS_CASE("test_open_reply_wrong_type", &hs_wrong_type),

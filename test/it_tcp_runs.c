@@ -2,8 +2,12 @@
  * Runs of requests on the TCP data port (PROTOCOL.md §3), which the
  * target reads as a run and answers in one write, and the initiator
  * coalesces: from a raw socket, a long pipelined run of small READs and
- * WRITEs gets every reply in order, and a refused request in the middle
- * of a run gets status 1, then the close, with nothing after it served;
+ * WRITEs gets every reply in order, so does one of WRITEs small and
+ * large in changing turns (many small ones a read on the target); a
+ * request cut in two holds back the status of the one before it until
+ * its rest came (but not past the peer's EOF); a refused request in the
+ * middle of a run gets status 1, then the close, with nothing after it
+ * served;
  * a READ and a WRITE of the same bytes sent together take effect in
  * their order (the READ gets the old bytes);
  * from an engine, one batch of small and large READs and WRITEs with a
@@ -20,10 +24,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/desc_internal.h"
@@ -126,6 +132,101 @@ static void test_raw_run(void **state)
 	close(fd);
 	free(got);
 	free(msg);
+}
+
+#define SLOT_W (20u << 10)
+
+/* The payload of WRITE @p i: 4 KiB mostly, each 37th larger than 16 KiB,
+ * odd ends. */
+static size_t run_len(int i)
+{
+	if (i % 37 == 5)
+		return SLOT_W - 7u * (unsigned)(i % 3);
+	return i % 5 ? 4096 : 1 + (size_t)i * 13 % 9000;
+}
+
+/*
+ * A long run of WRITEs, sent at once, most of them small enough to come
+ * through the target's read-ahead many in one read (copied to their
+ * place from there), some too large for it (read straight into place,
+ * and the reads behind them take only the next header), in changing
+ * turns: every payload lands whole in its slot, every status is OK.
+ */
+static void test_raw_small_writes(void **state)
+{
+	enum { N = 400, SLOT = SLOT_W };
+	uint8_t *msg = malloc(N * (24 + SLOT)), *p = msg, got[8 * N];
+	int fd = th_connect(data_port);
+
+	(void)state;
+	assert_non_null(msg);
+	memset(tb, 0, N * SLOT);
+	for (int i = 0; i < N; i++) {
+		size_t len = run_len(i);
+
+		p = header(p, len, (uintptr_t)tb + (size_t)i * SLOT,
+			   OP_V2 | OP_WRITE);
+		th_fill(p, len, 7000 + i);
+		p += len;
+	}
+	assert_int_equal(th_send_all(fd, msg, (size_t)(p - msg)), 0);
+	assert_int_equal(th_recv_all(fd, got, sizeof(got), CLOSE_MS),
+			 (long)sizeof(got));
+	for (int i = 0; i < N; i++) {
+		size_t len = run_len(i);
+
+		assert_memory_equal(got + 8 * i, status_ok, 8);
+		assert_int_equal(th_check(tb + (size_t)i * SLOT, len, 7000 + i),
+				 -1);
+		assert_int_equal(th_check_byte(tb + (size_t)i * SLOT + len,
+					       SLOT - len, 0), -1);
+	}
+	close(fd);
+	free(msg);
+}
+
+/*
+ * A 4 KiB WRITE sent whole with part of the next behind it, cut in its
+ * payload, then in its header: the target holds the first one's status
+ * until the rest of the second came (a peer sends a request whole), then
+ * answers both in one go; cut in a header and then the peer's EOF: the
+ * status goes at once, then the close.
+ */
+static void test_raw_split_request(void **state)
+{
+	enum { LEN = 4096, REQ = 24 + LEN };
+	const size_t cuts[3] = { REQ + 24 + LEN / 2, REQ + 10, REQ + 10 };
+	uint8_t msg[2 * REQ], got[16], *p;
+
+	(void)state;
+	for (int k = 0; k < 3; k++) {
+		uint8_t *dst = tb + (size_t)k * 2 * LEN;
+		int fd = th_connect(data_port);
+
+		p = header(msg, LEN, (uintptr_t)dst, OP_V2 | OP_WRITE);
+		th_fill(p, LEN, 40 + k);
+		p = header(p + LEN, LEN, (uintptr_t)dst + LEN, OP_V2 | OP_WRITE);
+		th_fill(p, LEN, 50 + k);
+		assert_int_equal(th_send_all(fd, msg, cuts[k]), 0);
+		if (k == 2) { /* EOF: the first status, then the close */
+			assert_int_equal(shutdown(fd, SHUT_WR), 0);
+			assert_int_equal(th_recv_until_close(fd, got, 8, CLOSE_MS),
+					 8);
+			assert_memory_equal(got, status_ok, 8);
+			assert_int_equal(th_check(dst, LEN, 40 + k), -1);
+			close(fd);
+			continue;
+		}
+		assert_int_equal(th_recv_all(fd, got, 8, 300), -ETIMEDOUT);
+		assert_int_equal(th_send_all(fd, msg + cuts[k],
+					     sizeof(msg) - cuts[k]), 0);
+		assert_int_equal(th_recv_all(fd, got, 16, CLOSE_MS), 16);
+		assert_memory_equal(got, status_ok, 8);
+		assert_memory_equal(got + 8, status_ok, 8);
+		assert_int_equal(th_check(dst, LEN, 40 + k), -1);
+		assert_int_equal(th_check(dst + LEN, LEN, 50 + k), -1);
+		close(fd);
+	}
 }
 
 /* A refused WRITE in the middle of a run: the requests before it are
@@ -446,6 +547,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_raw_run),
+		cmocka_unit_test(test_raw_small_writes),
+		cmocka_unit_test(test_raw_split_request),
 		cmocka_unit_test(test_raw_refused_mid_run),
 		cmocka_unit_test(test_raw_read_then_write),
 		cmocka_unit_test(test_engine_refused_mid_batch),

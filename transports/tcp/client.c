@@ -11,12 +11,18 @@
  * queue for the reactor, which the reply wakes. A lone request so costs
  * no wakeup of the reactor before it goes out. The reactor takes the
  * connection back (claim()) at the start of each of its handlers and
- * lends it again (settle()) at their end.
+ * lends it again (settle()) at their end. A connection on which a slice
+ * came while a lent one was out (a batch of small tasks) lends nothing
+ * for BURST_MS: the reactor writes a batch's slices with one sendmsg,
+ * where the first one lent would cost a write and a reply of its own.
  *
- * The transfer timeout runs only while something is in flight, on a
- * timerfd rather than a libevent timer, so that a submitter can start it
- * for what it lent (a syscall, not a wakeup) and an idle connection has
- * no timer at all.
+ * The transfer timeout runs only while something is in flight, so that
+ * an idle connection has no timer at all: the reactor's on a libevent
+ * timer (no syscall to start or stop), a submitter's for what it lent on
+ * a timerfd (a syscall, not a wakeup of the reactor), which the reactor
+ * stops when it takes the slice. Progress does not restart it: it notes
+ * the time, and a timer that fires with progress since then is set
+ * again for the rest.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -36,6 +42,7 @@
 #define DISCARD_LEN 65536   /* READ payload of a canceled task goes here */
 /* Largest slice a submitter writes itself (header and payload, bytes). */
 #define DIRECT_MAX ((64u << 10) + TCP_HDR_LEN)
+#define BURST_MS 50 /* no lending for so long after a burst */
 
 static _Thread_local uint8_t discard[DISCARD_LEN];
 
@@ -60,15 +67,21 @@ struct tcp_conn {
 	size_t lent_sent;              /* ...this many bytes of them */
 	int64_t lent_ms;               /* when (monotonic), for the timeout */
 	bool quiet;                    /* lent to submitters */
+	int64_t burst_ms;              /* a slice came while one was lent
+					* (monotonic ms; 0: never) */
 	bool kicked;                   /* kick_job is queued */
 	struct xfer_job kick_job;
 
 	/* Owned by the reactor (s.fd also read by a submitter that holds
 	 * the lock while quiet). */
 	struct xfer_stream s;          /* socket, events, exchange */
-	int tfd;                       /* the transfer timeout (timerfd)... */
-	struct event *timer;           /* ...its readable event, */
-	bool timer_added;              /* added by the first connect */
+	struct event *timer;           /* the transfer timeout */
+	bool armed;                    /* timer is pending */
+	bool lent_armed;               /* so is tfd, for a slice taken */
+	int64_t moved_ms;              /* bytes last moved (monotonic) */
+	int tfd;                       /* a lent slice's timeout (timerfd), */
+	struct event *lent_timer;      /* its readable event, */
+	bool lent_added;               /* added by the first connect */
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
@@ -84,9 +97,23 @@ static size_t wire_len(struct xfer_slice *s)
 	return TCP_HDR_LEN + (s->opcode == XFER_WRITE ? s->len : 0);
 }
 
-/* Start the transfer timeout, due in @p ms (0: stop it). Any thread:
- * timerfd_settime(2) needs no lock of libevent's. */
+/* Start the transfer timeout, due in @p ms (0: stop it). On the
+ * reactor. */
 static void arm(struct tcp_conn *c, uint32_t ms)
+{
+	struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000 };
+
+	if (ms)
+		event_add(c->timer, &tv);
+	else if (c->armed)
+		event_del(c->timer);
+	c->armed = ms != 0;
+}
+
+/* Start (@p ms > 0) or stop (0) the timeout of a lent slice: by a
+ * submitter that holds the lock of a quiet connection, or the reactor
+ * that took the slice. timerfd_settime(2) needs no lock of libevent's. */
+static void arm_lent(struct tcp_conn *c, uint32_t ms)
 {
 	struct itimerspec its = {
 		.it_value = { ms / 1000, (long)(ms % 1000) * 1000000 },
@@ -111,14 +138,36 @@ static void conn_fail(struct tcp_conn *c, enum xfer_status st)
 	xfer_slice_q_fail(&c->sendq, st);
 }
 
-/* Progress was made: restart the transfer timeout while slices are in
- * flight, stop it when none is. On the reactor, between claim() and
- * settle(): no submitter lends meanwhile, so none has armed it for its
- * own slice (send_lent() does, once the connection is lent again). */
+/* Progress was made: the transfer timeout runs from now while slices
+ * are in flight (settle() starts it if it was not; on_timeout() sets it
+ * again for the rest if it fires early). On the reactor, between claim()
+ * and settle(). */
 static void touch(struct tcp_conn *c)
 {
-	arm(c, c->sendq.head || c->waitq.head ?
-	       c->t->base.env->transfer_timeout_ms : 0);
+	if (c->sendq.head || c->waitq.head)
+		c->moved_ms = xfer_now_ms();
+}
+
+/* The transfer timeout runs while slices are in flight, due the timeout
+ * after bytes last moved (1 ms if that is past), and not else. A lent
+ * slice's timer, which the reactor took over, stops. On the reactor, last
+ * thing in a handler (settle()): its syscall comes after the replies
+ * that came were delivered. */
+static void clock_set(struct tcp_conn *c)
+{
+	uint32_t to = c->t->base.env->transfer_timeout_ms;
+	int64_t age;
+
+	if (c->lent_armed) {
+		arm_lent(c, 0);
+		c->lent_armed = false;
+	}
+	if (!c->sendq.head && !c->waitq.head) {
+		arm(c, 0);
+	} else if (!c->armed) {
+		age = xfer_now_ms() - c->moved_ms;
+		arm(c, age >= 0 && age < to ? to - (uint32_t)age : 1);
+	}
 }
 
 /* The iovecs of the slices from @p s on, the first @p off bytes of @p s
@@ -168,10 +217,9 @@ static void advance(struct tcp_conn *c, size_t n)
 /*
  * On the reactor, first thing in each handler: take the connection back
  * from submitters, with what they wrote on it (and, with @p inbox, what
- * they queued). @return when the lent slices went out (monotonic ms), 0
- * if none were.
+ * they queued).
  */
-static int64_t claim(struct tcp_conn *c, bool inbox)
+static void claim(struct tcp_conn *c, bool inbox)
 {
 	struct xfer_slice_queue lent, in;
 	size_t sent;
@@ -192,11 +240,16 @@ static int64_t claim(struct tcp_conn *c, bool inbox)
 		c->kicked = false;
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (ms) {
+		/* The submitter started the lent timer then: the reactor's
+		 * own runs on from there (clock_set()). */
+		c->moved_ms = ms;
+		c->lent_armed = true;
+	}
 	/* Lent only while nothing was in flight: these go first. */
 	xfer_slice_q_append(&c->sendq, &lent);
 	advance(c, sent);
 	xfer_slice_q_append(&c->sendq, &in);
-	return ms;
 }
 
 /* On the reactor, last thing in each handler: write what waits, and
@@ -205,6 +258,8 @@ static void settle(struct tcp_conn *c)
 {
 	bool quiet = xfer_stream_open(&c->s) && !c->sendq.head &&
 		     !c->waitq.head && c->peer->version == 2;
+
+	clock_set(c);
 
 	if (xfer_stream_open(&c->s))
 		xfer_event_want(c->s.wev, &c->s.writing, c->sendq.head != NULL);
@@ -391,32 +446,36 @@ out:
 	settle(c);
 }
 
-/* No byte moved for the transfer timeout: the slices in flight time out.
- * A submitter's slice that has been out for less than the timeout (its
- * arming raced with a restart) runs on; with nothing in flight (the
- * reply came as it fired) the timer stops. */
+/* The transfer timeout fired. With nothing in flight (the reply came as
+ * it fired) it stays stopped; bytes moved since it was set (or a
+ * submitter's slice went out): it is set again for the rest (settle());
+ * else no byte moved for the timeout, and the slices in flight time out. */
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
-	uint32_t ms = c->t->base.env->transfer_timeout_ms;
-	int64_t lent_ms = claim(c, false), age;
-	uint64_t expirations;
 
+	(void)fd;
 	(void)what;
-	/* EAGAIN: not due after all (re-armed since it fired) */
-	if (read(fd, &expirations, sizeof(expirations)) != sizeof(expirations))
-		goto out;
-	age = lent_ms ? xfer_now_ms() - lent_ms : ms;
-	if (!c->sendq.head && !c->waitq.head) {
-		touch(c);
-	} else if (age >= 0 && age < ms) {
-		arm(c, ms - (uint32_t)age);
-	} else {
+	c->armed = false; /* a one-shot event: it ran out */
+	claim(c, false);
+	if ((c->sendq.head || c->waitq.head) &&
+	    xfer_now_ms() - c->moved_ms >= c->t->base.env->transfer_timeout_ms) {
 		xfer_log(XFER_LOG_WARN,
 			 "tcp: no progress within the transfer timeout");
 		conn_fail(c, XFER_TIMEOUT);
 	}
-out:
+	settle(c);
+}
+
+/* A lent slice's timeout fired with the slice not yet taken: taking it
+ * stops this timer and starts the reactor's for what is left of it. */
+static void on_lent_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcp_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	claim(c, false);
 	settle(c);
 }
 
@@ -431,7 +490,7 @@ static void conn_start_send(struct tcp_conn *c)
 		return;
 	}
 	/* on the reactor, which owns the base: added once, for good */
-	xfer_event_want(c->timer, &c->timer_added, true);
+	xfer_event_want(c->lent_timer, &c->lent_added, true);
 	touch(c);
 	if (!c->s.connecting && !c->s.authing)
 		conn_push(c);
@@ -513,7 +572,7 @@ static int send_lent(struct tcp_conn *c, struct xfer_slice *s)
 	xfer_slice_q_push(&c->lent, s);
 	c->lent_sent = (size_t)n;
 	c->lent_ms = xfer_now_ms();
-	arm(c, c->t->base.env->transfer_timeout_ms);
+	arm_lent(c, c->t->base.env->transfer_timeout_ms);
 	return (size_t)n == want;
 }
 
@@ -535,8 +594,11 @@ void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
 		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
 	}
 	pthread_mutex_lock(&c->lock);
+	if (c->lent.head)
+		c->burst_ms = xfer_now_ms();
 	if (c->quiet && !c->inbox.head && n == 1 &&
-	    wire_len(s) <= DIRECT_MAX) {
+	    wire_len(s) <= DIRECT_MAX &&
+	    (!c->burst_ms || xfer_now_ms() - c->burst_ms >= BURST_MS)) {
 		c->quiet = false; /* the reactor's again after the reply */
 		lent = send_lent(c, s);
 	}
@@ -565,10 +627,13 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 	c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (c->tfd < 0)
 		goto err_free;
-	c->timer = event_new(c->r->base, c->tfd, EV_READ | EV_PERSIST,
-			     on_timeout, c);
-	if (!c->timer)
+	c->lent_timer = event_new(c->r->base, c->tfd, EV_READ | EV_PERSIST,
+				  on_lent_timeout, c);
+	if (!c->lent_timer)
 		goto err_close;
+	c->timer = evtimer_new(c->r->base, on_timeout, c);
+	if (!c->timer)
+		goto err_lent;
 	pthread_mutex_init(&c->lock, NULL);
 	xfer_slice_q_init(&c->inbox);
 	xfer_slice_q_init(&c->lent);
@@ -577,6 +642,8 @@ struct tcp_conn *xfer_tcp_conn_new(struct tcp_transport *t,
 	c->kick_job.fn = conn_kick;
 	return c;
 
+err_lent:
+	event_free(c->lent_timer);
 err_close:
 	close(c->tfd);
 err_free:
@@ -600,6 +667,7 @@ void xfer_tcp_conn_free(struct tcp_conn *c)
 	close_socket(c); /* sets c->sent to 0 */
 	xfer_slice_qs_drop(&c->inbox, &c->sendq, head_sent, &c->waitq);
 	event_free(c->timer);
+	event_free(c->lent_timer);
 	close(c->tfd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -8,19 +8,25 @@
  *
  * To keep syscalls few, a connection reads while requests keep coming and
  * answers when the socket runs dry (or its replies fill up, or RUN_MAX
- * bytes came): headers are read into a small read-ahead (STAGE bytes), a
+ * bytes came): headers are read into a read-ahead (STAGE bytes), a large
  * WRITE payload straight into place together with the header behind it,
  * and the replies of the whole run (status frames, READ payloads) go out
- * in one gathered sendmsg. A lone READ costs one read and one send. (A
- * run of large WRITEs is answered every RUN_MAX bytes: held back longer,
- * their statuses cost the initiator more than the sends they save.) The
+ * in one gathered sendmsg. A lone READ costs one read and one send. Small
+ * WRITEs (up to COPY_MAX) come through the read-ahead, many in one read,
+ * and are copied to their place: a copy of a few KiB costs less than the
+ * read it saves. (A run of large WRITEs is answered every RUN_MAX bytes:
+ * held back longer, their statuses cost the initiator more than the
+ * sends they save. One of small WRITEs is answered every RUN_SMALL
+ * bytes, past a full ring of 4 KiB ones, and not when the socket runs
+ * dry in the middle of one (hold()): each answer is a segment the
+ * initiator wakes for, reads and acknowledges.) The
  * replies point into registered memory, so a WRITE to bytes that a READ
  * before it has yet to send waits until they went out (held()): requests
  * on a connection take effect in order.
  *
  * What a connection may hold: at most REPLIES replies (pointers into
  * registered memory, no copies) and STAGE bytes read ahead, so nothing a
- * peer sends is buffered beyond 1.5 KiB; connections within the caps of
+ * peer sends is buffered beyond 64 KiB; connections within the caps of
  * transports/sstream.c; a new connection must take a request (or prove
  * itself) within auth_timeout_ms, and one that moves no byte for the
  * idle timeout (between requests) or the transfer timeout (in a
@@ -46,9 +52,16 @@
 #define REPLIES 64             /* replies queued before the reads pause */
 #define BUDGET (8u << 20)      /* bytes per callback, for fairness */
 #define RUN_MAX (64u << 10)    /* bytes read before the replies go out */
+#define RUN_SMALL (512u << 10) /* the same in a run of small WRITEs */
 /* Bytes read ahead of the request being served: headers, and the head
  * of a WRITE payload (copied to its place once its header is checked). */
-#define STAGE (REPLIES * TCP_HDR_LEN)
+#define STAGE (64u << 10)
+/* Read ahead behind a large WRITE, or READs: a ring's worth of headers. */
+#define HDRS (REPLIES * TCP_HDR_LEN)
+/* A WRITE payload up to this long may come through the read-ahead, and
+ * the WRITEs after it are read ahead the same way; a longer one makes the
+ * reads behind it take only the next header. */
+#define COPY_MAX (16u << 10)
 #define LINGER_MS 5000         /* a refused peer's time to close */
 
 /* One reply, in request order: a status frame (v2) and/or READ payload. */
@@ -64,14 +77,16 @@ struct tcp_sconn {
 	struct tcp_transport *t;
 	struct xfer_sstream s;         /* in t->sconns; its timer: the
 					* idle or transfer timeout */
-	uint8_t in[STAGE];             /* read, not yet acted on */
-	size_t in_len;
+	uint8_t *in;                   /* STAGE bytes: [in_off, in_len) */
+	size_t in_off, in_len;         /* read, not yet acted on */
+	bool copy;                     /* the last WRITE was small */
 	uint8_t *wptr;                 /* WRITE payload being read */
 	size_t wleft;
 	bool wv2;
 	struct xfer_buffer *wbuf;      /* pinned until it has arrived */
 	struct reply rq[REPLIES];      /* ring of replies to send */
 	unsigned rq_head, rq_n;
+	unsigned rq_reads;             /* of them with payload left */
 	bool refused;                  /* close once the replies are out */
 	bool lingering;                /* refused, replies out: linger() */
 	bool eof;                      /* the peer shut its write side */
@@ -95,6 +110,7 @@ static void sconn_free(struct tcp_sconn *c)
 		put_buffer(c, c->rq[(c->rq_head + i) % REPLIES].buf);
 
 	xfer_sstream_close(&t->sconns, &c->s);
+	free(c->in);
 	free(c);
 }
 
@@ -139,6 +155,7 @@ static void push_reply(struct tcp_sconn *c, bool v2, uint64_t status,
 	r->ptr = ptr;
 	r->left = len;
 	r->buf = buf;
+	c->rq_reads += len > 0;
 }
 
 /*
@@ -172,6 +189,7 @@ static bool take_header(struct tcp_sconn *c, const uint8_t *hdr)
 	}
 	xfer_sstream_proved(&c->t->sconns, &c->s); /* a request taken */
 	if (write) {
+		c->copy = size <= COPY_MAX;
 		c->wptr = (uint8_t *)(uintptr_t)addr;
 		c->wleft = size;
 		c->wv2 = v2;
@@ -201,7 +219,7 @@ static void payload_in(struct tcp_sconn *c, size_t n)
 /* Whole headers wait in c->in (for room in the reply ring). */
 static bool staged(const struct tcp_sconn *c)
 {
-	return !c->wleft && c->in_len >= TCP_HDR_LEN;
+	return !c->wleft && c->in_len - c->in_off >= TCP_HDR_LEN;
 }
 
 /*
@@ -214,7 +232,7 @@ static bool held(const struct tcp_sconn *c, const uint8_t *hdr)
 {
 	uint64_t size, addr;
 
-	if ((hdr[16] & 0x7f) != TCP_OP_WRITE)
+	if ((hdr[16] & 0x7f) != TCP_OP_WRITE || !c->rq_reads)
 		return false;
 	memcpy(&size, hdr, 8);
 	memcpy(&addr, hdr + 8, 8);
@@ -238,7 +256,7 @@ static bool held(const struct tcp_sconn *c, const uint8_t *hdr)
  */
 static int take_staged(struct tcp_sconn *c)
 {
-	size_t used = 0, m;
+	size_t used = c->in_off, m;
 
 	while (!c->wleft && !c->refused && c->rq_n < REPLIES &&
 	       c->in_len - used >= TCP_HDR_LEN) {
@@ -253,18 +271,23 @@ static int take_staged(struct tcp_sconn *c)
 		used += m;
 		payload_in(c, m);
 	}
-	memmove(c->in, c->in + used, c->in_len - used);
-	c->in_len -= used;
+	c->in_off = used;
+	if (c->in_off == c->in_len)
+		c->in_off = c->in_len = 0;
 	return 0;
 }
 
 /*
  * Read what can be read now, with room for one more reply: the rest of
- * a WRITE payload straight into place and the header behind it into
- * c->in, in one readv (else up to STAGE bytes of headers, and what of a
- * WRITE payload comes with them); then act on the headers that came.
+ * a WRITE payload straight into place and what is behind it into c->in,
+ * in one readv (behind a large WRITE only the next header: its payload,
+ * if it is a large WRITE, goes straight into place by the next read);
+ * else headers, and what of a WRITE payload comes with them, up to STAGE
+ * bytes after small WRITEs, HDRS otherwise. Then act on the headers
+ * that came.
  * Sets c->dry when the socket gave less than asked (it is likely empty:
- * the caller answers now rather than spend a call on EAGAIN).
+ * the caller answers now, unless a request is cut (hold()), rather than
+ * spend a call on EAGAIN).
  * @return bytes read (1 for headers that waited in c->in), 0 on EAGAIN
  * or at the peer's EOF (c->eof set), -1 to close.
  */
@@ -277,12 +300,15 @@ static ssize_t sconn_read(struct tcp_sconn *c)
 
 	if (staged(c))
 		return take_staged(c) ? -1 : 1;
-	/* Behind a WRITE payload, only the next header: its payload, if
-	 * it is a WRITE, goes straight into place by the next read. */
+	/* Less than a header waits: it moves to the front. */
+	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+	c->in_len -= c->in_off;
+	c->in_off = 0;
 	if (c->wleft)
 		iov[k++] = (struct iovec){ c->wptr, c->wleft };
 	iov[k++] = (struct iovec){ c->in + c->in_len,
-				   c->wleft ? TCP_HDR_LEN : STAGE - c->in_len };
+				   c->copy ? STAGE - c->in_len :
+				   c->wleft ? TCP_HDR_LEN : HDRS - c->in_len };
 	for (int i = 0; i < k; i++)
 		want += iov[i].iov_len;
 	n = readv(c->s.fd, iov, k);
@@ -334,6 +360,7 @@ static ssize_t sconn_write(struct tcp_sconn *c)
 			r->ptr += m;
 			r->left -= m;
 			n -= m;
+			c->rq_reads -= !r->left;
 		}
 		if (r->status_left || r->left)
 			break;
@@ -355,7 +382,21 @@ static bool done(const struct tcp_sconn *c)
 static bool can_read(const struct tcp_sconn *c)
 {
 	return !c->refused && (!c->eof || staged(c)) && c->rq_n < REPLIES &&
-	       !(staged(c) && held(c, c->in));
+	       !(staged(c) && held(c, c->in + c->in_off));
+}
+
+/*
+ * The socket ran dry in the middle of a small request (a WRITE of up to
+ * COPY_MAX, or a header): its rest is on the way, since a peer sends a
+ * request whole, so the replies owed wait for it and leave with those
+ * of the requests behind it, rather than as a segment of their own that
+ * the peer wakes for. Not with a full ring, a header that waits, or the
+ * peer's EOF. (A large WRITE's payload may take long: its replies go.)
+ */
+static bool hold(const struct tcp_sconn *c)
+{
+	return c->dry && !c->eof && !c->refused && c->rq_n < REPLIES &&
+	       (c->wleft ? c->copy : c->in_len > c->in_off && !staged(c));
 }
 
 /*
@@ -393,9 +434,10 @@ static int linger(struct tcp_sconn *c)
 }
 
 /*
- * Read the requests that are there, up to a run of RUN_MAX bytes or a full
- * reply ring, then send the replies of the whole run at once; again while
- * bytes move, within BUDGET. A socket that ran dry ends the turn: the
+ * Read the requests that are there, up to a run of RUN_MAX bytes
+ * (RUN_SMALL after a small WRITE) or a full reply ring, then send the
+ * replies of the whole run at once; again while bytes move, within
+ * BUDGET. A socket that ran dry ends the turn: the
  * level-triggered read event brings the connection back for more.
  * @return 0, or -1 to close.
  */
@@ -410,7 +452,8 @@ static int sconn_run(struct tcp_sconn *c)
 	do {
 		in = 0;
 		c->dry = false;
-		while (can_read(c) && !c->dry && (size_t)in < RUN_MAX) {
+		while (can_read(c) && !c->dry &&
+		       (size_t)in < (c->copy ? RUN_SMALL : RUN_MAX)) {
 			n = sconn_read(c);
 			if (n < 0)
 				return -1;
@@ -418,7 +461,7 @@ static int sconn_run(struct tcp_sconn *c)
 				break;
 			in += n;
 		}
-		out = sconn_write(c);
+		out = hold(c) ? 0 : sconn_write(c);
 		if (out < 0)
 			return -1;
 		if (done(c))
@@ -435,7 +478,7 @@ static int sconn_run(struct tcp_sconn *c)
 	if (overdue(c))
 		return -1;
 
-	xfer_event_want(c->s.wev, &c->s.writing, c->rq_n > 0);
+	xfer_event_want(c->s.wev, &c->s.writing, c->rq_n > 0 && !hold(c));
 	xfer_event_want(c->s.rev, &c->s.reading, !c->eof && can_read(c));
 	if (moved)
 		rearm(c);
@@ -496,11 +539,20 @@ void xfer_tcp_server_accept(struct tcp_transport *t, int fd)
 		close(fd);
 		return;
 	}
+	c->in = malloc(STAGE);
+	if (!c->in) {
+		close(fd);
+		free(c);
+		return;
+	}
 	evutil_make_socket_nonblocking(fd);
 	c->t = t;
+	c->copy = true;
 	if (xfer_sstream_accept(&t->sconns, &c->s, fd, env->worker(env->arg),
-				env, &cap_log, sconn_start))
+				env, &cap_log, sconn_start)) {
+		free(c->in);
 		free(c);
+	}
 }
 
 void xfer_tcp_server_close_all(struct tcp_transport *t)
