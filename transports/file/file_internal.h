@@ -69,6 +69,7 @@ struct file_open {
 	int fd;                   /* buffered */
 	int dfd;                  /* O_DIRECT, or -1 */
 	unsigned align;           /* O_DIRECT: memory, offset, length */
+	bool mem;                 /* a regular file on tmpfs or ramfs */
 	char *path;
 };
 
@@ -133,6 +134,10 @@ struct file_transport {
 	size_t bounce_used, bounce_coming;
 	struct file_sconn_q waiters, stalled;
 	struct event *wake;
+	/* The pipe WRITEs to files in memory are spliced through, on r,
+	 * empty between calls; open while pipe_cap (its bytes) is not 0. */
+	int pipe[2];
+	size_t pipe_cap;
 	/* client.c: every owner reached, as long as the transport lives. */
 	SLIST_HEAD(, file_rpeer) rpeers;
 };
