@@ -12,6 +12,7 @@
  *   peer.c     peers' documents: adopt, covers, buffers
  *   io.c       slices on the file I/O engine (fio.c), cancel
  *   server.c   the owner's side of the data port
+ *   splice.c   its requests on files in memory (sconn_internal.h)
  *   client.c   the initiator's side, for files it cannot reach
  *   api.c      the public calls (xfer_register_file ...)
  *

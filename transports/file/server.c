@@ -12,12 +12,8 @@
  * allocated before a header has passed its checks, and a refused request
  * closes its connection once the status has gone out.
  *
- * A file in memory (tmpfs, ramfs) needs no bounce memory: its pages go
- * to the socket with sendfile() (the status first, so a READ past the
- * end of the file is found with fstat() before), and a WRITE's payload
- * is spliced from the socket into the file through the transport's pipe,
- * which every call leaves empty. Neither copies more than the socket
- * itself, where the bounce path copies each byte once more.
+ * A request on a file in memory (tmpfs, ramfs) goes to splice.c once
+ * its header is taken: no pieces, no bounce memory.
  *
  * Bounce memory: every connection of the port takes its pieces from one
  * budget, file_bounce_max, in the order they asked (t->waiters). A
@@ -34,16 +30,10 @@
  * its events, the table of connections and its caps are
  * transports/sstream.c's.
  */
-#define _GNU_SOURCE /* splice, F_SETPIPE_SZ */
-#include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -52,7 +42,7 @@
 #include "util/auth_internal.h"
 #include "util/listen_internal.h"
 #include "util/net_internal.h"
-#include "transports/file/file_internal.h"
+#include "transports/file/sconn_internal.h"
 
 #define BUDGET (8u << 20)     /* bytes per callback, for fairness */
 #define DRAIN_LEN 65536
@@ -61,62 +51,6 @@
 /* A WRITE payload that will not be written (a failed piece, no memory)
  * is read into this; only t->r's thread uses it. */
 static _Thread_local uint8_t drain_buf[DRAIN_LEN];
-
-enum sstate {
-	S_HEADER,     /* reading a header (the connection is idle) */
-	S_PAYLOAD,    /* reading a WRITE payload: a piece, or drained */
-	S_REPLY,      /* sending the status and the READ piece in buf */
-	S_WAIT,       /* in t->waiters for bounce memory */
-	S_IO,         /* the file I/O engine has c->req */
-};
-
-struct file_sconn {
-	struct file_transport *t;
-	struct xfer_sstream s;         /* in t->sconns, on t->r */
-	enum sstate state;
-	uint8_t hdr[FILE_HDR_LEN];
-	size_t got;                    /* bytes of hdr, or of the piece */
-	/* The request being served: its payload moves a piece at a time,
-	 * [done, done + len) in buf. */
-	bool write, refused;
-	bool splice;                   /* on a file in memory, no pieces */
-	bool answered;                 /* a READ's status is decided */
-	bool drain;                    /* the rest of the payload is dropped */
-	uint32_t code;                 /* a WRITE's first failure, or OK */
-	uint64_t size, addr;           /* bytes, segment offset */
-	uint64_t off;                  /* file offset of the payload's start */
-	uint64_t done;                 /* bytes written, drained or sent */
-	struct file_open *fo;          /* a reference while the file is used */
-	struct xfer_fio_req req;
-	uint8_t status[8];
-	size_t status_left;            /* bytes of status still to send */
-	uint8_t *buf;                  /* the piece's bounce memory, or NULL */
-	size_t cap, len;               /* its bytes (from the budget), used */
-	bool flushing;                 /* buf's memory is on its way back */
-	bool stalled;                  /* in t->stalled */
-	TAILQ_ENTRY(file_sconn) line;  /* t->waiters or t->stalled */
-};
-
-static size_t min_sz(uint64_t a, uint64_t b)
-{
-	return (size_t)(a < b ? a : b);
-}
-
-static void put_status(struct file_sconn *c, uint32_t code)
-{
-	uint64_t v = htole64(FILE_STATUS_MAGIC << 32 | code);
-
-	memcpy(c->status, &v, 8);
-	c->status_left = 8;
-}
-
-/* The I/O is over: the file may go. */
-static void put_file(struct file_sconn *c)
-{
-	if (c->fo)
-		xfer_file_open_put(c->fo);
-	c->fo = NULL;
-}
 
 /* ---- bounce memory: t->bounce_used of file_bounce_max ---- */
 
@@ -224,34 +158,6 @@ static void reclaim(struct file_transport *t)
 
 /* ---- a request's pieces ---- */
 
-static void reply(struct file_sconn *c, uint32_t code)
-{
-	put_status(c, code);
-	c->splice = false; /* the status alone */
-	c->got = 0;
-	c->state = S_REPLY;
-}
-
-/* The request is over: the next header. */
-static void request_end(struct file_sconn *c)
-{
-	put_file(c);
-	c->splice = false;
-	c->got = 0;
-	c->state = S_HEADER;
-}
-
-/* The status of a failed read or write of @p len bytes at @p off, logged:
- * @p err's errno, but EPERM (1 says refused on the wire). */
-static uint32_t io_failed(struct file_sconn *c, int err, size_t len,
-			  uint64_t off)
-{
-	xfer_log(XFER_LOG_WARN, "file: %s of %zu bytes at %llu of %s for a "
-		 "peer: %s", c->write ? "write" : "read", len,
-		 (unsigned long long)off, c->fo->path, strerror(err));
-	return err == EPERM ? EACCES : (uint32_t)err;
-}
-
 /* Read @p len bytes of the file into, or write them from, the piece at
  * the payload's offset c->done. */
 static void io_submit(struct file_sconn *c, size_t len)
@@ -278,8 +184,8 @@ static int piece_failed(struct file_sconn *c, uint32_t code)
 	if (!c->write) {
 		if (c->answered)
 			return -1; /* the status said OK: nothing else to say */
-		put_file(c);
-		reply(c, code);
+		sconn_put_file(c);
+		sconn_reply(c, code);
 		return 0;
 	}
 	if (c->code == FILE_STATUS_OK)
@@ -312,172 +218,6 @@ static int piece_go(struct file_sconn *c)
 	return 0;
 }
 
-/* ---- files in memory: no pieces ---- */
-
-/* The transport's pipe, made at its first use. @return 0, -1 when none
- * can be had (the request goes the bounce path). */
-static int pipe_get(struct file_transport *t)
-{
-	int cap;
-
-	if (t->pipe_cap)
-		return 0;
-	if (pipe2(t->pipe, O_NONBLOCK | O_CLOEXEC))
-		return -1;
-	/* a piece per splice, where the system lets a pipe be that large */
-	(void)fcntl(t->pipe[1], F_SETPIPE_SZ, (int)XFER_FILE_PIECE);
-	cap = fcntl(t->pipe[1], F_GETPIPE_SZ);
-	if (cap > 0) {
-		t->pipe_cap = (size_t)cap;
-		return 0;
-	}
-	close(t->pipe[0]);
-	close(t->pipe[1]);
-	return -1;
-}
-
-/* Close the pipe, and with it whatever it holds. */
-static void pipe_drop(struct file_transport *t)
-{
-	if (!t->pipe_cap)
-		return;
-	close(t->pipe[0]);
-	close(t->pipe[1]);
-	t->pipe_cap = 0;
-}
-
-/*
- * sendfile() has no MSG_NOSIGNAL: to a peer gone it raises SIGPIPE for
- * the thread, unless the thread blocks it (the engine's threads do; an
- * application's base in plugin mode may not): blocked for the call, and
- * one the call raised taken before the mask is as it was.
- */
-static ssize_t send_file(int sock, int fd, uint64_t off, size_t len)
-{
-	static const struct timespec now = { 0, 0 };
-	sigset_t pipe_set, old;
-	off_t o = (off_t)off;
-	ssize_t n;
-	int err;
-
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	n = sendfile(sock, fd, &o, len);
-	err = errno;
-	if (!sigismember(&old, SIGPIPE)) {
-		if (n < 0 && err == EPIPE)
-			(void)sigtimedwait(&pipe_set, NULL, &now);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
-	errno = err;
-	return n;
-}
-
-/*
- * Start a request on a file in memory, without bounce memory (what the
- * connection kept goes back). A READ's status is known now: ENODATA
- * where the file ends before the range, as the bounce path's read would
- * find it.
- */
-static void splice_start(struct file_sconn *c)
-{
-	struct stat st;
-	int err = 0;
-
-	bounce_put(c);
-	c->splice = true;
-	c->got = 0;
-	if (c->write) {
-		c->state = S_PAYLOAD;
-		return;
-	}
-	if (fstat(c->fo->fd, &st))
-		err = errno;
-	else if ((uint64_t)st.st_size < c->off + c->size)
-		err = ENODATA;
-	if (err) {
-		uint32_t code = io_failed(c, err, c->size, c->off);
-
-		put_file(c);
-		reply(c, code);
-		return;
-	}
-	put_status(c, FILE_STATUS_OK);
-	c->answered = true;
-	c->state = S_REPLY;
-}
-
-/*
- * A READ of a file in memory: the status, then the file's pages to the
- * socket. @return bytes sent, 0 on EAGAIN, -1 to close (a file that got
- * shorter since the status said OK included: nothing else to say).
- */
-static ssize_t splice_send(struct file_sconn *c)
-{
-	ssize_t n;
-
-	if (c->status_left) {
-		n = send(c->s.fd, c->status + 8 - c->status_left,
-			 c->status_left, MSG_NOSIGNAL | MSG_MORE);
-		if (n < 0)
-			return errno == EAGAIN ? 0 : -1;
-		c->status_left -= (size_t)n;
-		return n;
-	}
-	n = send_file(c->s.fd, c->fo->fd, c->off + c->done, c->size - c->done);
-	if (n <= 0)
-		return n < 0 && errno == EAGAIN ? 0 : -1;
-	c->done += (size_t)n;
-	if (c->done == c->size)
-		request_end(c);
-	return n;
-}
-
-/*
- * A WRITE to a file in memory: what came of the payload, spliced from
- * the socket into the pipe and on into the file. A write that fails
- * drops what the pipe holds, with the pipe; the rest of the payload is
- * drained, then the status says why. @return bytes taken from the
- * socket, 0 on EAGAIN, -1 to close.
- */
-static ssize_t splice_recv(struct file_sconn *c)
-{
-	struct file_transport *t = c->t;
-	size_t left;
-	ssize_t n, m = 0;
-
-	n = splice(c->s.fd, NULL, t->pipe[1], NULL,
-		   min_sz(c->size - c->done, t->pipe_cap),
-		   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-	if (n == 0)
-		return -1;
-	if (n < 0)
-		return errno == EAGAIN ? 0 : -1;
-	for (left = (size_t)n; left; left -= (size_t)m) {
-		loff_t off = (loff_t)(c->off + c->done);
-
-		m = splice(t->pipe[0], NULL, c->fo->fd, &off, left,
-			   SPLICE_F_MOVE);
-		if (m <= 0)
-			break;
-		c->done += (size_t)m;
-	}
-	if (left) {
-		c->code = io_failed(c, m ? errno : EIO, left,
-				    c->off + c->done);
-		pipe_drop(t);
-		c->done += left;
-		c->splice = false;
-		c->drain = true;
-	}
-	if (c->done == c->size) {
-		put_file(c);
-		reply(c, c->code);
-	}
-	return n;
-}
-
 /* ---- the bounce path ---- */
 
 /* The next piece of the payload, from c->done: its memory now, or a
@@ -485,7 +225,7 @@ static ssize_t splice_recv(struct file_sconn *c)
 static int next_piece(struct file_sconn *c)
 {
 	struct file_transport *t = c->t;
-	size_t len = min_sz(XFER_FILE_PIECE, c->size - c->done);
+	size_t len = sconn_min(XFER_FILE_PIECE, c->size - c->done);
 	int ret = bounce_take(c, len, false);
 
 	if (ret < 0)
@@ -512,7 +252,7 @@ static int reply_sent(struct file_sconn *c)
 		return -1; /* the status is out; the connection ends */
 	if (!TAILQ_EMPTY(&c->t->waiters))
 		bounce_put(c);
-	request_end(c);
+	sconn_request_end(c);
 	return 0;
 }
 
@@ -545,13 +285,14 @@ static int take_header(struct file_sconn *c)
 			 c->write ? "write" : "read", (unsigned long long)size,
 			 (unsigned long long)addr);
 		c->refused = true;
-		reply(c, FILE_STATUS_REFUSED);
+		sconn_reply(c, FILE_STATUS_REFUSED);
 		return 0;
 	}
 	c->off = in_file;
 	xfer_sstream_proved(&c->t->sconns, &c->s); /* a request taken */
-	if (c->fo->mem && (!c->write || !pipe_get(c->t))) {
-		splice_start(c);
+	if (c->fo->mem && (!c->write || !xfer_file_pipe_get(c->t))) {
+		bounce_put(c); /* what it kept is not needed */
+		xfer_file_splice_start(c);
 		return 0;
 	}
 	return next_piece(c);
@@ -568,10 +309,10 @@ static ssize_t sconn_read(struct file_sconn *c)
 	if (c->state == S_HEADER) {
 		p = c->hdr + c->got;
 	} else if (c->drain) {
-		end = min_sz(DRAIN_LEN, c->size - c->done);
+		end = sconn_min(DRAIN_LEN, c->size - c->done);
 		p = drain_buf;
 	} else if (c->splice) {
-		return splice_recv(c);
+		return xfer_file_splice_recv(c);
 	} else if (!c->len) { /* given back: a piece again */
 		return next_piece(c) ? -1 : 1;
 	} else {
@@ -594,8 +335,8 @@ static ssize_t sconn_read(struct file_sconn *c)
 	c->done += c->got;
 	c->got = 0;
 	if (c->done == c->size) {
-		put_file(c);
-		reply(c, c->code);
+		sconn_put_file(c);
+		sconn_reply(c, c->code);
 	}
 	return n;
 }
@@ -609,7 +350,7 @@ static ssize_t sconn_write(struct file_sconn *c)
 	ssize_t n;
 
 	if (c->splice)
-		return splice_send(c);
+		return xfer_file_splice_send(c);
 	if (c->status_left)
 		iov[msg.msg_iovlen++] = (struct iovec){
 			c->status + 8 - c->status_left, c->status_left };
@@ -622,7 +363,7 @@ static ssize_t sconn_write(struct file_sconn *c)
 	n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
-	m = min_sz((size_t)n, c->status_left);
+	m = sconn_min((size_t)n, c->status_left);
 	c->status_left -= m;
 	c->got += (size_t)n - m;
 	if (c->status_left || c->got < c->len)
@@ -699,7 +440,7 @@ static void sconn_free(struct file_sconn *c)
 {
 	struct file_transport *t = c->t;
 
-	put_file(c);
+	sconn_put_file(c);
 	if (c->state == S_WAIT)
 		TAILQ_REMOVE(&t->waiters, c, line);
 	unstall(c);
@@ -776,7 +517,7 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 	int ret = 0;
 
 	if (res)
-		code = io_failed(c, -res, r->len, r->off);
+		code = sconn_io_failed(c, -res, r->len, r->off);
 	if (c->t->closing) {
 		c->state = S_HEADER;
 		return;
@@ -791,16 +532,16 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 		else if (c->done < c->size)
 			ret = next_piece(c);
 		if (!ret && c->done == c->size) {
-			put_file(c);
-			reply(c, c->code);
+			sconn_put_file(c);
+			sconn_reply(c, c->code);
 		}
 	} else if (code) {
 		ret = piece_failed(c, code);
 	} else {
 		if (c->done + c->len == c->size)
-			put_file(c); /* the last read: the file may go */
+			sconn_put_file(c); /* the last read: the file may go */
 		if (!c->answered)
-			put_status(c, FILE_STATUS_OK);
+			sconn_put_status(c, FILE_STATUS_OK);
 		c->answered = true;
 		c->got = 0;
 		c->state = S_REPLY;
@@ -889,5 +630,5 @@ void xfer_file_server_stop(struct file_transport *t)
 	if (t->wake)
 		event_free(t->wake);
 	t->wake = NULL;
-	pipe_drop(t);
+	xfer_file_pipe_drop(t);
 }
