@@ -28,7 +28,7 @@
 #define IOVS 64
 #define DISCARD_LEN 65536        /* READ payload of a canceled task */
 #define ERRNO_MAX 4095           /* larger status codes are malformed */
-#define RUN_MIN (1u << 20)       /* a task is cut into runs of this much */
+#define RUN_MIN (1u << 20)       /* a run's least bytes, but a task's last */
 
 static _Thread_local uint8_t discard[DISCARD_LEN];
 
@@ -59,7 +59,7 @@ struct rconn {
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
-	unsigned wait_n;               /* slices in waitq */
+	unsigned wait_n;               /* runs in waitq */
 	uint64_t wait_bytes;           /* and their lengths */
 };
 
@@ -129,7 +129,7 @@ static void runs_cancel(struct xfer_slice_queue *q, bool keep_head)
 	q->tail = p;
 }
 
-/* May one more slice of @p len bytes go out with @p n slices of @p bytes
+/* May one more run of @p len bytes go out with @p n runs of @p bytes
  * already out? */
 static bool room_for(unsigned n, uint64_t bytes, uint32_t len)
 {
