@@ -704,6 +704,29 @@ static void test_broken(void **state)
 	free(buf);
 }
 
+/* A task's adjacent slices go as runs, each a request: an eighth of the
+ * task each, or the whole task under 1 MiB (the scripted owner fills a
+ * READ from its offset, and takes none over 1 MiB). */
+static void test_runs(void **state)
+{
+	size_t len = 8 * MiB;
+	uint8_t *buf = th_alloc(len);
+	struct file_rpeer *p = rpeer(S.port);
+
+	(void)state;
+	atomic_store(&S.mode, M_OK);
+	th_assert_status(xfer1(p, XFER_READ, buf, 0, len, 64 * KiB),
+			 XFER_COMPLETED);
+	assert_int_equal(atomic_load(&S.headers), 8);
+	for (size_t i = 0; i < 8; i++)
+		assert_int_equal(th_check(buf + i * MiB, MiB, i * MiB), -1);
+	th_assert_status(xfer1(p, XFER_READ, buf, 5 * MiB, 768 * KiB,
+			       64 * KiB), XFER_COMPLETED);
+	assert_int_equal(atomic_load(&S.headers), 9);
+	assert_int_equal(th_check(buf, 768 * KiB, 5 * MiB), -1);
+	free(buf);
+}
+
 static void test_timeout(void **state)
 {
 	struct file_rpeer *p = rpeer(S.port);
@@ -791,6 +814,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_status_errno,
 						setup_script, teardown_script),
 		cmocka_unit_test_setup_teardown(test_broken, setup_script,
+						teardown_script),
+		cmocka_unit_test_setup_teardown(test_runs, setup_script,
 						teardown_script),
 		cmocka_unit_test_setup_teardown(test_timeout, setup_script,
 						teardown_script),
