@@ -1,15 +1,14 @@
 /*
  * File transport, owner side, files in memory (tmpfs, ramfs): a request
- * moves between the socket and the file's pages with no copy of its
- * own and no bounce memory. A READ's pages go to the socket with
- * sendfile(), which references them (the receiving socket makes the one
- * copy); a WRITE's payload is spliced from the socket into the
- * transport's pipe (references to the socket's pages) and on into the
- * file (the one copy). Every call leaves the pipe empty, so one pipe
- * serves every connection on t->r. The bounce path copies each byte once
- * more, on a thread of the ring: on the loopback (1 MiB requests) the
- * owner spends here about 40% of its CPU per byte for a READ, 60% for a
- * WRITE.
+ * moves between the socket and the file's pages with one copy, where
+ * the bounce path makes two, and no bounce memory. A READ's pages go to
+ * the socket with sendfile(), which references them (the receiving
+ * socket makes the copy); a WRITE's payload is spliced from the socket
+ * into the transport's pipe (references to the socket's pages) and on
+ * into the file (the copy). Every call leaves the pipe empty, so one
+ * pipe serves every connection on t->r. On the loopback (1 MiB
+ * requests) the owner spends here about 40% of the bounce path's CPU
+ * per byte for a READ, 60% for a WRITE.
  */
 #define _GNU_SOURCE /* splice, F_SETPIPE_SZ */
 #include <errno.h>
