@@ -2,15 +2,18 @@
  * Unit tests: the file transport's data port (transports/file/server.c,
  * client.c; PROTOCOL.md §5). A file transport is put together by hand on
  * one reactor thread: the owner's files (files.c), its I/O engine, its
- * server, and the initiator's side.
+ * server, and the initiator's side. The tests against the owner run
+ * twice: on files through bounce memory and the I/O engine, and on files
+ * in memory (/dev/shm), spliced.
  *   - the initiator against the owner: writes and reads over two files,
  *     past the wire bound, errno statuses, refusals;
  *   - the owner against raw sockets: hostile headers, v1, pipelining,
- *     a peer gone before its replies;
+ *     a WRITE the file refuses, a peer gone before its replies;
  *   - the initiator against a scripted owner (a thread of the test):
  *     errno and malformed statuses, connection loss, the transfer
  *     timeout, cancel with requests on the wire, close.
  */
+#define _GNU_SOURCE /* memfd_create */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,7 +48,10 @@ static struct {
 	struct file_transport *t;
 	union xfer_knob_val knobs[K_BOUNCE + 1];
 	char dir[64];
+	bool mem;                  /* the files in /dev/shm, spliced */
 } F;
+
+static bool BOUNCE = false, MEM = true;
 
 static struct xfer_reactor *worker(void *arg)
 {
@@ -52,12 +59,13 @@ static struct xfer_reactor *worker(void *arg)
 	return &F.r;
 }
 
+/* @p state: &BOUNCE or &MEM (NULL: BOUNCE). */
 static int setup(void **state)
 {
 	struct file_transport *t;
 
-	(void)state;
 	memset(&F, 0, sizeof(F));
+	F.mem = *state && *(const bool *)*state;
 	xfer_error_init(&F.err);
 	F.env = (struct xfer_transport_env){
 		.name = "owner", .bind_addr = "127.0.0.1", .control = &F.r,
@@ -80,7 +88,8 @@ static int setup(void **state)
 	assert_int_equal(xfer_file_server_start(t), 0);
 	assert_true(t->data_port > 0);
 	assert_int_equal(xfer_reactor_start(&F.r), 0);
-	snprintf(F.dir, sizeof(F.dir), "/tmp/unit_file_remote.XXXXXX");
+	snprintf(F.dir, sizeof(F.dir), "%s/unit_file_remote.XXXXXX",
+		 F.mem ? "/dev/shm" : "/tmp");
 	assert_non_null(mkdtemp(F.dir));
 	return 0;
 }
@@ -114,6 +123,20 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* Register @p path with @p length (0: its size), as a file in memory
+ * (spliced) or not, as the test runs: in /dev/shm it must be seen as one;
+ * elsewhere (/tmp may be tmpfs too) it is made to go the bounce path. */
+static void add_path(const char *path, uint64_t length)
+{
+	struct own_file *f;
+
+	assert_int_equal(xfer_file_add(F.t, path, length, NULL), 1);
+	f = TAILQ_LAST(&F.t->files, own_files);
+	if (F.mem)
+		assert_true(f->fo->mem);
+	f->fo->mem = F.mem;
+}
+
 /* A file of @p size bytes (sparse) in the test's folder, registered with
  * @p length (0: its size). @return its path (static until the next). */
 static const char *add_file(const char *name, size_t size, uint64_t length)
@@ -126,7 +149,7 @@ static const char *add_file(const char *name, size_t size, uint64_t length)
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, (off_t)size), 0);
 	close(fd);
-	assert_int_equal(xfer_file_add(F.t, path, length, NULL), 1);
+	add_path(path, length);
 	return path;
 }
 
@@ -171,6 +194,14 @@ static struct job *job_new(enum xfer_opcode op, void *local, uint64_t remote,
 			.remote = remote + i * slice,
 		};
 	return j;
+}
+
+/* Leave a gap of one slice after each slice in the segment, so that no
+ * two are adjacent: each goes as a request of its own. */
+static void job_spread(struct job *j)
+{
+	for (size_t i = 1; i < j->n; i++)
+		j->s[i].remote = j->s[i - 1].remote + 2 * j->s[i - 1].len;
 }
 
 static size_t job_left(struct job *j)
@@ -222,9 +253,9 @@ static void expect_error(const char *part)
 
 /* ---- the initiator against the owner ---- */
 
-/* Two files end to end; everything written comes back, and lies in the
- * files where the offsets say. Slices of 64 KiB, more of them than one
- * connection may have on the wire. */
+/* Two files end to end, a task in each (as file.c submits them);
+ * everything written comes back, and lies in the files where the offsets
+ * say. Slices of 64 KiB, sent as runs. */
 static void test_roundtrip(void **state)
 {
 	size_t a = 8 * MiB, b = 4 * MiB, len = a + b;
@@ -238,10 +269,14 @@ static void test_roundtrip(void **state)
 	strcpy(path_b, add_file("b", b, 0));
 	p = rpeer(F.t->data_port);
 	th_fill(src, len, 7);
-	th_assert_status(xfer1(p, XFER_WRITE, src, 0, len, 64 * KiB),
+	th_assert_status(xfer1(p, XFER_WRITE, src, 0, a, 64 * KiB),
+			 XFER_COMPLETED);
+	th_assert_status(xfer1(p, XFER_WRITE, src + a, a, b, 64 * KiB),
 			 XFER_COMPLETED);
 	memset(dst, 0, len);
-	th_assert_status(xfer1(p, XFER_READ, dst, 0, len, 64 * KiB),
+	th_assert_status(xfer1(p, XFER_READ, dst, 0, a, 64 * KiB),
+			 XFER_COMPLETED);
+	th_assert_status(xfer1(p, XFER_READ, dst + a, a, b, 64 * KiB),
 			 XFER_COMPLETED);
 	assert_int_equal(th_check(dst, len, 7), -1);
 	/* the second file holds the tail */
@@ -374,6 +409,48 @@ static void test_hostile(void **state)
 	assert_int_equal(th_check_byte(buf, 8, 0), -1);
 	close(fd);
 	free(buf);
+}
+
+/*
+ * A WRITE the file refuses part of (a memfd sealed against growth: EPERM
+ * past its end, said as EACCES) ends with that status once its payload,
+ * larger than a piece, is in, and what lay before the end was written;
+ * the connection then serves the next requests.
+ */
+static void test_write_refused(void **state)
+{
+	const size_t size = 64 * KiB, len = 3 * MiB, off = 32 * KiB;
+	uint8_t h[FILE_HDR_LEN], *src = th_alloc(len), *got = th_alloc(size);
+	char path[64];
+	int mfd, fd;
+
+	(void)state;
+	mfd = memfd_create("unit_file_remote", MFD_ALLOW_SEALING);
+	assert_true(mfd >= 0);
+	assert_int_equal(ftruncate(mfd, (off_t)size), 0);
+	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_GROW), 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
+	add_path(path, 4 * MiB);
+	fd = th_connect(F.t->data_port);
+	th_fill(src, len, 21);
+	put_hdr(h, len, off, 0x81);
+	assert_int_equal(th_send_all(fd, h, sizeof(h)), 0);
+	assert_int_equal(th_send_all(fd, src, len), 0);
+	assert_int_equal(recv_status(fd), STATUS(EACCES));
+	put_hdr(h, 4 * KiB, 0, 0x81);
+	assert_int_equal(th_send_all(fd, h, sizeof(h)), 0);
+	assert_int_equal(th_send_all(fd, src + len - 4 * KiB, 4 * KiB), 0);
+	assert_int_equal(recv_status(fd), STATUS(FILE_STATUS_OK));
+	put_hdr(h, size, 0, 0x80);
+	assert_int_equal(th_send_all(fd, h, sizeof(h)), 0);
+	assert_int_equal(recv_status(fd), STATUS(FILE_STATUS_OK));
+	assert_int_equal(th_recv_all(fd, got, size, 5000), (long)size);
+	assert_memory_equal(got, src + len - 4 * KiB, 4 * KiB);
+	assert_memory_equal(got + off, src, size - off);
+	close(fd);
+	close(mfd);
+	free(src);
+	free(got);
 }
 
 /* A peer gone before its replies are out costs the owner that
@@ -606,7 +683,8 @@ static void test_status_errno(void **state)
 }
 
 /* A malformed status or a lost connection fails what was on it; the
- * next submit connects again. */
+ * next submit connects again. A task's 16 slices go as one request (the
+ * owner fills it as one, from its offset). */
 static void test_broken(void **state)
 {
 	struct file_rpeer *p = rpeer(S.port);
@@ -622,9 +700,30 @@ static void test_broken(void **state)
 	atomic_store(&S.mode, M_OK);
 	th_assert_status(xfer1(p, XFER_READ, buf, 0, MiB, 64 * KiB),
 			 XFER_COMPLETED);
-	for (size_t i = 0; i < 16; i++)
-		assert_int_equal(th_check(buf + i * 64 * KiB, 64 * KiB,
-					  i * 64 * KiB), -1);
+	assert_int_equal(th_check(buf, MiB, 0), -1);
+	free(buf);
+}
+
+/* A task's adjacent slices go as runs, each a request: an eighth of the
+ * task each, or the whole task under 1 MiB (the scripted owner fills a
+ * READ from its offset, and takes none over 1 MiB). */
+static void test_runs(void **state)
+{
+	size_t len = 8 * MiB;
+	uint8_t *buf = th_alloc(len);
+	struct file_rpeer *p = rpeer(S.port);
+
+	(void)state;
+	atomic_store(&S.mode, M_OK);
+	th_assert_status(xfer1(p, XFER_READ, buf, 0, len, 64 * KiB),
+			 XFER_COMPLETED);
+	assert_int_equal(atomic_load(&S.headers), 8);
+	for (size_t i = 0; i < 8; i++)
+		assert_int_equal(th_check(buf + i * MiB, MiB, i * MiB), -1);
+	th_assert_status(xfer1(p, XFER_READ, buf, 5 * MiB, 768 * KiB,
+			       64 * KiB), XFER_COMPLETED);
+	assert_int_equal(atomic_load(&S.headers), 9);
+	assert_int_equal(th_check(buf, 768 * KiB, 5 * MiB), -1);
 	free(buf);
 }
 
@@ -645,9 +744,10 @@ static void test_timeout(void **state)
 			 XFER_COMPLETED);
 }
 
-/* Cancel with 64 slices on the wire per connection and the rest queued:
- * the queued end at once, those on the wire once their replies are in,
- * which are read but land nowhere. */
+/* Cancel with 64 requests on the wire per connection and the rest
+ * queued (slices apart, one request each): the queued end at once, those
+ * on the wire once their replies are in, which are read but land
+ * nowhere. */
 static void test_cancel(void **state)
 {
 	size_t wire = 64 * XFER_FILE_CONNS, n = wire + 72, len = n * 4096;
@@ -656,6 +756,7 @@ static void test_cancel(void **state)
 	struct job *j = job_new(XFER_READ, buf, 0, len, 4096);
 
 	(void)state;
+	job_spread(j);
 	memset(buf, 0x5a, len);
 	atomic_store(&S.mode, M_HOLD);
 	xfer_file_rpeer_submit(p, j->s, j->n);
@@ -684,6 +785,7 @@ static void test_close(void **state)
 	struct job *j = job_new(XFER_WRITE, buf, 0, MiB, 4096);
 
 	(void)state;
+	job_spread(j);
 	atomic_store(&S.mode, M_SILENT);
 	xfer_file_rpeer_submit(p, j->s, j->n);
 	for (int64_t end = th_now_ms() + 10000; atomic_load(&S.headers) < 128 &&
@@ -696,21 +798,24 @@ static void test_close(void **state)
 	free(buf);
 }
 
+/* The tests against the owner, on one kind of file. */
+#define OWNER_TEST(f, kind)                                             \
+	{ #f " (" #kind ")", f, setup, teardown, &kind }
+#define OWNER_TESTS(kind)                                               \
+	OWNER_TEST(test_roundtrip, kind), OWNER_TEST(test_owner_errors, kind), \
+	OWNER_TEST(test_hostile, kind), OWNER_TEST(test_write_refused, kind), \
+	OWNER_TEST(test_peer_gone, kind), OWNER_TEST(test_stop_busy, kind)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_roundtrip, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_owner_errors, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_gone, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_stop_busy, setup,
-						teardown),
+		OWNER_TESTS(BOUNCE),
+		OWNER_TESTS(MEM),
 		cmocka_unit_test_setup_teardown(test_status_errno,
 						setup_script, teardown_script),
 		cmocka_unit_test_setup_teardown(test_broken, setup_script,
+						teardown_script),
+		cmocka_unit_test_setup_teardown(test_runs, setup_script,
 						teardown_script),
 		cmocka_unit_test_setup_teardown(test_timeout, setup_script,
 						teardown_script),

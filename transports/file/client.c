@@ -5,8 +5,10 @@
  * in the TCP transport, slices arrive from any thread in an inbox, their
  * headers and WRITE payloads leave in gathered sendmsg calls and the
  * in-order replies are read with scattered recvmsg straight into the
- * slices' memory. What one connection has on the wire is bounded; the
- * rest waits in its send queue.
+ * slices' memory. A task's adjacent slices go as few wire requests
+ * (runs), spread over the connections; each queue holds runs by their
+ * first slice. What one connection has on the wire is bounded; the rest
+ * waits in its send queue.
  */
 #include <endian.h>
 #include <errno.h>
@@ -20,21 +22,24 @@
 #include "transports/file/file_internal.h"
 #include "transports/stream_internal.h"
 
-#define WIRE_SLICES 64           /* slices one connection has out ... */
+#define WIRE_SLICES 64           /* runs one connection has out ... */
 #define WIRE_BYTES (64u << 20)   /* ... and their bytes, but one at least */
 #define SEND_MAX (4u << 20)      /* bytes per sendmsg */
 #define IOVS 64
 #define DISCARD_LEN 65536        /* READ payload of a canceled task */
 #define ERRNO_MAX 4095           /* larger status codes are malformed */
+#define RUN_MIN (1u << 20)       /* a run's least bytes, but a task's last */
 
 static _Thread_local uint8_t discard[DISCARD_LEN];
 
-/* Per-slice state, in the slice's transport scratch space. */
+/* A run's state, in its first slice's transport scratch space. */
 struct rslice {
 	uint8_t hdr[FILE_HDR_LEN];
 	uint8_t status[8];
 	uint32_t status_got;
 	uint32_t data_got;
+	uint32_t n;                    /* slices in the run */
+	uint32_t len;                  /* and their bytes */
 };
 _Static_assert(sizeof(struct rslice) <= sizeof(((struct xfer_slice *)0)->tp),
 	       "file remote slice state does not fit");
@@ -54,7 +59,7 @@ struct rconn {
 	struct xfer_slice_queue sendq;      /* head may be partly sent */
 	size_t sent;                   /* bytes of sendq's head sent */
 	struct xfer_slice_queue waitq;      /* sent, awaiting the reply */
-	unsigned wait_n;               /* slices in waitq */
+	unsigned wait_n;               /* runs in waitq */
 	uint64_t wait_bytes;           /* and their lengths */
 };
 
@@ -77,12 +82,54 @@ static const char *op_name(const struct xfer_slice *s)
 	return s->opcode == XFER_WRITE ? "write" : "read";
 }
 
-static size_t wire_len(const struct xfer_slice *s)
+static uint32_t run_len(struct xfer_slice *s)
 {
-	return FILE_HDR_LEN + (s->opcode == XFER_WRITE ? s->len : 0);
+	return rs(s)->len;
 }
 
-/* May one more slice of @p len bytes go out with @p n slices of @p bytes
+static size_t wire_len(struct xfer_slice *s)
+{
+	return FILE_HDR_LEN + (s->opcode == XFER_WRITE ? run_len(s) : 0);
+}
+
+/* End every slice of the run @p s heads as @p st. */
+static void run_done(struct xfer_slice *s, enum xfer_status st)
+{
+	/* counted first: the last slice done may end the task, and its
+	 * slices with it */
+	uint32_t n = rs(s)->n;
+
+	for (uint32_t i = 0; i < n; i++)
+		xfer_slice_done(&s[i], st);
+}
+
+/* End every run of @p q as @p st and empty it. */
+static void runs_fail(struct xfer_slice_queue *q, enum xfer_status st)
+{
+	while (q->head)
+		run_done(xfer_slice_q_pop(q), st);
+}
+
+/* End the runs of canceled tasks in @p q as CANCELED, but its head if
+ * @p keep_head. */
+static void runs_cancel(struct xfer_slice_queue *q, bool keep_head)
+{
+	struct xfer_slice **p = &q->head, *s;
+
+	if (keep_head && *p)
+		p = &(*p)->next;
+	while ((s = *p)) {
+		if (xfer_slice_canceled(s)) {
+			*p = s->next;
+			run_done(s, XFER_CANCELED);
+		} else {
+			p = &s->next;
+		}
+	}
+	q->tail = p;
+}
+
+/* May one more run of @p len bytes go out with @p n runs of @p bytes
  * already out? */
 static bool room_for(unsigned n, uint64_t bytes, uint32_t len)
 {
@@ -93,14 +140,14 @@ static bool room_for(unsigned n, uint64_t bytes, uint32_t len)
 static bool can_send(const struct rconn *c)
 {
 	return c->sendq.head && (c->sent || room_for(c->wait_n, c->wait_bytes,
-						     c->sendq.head->len));
+						     run_len(c->sendq.head)));
 }
 
 static void wait_push(struct rconn *c, struct xfer_slice *s)
 {
 	xfer_slice_q_push(&c->waitq, s);
 	c->wait_n++;
-	c->wait_bytes += s->len;
+	c->wait_bytes += run_len(s);
 }
 
 static struct xfer_slice *wait_pop(struct rconn *c)
@@ -108,7 +155,7 @@ static struct xfer_slice *wait_pop(struct rconn *c)
 	struct xfer_slice *s = xfer_slice_q_pop(&c->waitq);
 
 	c->wait_n--;
-	c->wait_bytes -= s->len;
+	c->wait_bytes -= run_len(s);
 	return s;
 }
 
@@ -124,10 +171,10 @@ static void close_socket(struct rconn *c)
 static void conn_fail(struct rconn *c, enum xfer_status st)
 {
 	close_socket(c);
-	xfer_slice_q_fail(&c->waitq, st);
+	runs_fail(&c->waitq, st);
 	c->wait_n = 0;
 	c->wait_bytes = 0;
-	xfer_slice_q_fail(&c->sendq, st);
+	runs_fail(&c->sendq, st);
 }
 
 /* Progress was made: restart the transfer timeout, or stop it if idle. */
@@ -159,10 +206,10 @@ static int conn_send(struct rconn *c)
 		for (s = c->sendq.head; s && k < IOVS - 1 && bytes < SEND_MAX;
 		     s = s->next, off = 0) {
 			/* a head partly sent was let out already */
-			if (!off && !room_for(out, out_bytes, s->len))
+			if (!off && !room_for(out, out_bytes, run_len(s)))
 				break;
 			out++;
-			out_bytes += s->len;
+			out_bytes += run_len(s);
 			if (off < FILE_HDR_LEN) {
 				iov[k].iov_base = rs(s)->hdr + off;
 				iov[k++].iov_len = FILE_HDR_LEN - off;
@@ -172,7 +219,7 @@ static int conn_send(struct rconn *c)
 				size_t done = off - FILE_HDR_LEN;
 
 				iov[k].iov_base = (uint8_t *)s->local + done;
-				iov[k++].iov_len = s->len - done;
+				iov[k++].iov_len = run_len(s) - done;
 			}
 			bytes += wire_len(s);
 		}
@@ -227,7 +274,7 @@ static bool payload_follows(struct xfer_slice *s)
 static bool reply_done(struct xfer_slice *s)
 {
 	return rs(s)->status_got == 8 &&
-	       (!payload_follows(s) || rs(s)->data_got == s->len);
+	       (!payload_follows(s) || rs(s)->data_got == run_len(s));
 }
 
 /*
@@ -242,7 +289,7 @@ static int recv_iov(struct rconn *c, struct iovec *iov)
 
 	for (s = c->waitq.head; s && k < IOVS - 1; s = s->next) {
 		struct rslice *x = rs(s);
-		size_t left = s->len - x->data_got;
+		size_t left = run_len(s) - x->data_got;
 
 		if (x->status_got < 8) {
 			iov[k].iov_base = x->status + x->status_got;
@@ -290,7 +337,7 @@ static int recv_take(struct rconn *c, size_t n)
 			}
 		}
 		if (payload_follows(s)) {
-			m = s->len - x->data_got;
+			m = run_len(s) - x->data_got;
 			m = n < m ? n : m;
 			x->data_got += m;
 			n -= m;
@@ -299,7 +346,7 @@ static int recv_take(struct rconn *c, size_t n)
 	return 0;
 }
 
-/* End a slice whose reply is complete. @return -1 when the owner refused
+/* End a run whose reply is complete. @return -1 when the owner refused
  * it (it closes the connection). */
 static int reply_end(struct rconn *c, struct xfer_slice *s)
 {
@@ -307,23 +354,23 @@ static int reply_end(struct rconn *c, struct xfer_slice *s)
 	long code = status_code(rs(s));
 
 	if (code == FILE_STATUS_OK) {
-		xfer_slice_done(s, XFER_COMPLETED);
+		run_done(s, XFER_COMPLETED);
 		return 0;
 	}
 	if (code == FILE_STATUS_REFUSED)
 		xfer_error_set(err, -EACCES, "file: %s of %u bytes at %llu: "
 			       "refused by the owner (not in its files)",
-			       op_name(s), s->len,
+			       op_name(s), run_len(s),
 			       (unsigned long long)s->remote);
 	else
 		xfer_error_set(err, (int)-code, "file: %s at %llu: owner: %s",
 			       op_name(s), (unsigned long long)s->remote,
 			       strerror((int)code));
-	xfer_slice_done(s, XFER_FAILED);
+	run_done(s, XFER_FAILED);
 	return code == FILE_STATUS_REFUSED ? -1 : 0;
 }
 
-/* Read replies until the socket would block. @return 1 if slices left the
+/* Read replies until the socket would block. @return 1 if runs left the
  * wire, 0 if none did, -1 to close. */
 static int conn_recv(struct rconn *c)
 {
@@ -424,39 +471,40 @@ static void conn_kick(struct xfer_job *j)
 		conn_fail(c, XFER_FAILED);
 }
 
-/* On the connection's reactor: end the unsent slices of canceled tasks;
+/* On the connection's reactor: end the unsent runs of canceled tasks;
  * a head partly on the wire goes out whole, as the stream needs it. */
 static void conn_cancel(void *arg)
 {
 	struct rconn *c = arg;
 
 	pthread_mutex_lock(&c->lock);
-	xfer_slices_cancel(&c->inbox.head, &c->inbox.tail, 0);
+	runs_cancel(&c->inbox, false);
 	pthread_mutex_unlock(&c->lock);
-	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
+	runs_cancel(&c->sendq, c->sent > 0);
 	if (xfer_stream_open(&c->s))
 		xfer_event_want(c->s.wev, &c->s.writing, can_send(c));
 	touch(c);
 }
 
-static void conn_enqueue(struct rconn *c, struct xfer_slice *s, size_t n)
+/* Queue the run of the @p n slices at @p s, @p len bytes, as one
+ * request. */
+static void conn_enqueue(struct rconn *c, struct xfer_slice *s, size_t n,
+			 uint32_t len)
 {
+	struct rslice *x = rs(s);
+	uint64_t size = htole64(len), off = htole64(s->remote);
 	bool kick;
 
-	for (size_t i = 0; i < n; i++) {
-		struct rslice *x = rs(&s[i]);
-		uint64_t len = htole64(s[i].len), off = htole64(s[i].remote);
-
-		memset(x, 0, sizeof(*x));
-		memcpy(x->hdr, &len, 8);
-		memcpy(x->hdr + 8, &off, 8);
-		x->hdr[16] = 0x80 | (s[i].opcode == XFER_WRITE ? FILE_OP_WRITE
-							       : 0);
-		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
-	}
+	memset(x, 0, sizeof(*x));
+	memcpy(x->hdr, &size, 8);
+	memcpy(x->hdr + 8, &off, 8);
+	x->hdr[16] = 0x80 | (s->opcode == XFER_WRITE ? FILE_OP_WRITE : 0);
+	x->n = (uint32_t)n;
+	x->len = len;
+	s->next = NULL;
 	pthread_mutex_lock(&c->lock);
 	*c->inbox.tail = s;
-	c->inbox.tail = &s[n - 1].next;
+	c->inbox.tail = &s->next;
 	kick = !c->kicked;
 	c->kicked = true;
 	pthread_mutex_unlock(&c->lock);
@@ -482,14 +530,18 @@ static int conn_init(struct rconn *c, struct file_rpeer *p)
 	return 0;
 }
 
-/* With the reactors stopped: slices on the wire fail, the rest were never
+/* With the reactors stopped: runs on the wire fail, the rest were never
  * sent and are canceled. */
 static void conn_free(struct rconn *c)
 {
 	bool head_sent = c->sent > 0;
 
 	close_socket(c); /* sets c->sent to 0 */
-	xfer_slice_qs_drop(&c->inbox, &c->sendq, head_sent, &c->waitq);
+	if (c->sendq.head && head_sent)
+		run_done(xfer_slice_q_pop(&c->sendq), XFER_FAILED);
+	runs_fail(&c->waitq, XFER_FAILED);
+	runs_fail(&c->sendq, XFER_CANCELED);
+	runs_fail(&c->inbox, XFER_CANCELED);
 	event_free(c->timer);
 	pthread_mutex_destroy(&c->lock);
 }
@@ -527,18 +579,40 @@ err_conns:
 	goto out;
 }
 
-/* Runs of consecutive slices keep each connection's writes large. */
+/* Do @p b's bytes follow @p a's, in memory and in the segment? */
+static bool adjacent(const struct xfer_slice *a, const struct xfer_slice *b)
+{
+	return (const uint8_t *)a->local + a->len == b->local &&
+	       a->remote + a->len == b->remote;
+}
+
+/*
+ * The task's slices as runs of adjacent ones, each one request: as few
+ * as the connections can share (an eighth of the task each, at least
+ * RUN_MIN), none over what the owner takes at once, each run on the next
+ * connection.
+ */
 void xfer_file_rpeer_submit(struct file_rpeer *p, struct xfer_slice *s,
 			    size_t n)
 {
-	size_t per = (n + XFER_FILE_CONNS - 1) / XFER_FILE_CONNS, first = 0;
+	uint64_t total = 0, want;
+	size_t first = 0, k;
 
-	while (first < n) {
-		size_t k = n - first < per ? n - first : per;
-		unsigned i = atomic_fetch_add(&p->next_conn, 1) % XFER_FILE_CONNS;
+	for (size_t i = 0; i < n; i++)
+		total += s[i].len;
+	want = (total + XFER_FILE_CONNS - 1) / XFER_FILE_CONNS;
+	want = want < RUN_MIN ? RUN_MIN : want;
+	for (; first < n; first = k) {
+		uint64_t len = s[first].len;
+		unsigned i;
 
-		conn_enqueue(&p->conns[i], s + first, k);
-		first += k;
+		for (k = first + 1; k < n && len < want &&
+		     len + s[k].len <= XFER_FILE_MAX_IO &&
+		     adjacent(&s[k - 1], &s[k]); k++)
+			len += s[k].len;
+		i = atomic_fetch_add(&p->next_conn, 1) % XFER_FILE_CONNS;
+		conn_enqueue(&p->conns[i], &s[first], k - first,
+			     (uint32_t)len);
 	}
 }
 

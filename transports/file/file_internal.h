@@ -12,6 +12,7 @@
  *   peer.c     peers' documents: adopt, covers, buffers
  *   io.c       slices on the file I/O engine (fio.c), cancel
  *   server.c   the owner's side of the data port
+ *   splice.c   its requests on files in memory (sconn_internal.h)
  *   client.c   the initiator's side, for files it cannot reach
  *   api.c      the public calls (xfer_register_file ...)
  *
@@ -70,6 +71,7 @@ struct file_open {
 	int dfd;                  /* O_DIRECT, or -1 */
 	unsigned align;           /* O_DIRECT: memory, offset, length */
 	atomic_uint lend;         /* io.c: what a submitter may do itself */
+	bool mem;                 /* a regular file on tmpfs or ramfs */
 	char *path;
 };
 
@@ -134,6 +136,10 @@ struct file_transport {
 	size_t bounce_used, bounce_coming;
 	struct file_sconn_q waiters, stalled;
 	struct event *wake;
+	/* The pipe WRITEs to files in memory are spliced through, on r,
+	 * empty between calls; open while pipe_cap (its bytes) is not 0. */
+	int pipe[2];
+	size_t pipe_cap;
 	/* client.c: every owner reached, as long as the transport lives. */
 	SLIST_HEAD(, file_rpeer) rpeers;
 };

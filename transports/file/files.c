@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "util/json_internal.h"
@@ -27,6 +29,17 @@ static unsigned dio_align(int fd)
 	if (!ioctl(fd, BLKSSZGET, &sector) && sector > 0)
 		return (unsigned)sector;
 	return 4096;
+}
+
+/* Is @p fd a regular file on tmpfs or ramfs? (A device node's file
+ * system is devtmpfs, whose magic is tmpfs's: a block device is not.) */
+static bool in_memory(int fd)
+{
+	struct statfs fs;
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISREG(st.st_mode) && !fstatfs(fd, &fs) &&
+	       (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
 }
 
 int xfer_file_open(struct file_transport *t, const char *path,
@@ -55,6 +68,7 @@ int xfer_file_open(struct file_transport *t, const char *path,
 			fo->dfd = -1;
 		}
 	}
+	fo->mem = in_memory(fo->fd);
 	atomic_init(&fo->refs, 1);
 	fo->t = t;
 	*out = fo;

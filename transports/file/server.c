@@ -12,6 +12,9 @@
  * allocated before a header has passed its checks, and a refused request
  * closes its connection once the status has gone out.
  *
+ * A request on a file in memory (tmpfs, ramfs) goes to splice.c once
+ * its header is taken: no pieces, no bounce memory.
+ *
  * Bounce memory: every connection of the port takes its pieces from one
  * budget, file_bounce_max, in the order they asked (t->waiters). A
  * connection keeps its piece's memory while it waits for its peer, and
@@ -27,7 +30,6 @@
  * its events, the table of connections and its caps are
  * transports/sstream.c's.
  */
-#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,7 @@
 #include "util/auth_internal.h"
 #include "util/listen_internal.h"
 #include "util/net_internal.h"
-#include "transports/file/file_internal.h"
+#include "transports/file/sconn_internal.h"
 
 #define BUDGET (8u << 20)     /* bytes per callback, for fairness */
 #define DRAIN_LEN 65536
@@ -49,61 +51,6 @@
 /* A WRITE payload that will not be written (a failed piece, no memory)
  * is read into this; only t->r's thread uses it. */
 static _Thread_local uint8_t drain_buf[DRAIN_LEN];
-
-enum sstate {
-	S_HEADER,     /* reading a header (the connection is idle) */
-	S_PAYLOAD,    /* reading a WRITE payload: a piece, or drained */
-	S_REPLY,      /* sending the status and the READ piece in buf */
-	S_WAIT,       /* in t->waiters for bounce memory */
-	S_IO,         /* the file I/O engine has c->req */
-};
-
-struct file_sconn {
-	struct file_transport *t;
-	struct xfer_sstream s;         /* in t->sconns, on t->r */
-	enum sstate state;
-	uint8_t hdr[FILE_HDR_LEN];
-	size_t got;                    /* bytes of hdr, or of the piece */
-	/* The request being served: its payload moves a piece at a time,
-	 * [done, done + len) in buf. */
-	bool write, refused;
-	bool answered;                 /* a READ's status is decided */
-	bool drain;                    /* the rest of the payload is dropped */
-	uint32_t code;                 /* a WRITE's first failure, or OK */
-	uint64_t size, addr;           /* bytes, segment offset */
-	uint64_t off;                  /* file offset of the payload's start */
-	uint64_t done;                 /* bytes written, drained or sent */
-	struct file_open *fo;          /* a reference while the file is used */
-	struct xfer_fio_req req;
-	uint8_t status[8];
-	size_t status_left;            /* bytes of status still to send */
-	uint8_t *buf;                  /* the piece's bounce memory, or NULL */
-	size_t cap, len;               /* its bytes (from the budget), used */
-	bool flushing;                 /* buf's memory is on its way back */
-	bool stalled;                  /* in t->stalled */
-	TAILQ_ENTRY(file_sconn) line;  /* t->waiters or t->stalled */
-};
-
-static size_t min_sz(uint64_t a, uint64_t b)
-{
-	return (size_t)(a < b ? a : b);
-}
-
-static void put_status(struct file_sconn *c, uint32_t code)
-{
-	uint64_t v = htole64(FILE_STATUS_MAGIC << 32 | code);
-
-	memcpy(c->status, &v, 8);
-	c->status_left = 8;
-}
-
-/* The I/O is over: the file may go. */
-static void put_file(struct file_sconn *c)
-{
-	if (c->fo)
-		xfer_file_open_put(c->fo);
-	c->fo = NULL;
-}
 
 /* ---- bounce memory: t->bounce_used of file_bounce_max ---- */
 
@@ -211,13 +158,6 @@ static void reclaim(struct file_transport *t)
 
 /* ---- a request's pieces ---- */
 
-static void reply(struct file_sconn *c, uint32_t code)
-{
-	put_status(c, code);
-	c->got = 0;
-	c->state = S_REPLY;
-}
-
 /* Read @p len bytes of the file into, or write them from, the piece at
  * the payload's offset c->done. */
 static void io_submit(struct file_sconn *c, size_t len)
@@ -244,8 +184,8 @@ static int piece_failed(struct file_sconn *c, uint32_t code)
 	if (!c->write) {
 		if (c->answered)
 			return -1; /* the status said OK: nothing else to say */
-		put_file(c);
-		reply(c, code);
+		sconn_put_file(c);
+		sconn_reply(c, code);
 		return 0;
 	}
 	if (c->code == FILE_STATUS_OK)
@@ -278,12 +218,14 @@ static int piece_go(struct file_sconn *c)
 	return 0;
 }
 
+/* ---- the bounce path ---- */
+
 /* The next piece of the payload, from c->done: its memory now, or a
  * place in line. @return 0, -1 to close. */
 static int next_piece(struct file_sconn *c)
 {
 	struct file_transport *t = c->t;
-	size_t len = min_sz(XFER_FILE_PIECE, c->size - c->done);
+	size_t len = sconn_min(XFER_FILE_PIECE, c->size - c->done);
 	int ret = bounce_take(c, len, false);
 
 	if (ret < 0)
@@ -310,9 +252,7 @@ static int reply_sent(struct file_sconn *c)
 		return -1; /* the status is out; the connection ends */
 	if (!TAILQ_EMPTY(&c->t->waiters))
 		bounce_put(c);
-	put_file(c);
-	c->got = 0;
-	c->state = S_HEADER;
+	sconn_request_end(c);
 	return 0;
 }
 
@@ -345,11 +285,16 @@ static int take_header(struct file_sconn *c)
 			 c->write ? "write" : "read", (unsigned long long)size,
 			 (unsigned long long)addr);
 		c->refused = true;
-		reply(c, FILE_STATUS_REFUSED);
+		sconn_reply(c, FILE_STATUS_REFUSED);
 		return 0;
 	}
 	c->off = in_file;
 	xfer_sstream_proved(&c->t->sconns, &c->s); /* a request taken */
+	if (c->fo->mem && (!c->write || !xfer_file_pipe_get(c->t))) {
+		bounce_put(c); /* what it kept is not needed */
+		xfer_file_splice_start(c);
+		return 0;
+	}
 	return next_piece(c);
 }
 
@@ -364,8 +309,10 @@ static ssize_t sconn_read(struct file_sconn *c)
 	if (c->state == S_HEADER) {
 		p = c->hdr + c->got;
 	} else if (c->drain) {
-		end = min_sz(DRAIN_LEN, c->size - c->done);
+		end = sconn_min(DRAIN_LEN, c->size - c->done);
 		p = drain_buf;
+	} else if (c->splice) {
+		return xfer_file_splice_recv(c);
 	} else if (!c->len) { /* given back: a piece again */
 		return next_piece(c) ? -1 : 1;
 	} else {
@@ -388,8 +335,8 @@ static ssize_t sconn_read(struct file_sconn *c)
 	c->done += c->got;
 	c->got = 0;
 	if (c->done == c->size) {
-		put_file(c);
-		reply(c, c->code);
+		sconn_put_file(c);
+		sconn_reply(c, c->code);
 	}
 	return n;
 }
@@ -402,6 +349,8 @@ static ssize_t sconn_write(struct file_sconn *c)
 	size_t m;
 	ssize_t n;
 
+	if (c->splice)
+		return xfer_file_splice_send(c);
 	if (c->status_left)
 		iov[msg.msg_iovlen++] = (struct iovec){
 			c->status + 8 - c->status_left, c->status_left };
@@ -414,7 +363,7 @@ static ssize_t sconn_write(struct file_sconn *c)
 	n = sendmsg(c->s.fd, &msg, MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -1;
-	m = min_sz((size_t)n, c->status_left);
+	m = sconn_min((size_t)n, c->status_left);
 	c->status_left -= m;
 	c->got += (size_t)n - m;
 	if (c->status_left || c->got < c->len)
@@ -491,7 +440,7 @@ static void sconn_free(struct file_sconn *c)
 {
 	struct file_transport *t = c->t;
 
-	put_file(c);
+	sconn_put_file(c);
 	if (c->state == S_WAIT)
 		TAILQ_REMOVE(&t->waiters, c, line);
 	unstall(c);
@@ -567,15 +516,8 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 	uint32_t code = FILE_STATUS_OK;
 	int ret = 0;
 
-	if (res) {
-		xfer_log(XFER_LOG_WARN, "file: %s of %llu bytes at %llu of %s "
-			 "for a peer: %s", c->write ? "write" : "read",
-			 (unsigned long long)r->len,
-			 (unsigned long long)r->off, c->fo->path,
-			 strerror(-res));
-		/* 1 says refused on the wire */
-		code = res == -EPERM ? EACCES : (uint32_t)-res;
-	}
+	if (res)
+		code = sconn_io_failed(c, -res, r->len, r->off);
 	if (c->t->closing) {
 		c->state = S_HEADER;
 		return;
@@ -590,16 +532,16 @@ static void on_fio_done(struct xfer_fio_req *r, int res)
 		else if (c->done < c->size)
 			ret = next_piece(c);
 		if (!ret && c->done == c->size) {
-			put_file(c);
-			reply(c, c->code);
+			sconn_put_file(c);
+			sconn_reply(c, c->code);
 		}
 	} else if (code) {
 		ret = piece_failed(c, code);
 	} else {
 		if (c->done + c->len == c->size)
-			put_file(c); /* the last read: the file may go */
+			sconn_put_file(c); /* the last read: the file may go */
 		if (!c->answered)
-			put_status(c, FILE_STATUS_OK);
+			sconn_put_status(c, FILE_STATUS_OK);
 		c->answered = true;
 		c->got = 0;
 		c->state = S_REPLY;
@@ -688,4 +630,5 @@ void xfer_file_server_stop(struct file_transport *t)
 	if (t->wake)
 		event_free(t->wake);
 	t->wake = NULL;
+	xfer_file_pipe_drop(t);
 }
