@@ -3,7 +3,8 @@
 # to 16 MiB, xfer's throughput and its one-request round trip (p50, p99)
 # next to the reference tool's on the same path, in one run:
 #   --protocol tcp   two xfer-bench processes over loopback TCP (batches
-#                    of 16 WRITEs, one thread) vs iperf3 -l SIZE; latency
+#                    of 16 WRITEs, one thread) vs iperf3 -l SIZE (1 MiB
+#                    at most, iperf3's largest); latency
 #                    (one WRITE a batch) vs sockperf ping-pong of SIZE
 #                    (sockperf takes messages under 64 KiB: no reference
 #                    latency above)
@@ -87,11 +88,12 @@ xfer_file() {
 	P99=$(json lat_p99_us <<<"$out")
 }
 
-# ref_tcp BS: RGBPS from iperf3 -l BS, RP50/RP99 from sockperf (or nan).
+# ref_tcp BS: RGBPS from iperf3 -l BS (at most its 1 MiB: a stream's
+# writes past that change nothing), RP50/RP99 from sockperf (or nan).
 ref_tcp() {
-	local bs=$1 out spid
+	local bs=$1 out spid l=$(($1 > 1048576 ? 1048576 : $1))
 	out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
-		-t "$DURATION" -l "$bs" -J) || die "iperf3 -l $bs failed"
+		-t "$DURATION" -l "$l" -J) || die "iperf3 -l $l failed"
 	RGBPS=$(json end.sum_received.bits_per_second <<<"$out" |
 		awk '{ printf "%.3f", $1 / 8e9 }')
 	RP50=nan RP99=nan
