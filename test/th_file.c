@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/slice_internal.h"
 #include "test/helpers.h"
 #include "test/th_file.h"
 
@@ -221,4 +222,61 @@ int th_file_main(int argc, char **argv, bool metad, int (*run)(void))
 	}
 	th_rm_tree(th_dir);
 	return ret;
+}
+
+/* ---- one task's slices, made by hand ---- */
+
+/* A task of @p len bytes in slices of @p slice; it never ends (one slice
+ * more than it has), so its slices can be counted. */
+struct th_job *th_job_new(enum xfer_opcode op, void *local, uint64_t remote,
+			   size_t len, size_t slice)
+{
+	size_t n = (len + slice - 1) / slice;
+	struct th_job *j = calloc(1, sizeof(*j) + n * sizeof(j->s[0]));
+
+	assert_non_null(j);
+	j->n = n;
+	atomic_init(&j->task.slices_left, n + 1);
+	for (size_t i = 0; i < n; i++)
+		j->s[i] = (struct xfer_slice){
+			.task = &j->task, .opcode = op,
+			.len = (uint32_t)(len - i * slice < slice ?
+					  len - i * slice : slice),
+			.local = (uint8_t *)local + i * slice,
+			.remote = remote + i * slice,
+		};
+	return j;
+}
+
+/* Leave a gap of one slice after each slice in the segment, so that no
+ * two are adjacent: each goes as a request of its own. */
+void th_job_spread(struct th_job *j)
+{
+	for (size_t i = 1; i < j->n; i++)
+		j->s[i].remote = j->s[i - 1].remote + 2 * j->s[i - 1].len;
+}
+
+size_t th_job_left(struct th_job *j)
+{
+	return atomic_load(&j->task.slices_left) - 1;
+}
+
+/* Wait until @p left slices are still out (fails after 30 s). */
+void th_job_wait_left(struct th_job *j, size_t left)
+{
+	int64_t end = th_now_ms() + 30000;
+
+	while (th_job_left(j) > left && th_now_ms() < end)
+		usleep(1000);
+	assert_int_equal(th_job_left(j), left);
+}
+
+/* Wait for every slice. @return the first failure, else COMPLETED. */
+enum xfer_status th_job_wait(struct th_job *j)
+{
+	int f;
+
+	th_job_wait_left(j, 0);
+	f = atomic_load(&j->task.failure);
+	return f ? (enum xfer_status)f : XFER_COMPLETED;
 }

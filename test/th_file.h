@@ -64,4 +64,33 @@ struct xfer_engine *th_file_engine(const struct th_mode *m);
 /** Open "nvmeof/<@p owner>" from @p e; fails the test if it does not. */
 int64_t th_file_open(struct xfer_engine *e, const char *owner);
 
+/* ---- one task's slices, made by hand (a transport's tests) ---- */
+
+#include "xfer/xfer.h"
+#include "core/slice_internal.h"
+
+struct th_job {
+	struct xfer_task task;
+	size_t n;
+	struct xfer_slice s[];
+};
+
+/** A task of @p len bytes in slices of @p slice; it never ends (one slice
+ *  more than it has), so its slices can be counted. Free with free(). */
+struct th_job *th_job_new(enum xfer_opcode op, void *local, uint64_t remote,
+			  size_t len, size_t slice);
+
+/** Leave a gap of one slice after each slice in the segment, so that no
+ *  two are adjacent: each goes as a request of its own. */
+void th_job_spread(struct th_job *j);
+
+/** Slices of @p j still out. */
+size_t th_job_left(struct th_job *j);
+
+/** Wait until @p left slices are still out (fails after 30 s). */
+void th_job_wait_left(struct th_job *j, size_t left);
+
+/** Wait for every slice. @return the first failure, else COMPLETED. */
+enum xfer_status th_job_wait(struct th_job *j);
+
 #endif

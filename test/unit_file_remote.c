@@ -36,6 +36,7 @@
 #include "util/net_internal.h"
 #include "transports/file/file_internal.h"
 #include "test/helpers.h"
+#include "test/th_file.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -166,79 +167,16 @@ static struct file_rpeer *rpeer(uint16_t port)
 	return p;
 }
 
-/* ---- one task's slices, made by hand ---- */
-
-struct job {
-	struct xfer_task task;
-	size_t n;
-	struct xfer_slice s[];
-};
-
-/* A task of @p len bytes in slices of @p slice; it never ends (one slice
- * more than it has), so its slices can be counted. */
-static struct job *job_new(enum xfer_opcode op, void *local, uint64_t remote,
-			   size_t len, size_t slice)
-{
-	size_t n = (len + slice - 1) / slice;
-	struct job *j = calloc(1, sizeof(*j) + n * sizeof(j->s[0]));
-
-	assert_non_null(j);
-	j->n = n;
-	atomic_init(&j->task.slices_left, n + 1);
-	for (size_t i = 0; i < n; i++)
-		j->s[i] = (struct xfer_slice){
-			.task = &j->task, .opcode = op,
-			.len = (uint32_t)(len - i * slice < slice ?
-					  len - i * slice : slice),
-			.local = (uint8_t *)local + i * slice,
-			.remote = remote + i * slice,
-		};
-	return j;
-}
-
-/* Leave a gap of one slice after each slice in the segment, so that no
- * two are adjacent: each goes as a request of its own. */
-static void job_spread(struct job *j)
-{
-	for (size_t i = 1; i < j->n; i++)
-		j->s[i].remote = j->s[i - 1].remote + 2 * j->s[i - 1].len;
-}
-
-static size_t job_left(struct job *j)
-{
-	return atomic_load(&j->task.slices_left) - 1;
-}
-
-/* Wait until @p left slices are still out (fails after 30 s). */
-static void job_wait_left(struct job *j, size_t left)
-{
-	int64_t end = th_now_ms() + 30000;
-
-	while (job_left(j) > left && th_now_ms() < end)
-		usleep(1000);
-	assert_int_equal(job_left(j), left);
-}
-
-/* Wait for every slice. @return the first failure, else COMPLETED. */
-static enum xfer_status job_wait(struct job *j)
-{
-	int f;
-
-	job_wait_left(j, 0);
-	f = atomic_load(&j->task.failure);
-	return f ? (enum xfer_status)f : XFER_COMPLETED;
-}
-
 /* Submit a task of one kind and wait for it; @return its status. */
 static enum xfer_status xfer1(struct file_rpeer *p, enum xfer_opcode op,
 			      void *local, uint64_t remote, size_t len,
 			      size_t slice)
 {
-	struct job *j = job_new(op, local, remote, len, slice);
+	struct th_job *j = th_job_new(op, local, remote, len, slice);
 	enum xfer_status st;
 
 	xfer_file_rpeer_submit(p, j->s, j->n);
-	st = job_wait(j);
+	st = th_job_wait(j);
 	if (st == XFER_COMPLETED)
 		assert_int_equal(atomic_load(&j->task.transferred), len);
 	free(j);
@@ -753,10 +691,10 @@ static void test_cancel(void **state)
 	size_t wire = 64 * XFER_FILE_CONNS, n = wire + 72, len = n * 4096;
 	uint8_t *buf = th_alloc(len);
 	struct file_rpeer *p = rpeer(S.port);
-	struct job *j = job_new(XFER_READ, buf, 0, len, 4096);
+	struct th_job *j = th_job_new(XFER_READ, buf, 0, len, 4096);
 
 	(void)state;
-	job_spread(j);
+	th_job_spread(j);
 	memset(buf, 0x5a, len);
 	atomic_store(&S.mode, M_HOLD);
 	xfer_file_rpeer_submit(p, j->s, j->n);
@@ -765,12 +703,12 @@ static void test_cancel(void **state)
 		usleep(1000);
 	usleep(50000);
 	assert_int_equal(atomic_load(&S.headers), wire);
-	assert_int_equal(job_left(j), n);
+	assert_int_equal(th_job_left(j), n);
 	atomic_store(&j->task.canceled, true);
 	xfer_file_client_cancel(F.t);
-	assert_int_equal(job_left(j), wire);
+	assert_int_equal(th_job_left(j), wire);
 	atomic_store(&S.release, true);
-	th_assert_status(job_wait(j), XFER_CANCELED);
+	th_assert_status(th_job_wait(j), XFER_CANCELED);
 	assert_int_equal(atomic_load(&j->task.transferred), 0);
 	assert_int_equal(th_check_byte(buf, len, 0x5a), -1);
 	free(j);
@@ -782,17 +720,17 @@ static void test_close(void **state)
 {
 	uint8_t *buf = th_alloc(MiB);
 	struct file_rpeer *p = rpeer(S.port);
-	struct job *j = job_new(XFER_WRITE, buf, 0, MiB, 4096);
+	struct th_job *j = th_job_new(XFER_WRITE, buf, 0, MiB, 4096);
 
 	(void)state;
-	job_spread(j);
+	th_job_spread(j);
 	atomic_store(&S.mode, M_SILENT);
 	xfer_file_rpeer_submit(p, j->s, j->n);
 	for (int64_t end = th_now_ms() + 10000; atomic_load(&S.headers) < 128 &&
 	     th_now_ms() < end;)
 		usleep(1000);
 	stop();
-	assert_int_equal(job_left(j), 0);
+	assert_int_equal(th_job_left(j), 0);
 	th_assert_status(atomic_load(&j->task.failure), XFER_FAILED);
 	free(j);
 	free(buf);
