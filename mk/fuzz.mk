@@ -50,10 +50,6 @@ $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(FUZZ_METAD_OBJS) \
 	$(Q)$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LDLIBS) \
 		$(shell pkg-config --libs sqlite3)
 
-# fuzz_store_*: the store's shared parts (store/*.c)
-$(filter $(FUZZ_BUILD)/fuzz_store_%,$(FUZZ_BINS)): \
-	$(STORE_SRCS:%.c=$(FUZZ_BUILD)/%.o)
-
 fuzz-build: $(FUZZ_BINS)
 
 fuzz: $(FUZZ_BINS)
