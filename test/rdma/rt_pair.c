@@ -265,7 +265,10 @@ static void test_peer_killed(void **state)
 	lines = log_capture(log, peer);
 	printf("batch ended %lld ms after the target was killed; %d log "
 	       "line(s) name it\n", (long long)took, lines);
-	assert_true(took < 1000);
+	/* 1 s on hardware; the guests run on emulated CPUs, where the same
+	 * path took 0.3 s in most runs and 1.2 s in one: 2 s here, still
+	 * far under the transfer timeout (30 s) it used to wait for */
+	assert_true(took < 2000);
 	assert_int_equal(lines, 1);
 	th_expect_callbacks(&rec, 1);
 	th_assert_status(atomic_load(&rec.outcome), XFER_FAILED);
