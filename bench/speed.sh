@@ -69,25 +69,6 @@ iperf_run() {
 				$4 / 100 * $2 / gb }')"
 }
 
-# sockperf_run: RTT50, RTT99, a ping-pong run's round trip in us.
-sockperf_run() {
-	local out spid
-	sockperf sr --tcp -i 127.0.0.1 -p "$SOCKPERF_PORT" >/dev/null 2>&1 &
-	spid=$!
-	pids+=("$spid")
-	listening "$SOCKPERF_PORT"
-	out=$(timeout $((DURATION + 30)) sockperf pp --tcp -i 127.0.0.1 \
-		-p "$SOCKPERF_PORT" -m 4096 -t "$DURATION" --full-rtt 2>&1) ||
-		die "sockperf ping-pong failed"
-	kill "$spid" 2>/dev/null || true
-	wait "$spid" 2>/dev/null || true
-	read -r RTT50 RTT99 <<<"$(awk '
-		/percentile 50.000 =/ { p50 = $NF }
-		/percentile 99.000 =/ { p99 = $NF }
-		END { print p50, p99 }' <<<"$out")"
-	[ -n "$RTT99" ] || die "sockperf printed no percentiles"
-}
-
 # xfer_run OP BLOCK BATCH [FLAG...]: one target process serving 8 MiB,
 # one initiator moving batches against it. Sets GBPS, P50, P99 (us),
 # CPU_I and CPU_T (s/GB).
@@ -134,7 +115,7 @@ for round in $(seq "$ROUNDS"); do
 	add ref64k.ct "$REF_CT"
 	kill "$iperf_pid" 2>/dev/null || true
 	wait "$iperf_pid" 2>/dev/null || true
-	sockperf_run
+	sockperf_run 4096
 	add ref4k "$ref4k"
 	add ref64k "$ref64k"
 	add rtt50 "$RTT50"

@@ -91,26 +91,15 @@ xfer_file() {
 # ref_tcp BS: RGBPS from iperf3 -l BS (at most its 1 MiB: a stream's
 # writes past that change nothing), RP50/RP99 from sockperf (or nan).
 ref_tcp() {
-	local bs=$1 out spid l=$(($1 > 1048576 ? 1048576 : $1))
+	local bs=$1 out l=$(($1 > 1048576 ? 1048576 : $1))
 	out=$(timeout $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" \
 		-t "$DURATION" -l "$l" -J) || die "iperf3 -l $l failed"
 	RGBPS=$(json end.sum_received.bits_per_second <<<"$out" |
 		awk '{ printf "%.3f", $1 / 8e9 }')
 	RP50=nan RP99=nan
 	[ "$bs" -lt 65536 ] || return 0
-	sockperf sr --tcp -i 127.0.0.1 -p "$SOCKPERF_PORT" >/dev/null 2>&1 &
-	spid=$!
-	pids+=("$spid")
-	listening "$SOCKPERF_PORT"
-	out=$(timeout $((DURATION + 30)) sockperf pp --tcp -i 127.0.0.1 \
-		-p "$SOCKPERF_PORT" -m "$bs" -t "$DURATION" --full-rtt 2>&1) ||
-		die "sockperf pp -m $bs failed"
-	kill "$spid" 2>/dev/null || true
-	wait "$spid" 2>/dev/null || true
-	read -r RP50 RP99 <<<"$(awk '
-		/percentile 50.000 =/ { p50 = $NF }
-		/percentile 99.000 =/ { p99 = $NF }
-		END { print p50, p99 }' <<<"$out")"
+	sockperf_run "$bs"
+	RP50=$RTT50 RP99=$RTT99
 }
 
 # fio_file BS DEPTH: GB/s, p50 and p99 completion latency (us) of fio

@@ -46,3 +46,23 @@ target_stop() {
 	kill -TERM "$target_pid"
 	wait "$target_pid" || die "target failed"
 }
+
+# sockperf_run SIZE: RTT50, RTT99, the round trip (us) of a sockperf
+# ping-pong of SIZE-byte messages over loopback TCP ($SOCKPERF_PORT).
+sockperf_run() {
+	local out spid
+	sockperf sr --tcp -i 127.0.0.1 -p "$SOCKPERF_PORT" >/dev/null 2>&1 &
+	spid=$!
+	pids+=("$spid")
+	listening "$SOCKPERF_PORT"
+	out=$(timeout $((DURATION + 30)) sockperf pp --tcp -i 127.0.0.1 \
+		-p "$SOCKPERF_PORT" -m "$1" -t "$DURATION" --full-rtt 2>&1) ||
+		die "sockperf ping-pong -m $1 failed"
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	read -r RTT50 RTT99 <<<"$(awk '
+		/percentile 50.000 =/ { p50 = $NF }
+		/percentile 99.000 =/ { p99 = $NF }
+		END { print p50, p99 }' <<<"$out")"
+	[ -n "$RTT99" ] || die "sockperf printed no percentiles"
+}
