@@ -70,7 +70,7 @@ struct file_open {
 	int fd;                   /* buffered */
 	int dfd;                  /* O_DIRECT, or -1 */
 	unsigned align;           /* O_DIRECT: memory, offset, length */
-	atomic_uint lend;         /* io.c: what a submitter may do itself */
+	atomic_uint lend;         /* io.c: what a submitter may not do */
 	bool mem;                 /* a regular file on tmpfs or ramfs */
 	char *path;
 };

@@ -17,9 +17,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/vfs.h>
-#include <linux/magic.h>
 
 #include "transports/file/file_internal.h"
 
@@ -31,12 +28,11 @@
  * workers (tmpfs) and leave the caller free sooner. */
 #define LEND_MAX (256u << 10)
 
-/* fo->lend: what a submitter may do itself on the buffered fd. */
+/* fo->lend: what a submitter may not do itself on the buffered fd of a
+ * file on a device (fo->mem says whether the file is in memory). */
 enum {
-	LEND_KNOWN = 1,      /* LEND_MEMORY is set if it applies */
-	LEND_MEMORY = 2,     /* a file on tmpfs or ramfs: no device */
-	LEND_NO_READ = 4,    /* RWF_NOWAIT refused for reads */
-	LEND_NO_WRITE = 8,   /* and for writes */
+	LEND_NO_READ = 1,    /* RWF_NOWAIT refused for reads */
+	LEND_NO_WRITE = 2,   /* and for writes */
 };
 
 static struct xfer_slice *slice_of(struct xfer_fio_req *r)
@@ -142,39 +138,20 @@ static void on_done(struct xfer_fio_req *r, int res)
 		pump(t);
 }
 
-/* fo->lend, found out on first use. A device node on devtmpfs is no file
- * in memory: only a regular file counts. */
-static unsigned lend_bits(struct file_open *fo)
-{
-	unsigned v = atomic_load(&fo->lend);
-	struct statfs sf;
-	struct stat st;
-
-	if (v & LEND_KNOWN)
-		return v;
-	v = LEND_KNOWN;
-	if (!fstat(fo->fd, &st) && S_ISREG(st.st_mode) &&
-	    !fstatfs(fo->fd, &sf) && (sf.f_type == TMPFS_MAGIC ||
-				      sf.f_type == RAMFS_MAGIC))
-		v |= LEND_MEMORY;
-	return atomic_fetch_or(&fo->lend, v) | v;
-}
-
 /* May the submitter move the run at @p s itself (under t->lock)? On a
  * file in memory O_DIRECT changes nothing: either fd will do. */
 static bool may_lend(struct file_transport *t, struct xfer_slice *s)
 {
 	struct file_slice *fs = file_slice(s);
-	unsigned bits;
 
 	if (t->in_head || t->holds || t->closing ||
 	    t->inflight >= (unsigned)t->k[K_DEPTH].num ||
 	    fs->req.len > LEND_MAX)
 		return false;
-	bits = lend_bits(fs->fo);
-	return (bits & LEND_MEMORY) ||
+	return fs->fo->mem ||
 	       (fs->req.fd == fs->fo->fd &&
-		!(bits & (fs->req.write ? LEND_NO_WRITE : LEND_NO_READ)));
+		!(atomic_load(&fs->fo->lend) &
+		  (fs->req.write ? LEND_NO_WRITE : LEND_NO_READ)));
 }
 
 /*
@@ -196,8 +173,7 @@ static struct xfer_slice *lend(struct file_transport *t,
 		t->inflight++;
 		t->reads += read;
 		pthread_mutex_unlock(&t->lock);
-		ret = xfer_fio_now(&fs->req,
-				   !(lend_bits(fs->fo) & LEND_MEMORY));
+		ret = xfer_fio_now(&fs->req, !fs->fo->mem);
 		if (!ret) {
 			run_finish(s, fs->req.res);
 			pthread_mutex_lock(&t->lock);
