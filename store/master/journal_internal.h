@@ -7,12 +7,15 @@
  * pass costs one fsync together. The journal knows nothing of the
  * state: loading hands each row back through callbacks.
  *
- * Tables (application_id "XSJ1", user_version 1):
- *   meta     (name TEXT PRIMARY KEY, value)  'cluster_id': the cluster's
+ * Tables (application_id "XSJ1", user_version 2; a file of version 1
+ * gets objects.version, 0 in its rows, when opened):
+ *   meta     (name TEXT PRIMARY KEY, value)  'cluster_id': the cluster's;
+ *                                            'version': the last put's
  *   segments (sid INTEGER PRIMARY KEY AUTOINCREMENT, id, client, name,
  *             base, size)                    mounted segments; a sid is
  *                                            never used twice
- *   objects  (key PRIMARY KEY, len, flags, state, writer, replicas)
+ *   objects  (key PRIMARY KEY, len, flags, state, writer, replicas,
+ *             version)
  *            replicas: per replica u64 sid, u64 offset (little-endian);
  *            a sid with no segment row is a replica that went with its
  *            segment
@@ -50,6 +53,7 @@ struct journal_object {
 	uint8_t flags, state;          /* state: 0 a put in progress, 1 done */
 	uint8_t nrep;
 	uint64_t len;
+	uint64_t version;              /* 0 until its put ends */
 	const uint8_t *writer;         /* STORE_ID_LEN bytes */
 	struct journal_replica rep[STORE_REPLICA_MAX];
 };
@@ -97,8 +101,14 @@ int64_t journal_mount(struct journal *j, const struct journal_segment *g);
 void journal_unmount(struct journal *j, int64_t sid);
 /** Record object @p o, replacing any row of its key. */
 void journal_put(struct journal *j, const struct journal_object *o);
-/** Mark the put of @p key done. */
-void journal_complete(struct journal *j, const char *key, uint16_t klen);
+/** Mark the put of @p key done, as @p version, which is recorded as the
+ *  last version given too. */
+void journal_complete(struct journal *j, const char *key, uint16_t klen,
+		      uint64_t version);
+
+/** The last version given (meta 'version', or the largest of an object
+ *  if larger) into *@p version. @return 0, -EIO. */
+int journal_version(struct journal *j, uint64_t *version);
 void journal_del(struct journal *j, const char *key, uint16_t klen);
 
 /** Is a transaction open (changes not yet durable)? */
