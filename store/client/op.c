@@ -85,6 +85,7 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 		k->state = KEY_DONE;   /* the result says why */
 		break;
 	case STORE_QUERY:
+		k->version = it ? it->version : 0;
 		if (err) {
 			key_done(op, k, err);
 			break;
@@ -107,7 +108,8 @@ static void on_reply(struct kv_rpc *r, const struct store_msg *rep)
 {
 	struct kv_op *op = r->op;
 
-	if (r->type == STORE_REMOVE_ALL) {
+	if (r->type == STORE_REMOVE_ALL || r->type == STORE_SYNC ||
+	    r->type == STORE_REMOVE_REGEX) {
 		op->results[0] = !rep ? XFER_KV_RPC_FAIL :
 				 rep->err ? rep->err : rep->count;
 	} else {
@@ -145,6 +147,7 @@ static void send_keys(struct kv_op *op, uint16_t type, size_t from,
 		m->replicas = op->replicas;
 		m->flags = op->pin;
 		m->force = op->force;
+		m->min_version = op->min_version;
 		m->preferred = (struct store_str){
 			op->preferred, (uint16_t)(op->preferred ?
 						  strlen(op->preferred) : 0) };
@@ -249,11 +252,18 @@ static void op_start(struct xfer_job *job)
 		phase(op, STORE_REMOVE, finish);
 		break;
 	case KV_REMOVE_ALL:
+	case KV_SYNC:
+	case KV_REMOVE_REGEX:
 		op->then = finish;
 		op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
 		kv->req->force = op->force;
+		kv->req->pattern = (struct store_str){
+			op->pattern, (uint16_t)(op->pattern ?
+						strlen(op->pattern) : 0) };
 		op->rpcs_out = 1;
-		kv_rpc_send(kv, &op->rpcs[0], STORE_REMOVE_ALL);
+		kv_rpc_send(kv, &op->rpcs[0], op->kind == KV_SYNC ? STORE_SYNC :
+			    op->kind == KV_REMOVE_REGEX ? STORE_REMOVE_REGEX :
+			    STORE_REMOVE_ALL);
 		break;
 	}
 }
@@ -267,6 +277,7 @@ void kv_op_post(struct kv_op *op)
 void kv_op_free(struct kv_op *op)
 {
 	free(op->preferred);
+	free(op->pattern);
 	free(op->arena);
 	free(op->iov);
 	free(op->keys);
@@ -291,6 +302,8 @@ static void finish(struct kv_op *op)
 			if (op->results[i] < 0)
 				res = op->results[i];
 	}
+	if (op->version && op->n)
+		*op->version = op->keys[0].version;
 	if (op->prev)
 		op->prev->next = op->next;
 	else
