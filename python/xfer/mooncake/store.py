@@ -378,44 +378,84 @@ class MooncakeDistributedStore:
         return kv, method, args, kwargs, finish, idle
 
     def _plan_put(self, keys, parts, counts, lens, config, zero_copy,
-                  finish=_first, idle=INVALID_PARAMS):
+                  finish=_first, idle=INVALID_PARAMS, upsert=False):
         rc = (config if config is not None else _DEFAULT_CONFIG)._args()
         if rc is None:
             return _Done(finish([INVALID_PARAMS] * len(keys)))
         return self._plan(idle, "put", keys, parts, counts=counts,
                           lens=lens, rc=rc, zero_copy=zero_copy,
-                          finish=finish)
+                          upsert=upsert, finish=finish)
 
-    def _p_put(self, key, value, config=_DEFAULT_CONFIG):
-        return self._plan_put([key], [value], None, None, config, False)
+    def _p_put(self, key, value, config=_DEFAULT_CONFIG, upsert=False):
+        return self._plan_put([key], [value], None, None, config, False,
+                              upsert=upsert)
 
-    def _p_put_parts(self, key, *parts, config=_DEFAULT_CONFIG):
+    def _p_put_parts(self, key, *parts, config=_DEFAULT_CONFIG,
+                     upsert=False):
         return self._plan_put([key], list(parts), [len(parts)], None,
-                              config, False)
+                              config, False, upsert=upsert)
 
-    def _p_put_batch(self, keys, values, config=_DEFAULT_CONFIG):
+    def _p_put_batch(self, keys, values, config=_DEFAULT_CONFIG,
+                     upsert=False):
         if len(keys) != len(values):
             return _Done(INVALID_PARAMS)
         if not keys:
             return _Done(0)
         return self._plan_put(keys, values, None, None, config, False,
-                              finish=_first_error)
+                              finish=_first_error, upsert=upsert)
 
-    def _p_put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+    def _p_put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG,
+                    upsert=False):
         if self._kv is not None and size == 0:
             return _Done(0)  # Mooncake's: an empty put does nothing
         return self._plan_put([key], [buffer_ptr], None, [size], config,
-                              True)
+                              True, upsert=upsert)
 
     def _p_batch_put_from(self, keys, buffer_ptrs, sizes,
-                          config=_DEFAULT_CONFIG):
+                          config=_DEFAULT_CONFIG, upsert=False):
         if self._kv is None or not len(keys) == len(buffer_ptrs) == \
                 len(sizes):
             return _Done([INVALID_PARAMS] * len(keys))
         if not keys:
             return _Done([])
         return self._plan_put(keys, buffer_ptrs, None, sizes, config, True,
-                              finish=list, idle=[INVALID_PARAMS] * len(keys))
+                              finish=list, idle=[INVALID_PARAMS] * len(keys),
+                              upsert=upsert)
+
+    # upserts: the puts above replacing what is there (Mooncake's names)
+    def _p_upsert(self, key, value, config=_DEFAULT_CONFIG):
+        return self._p_put(key, value, config, upsert=True)
+
+    def _p_upsert_parts(self, key, *parts, config=_DEFAULT_CONFIG):
+        return self._p_put_parts(key, *parts, config=config, upsert=True)
+
+    def _p_upsert_batch(self, keys, values, config=_DEFAULT_CONFIG):
+        return self._p_put_batch(keys, values, config, upsert=True)
+
+    def _p_upsert_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+        return self._p_put_from(key, buffer_ptr, size, config, upsert=True)
+
+    def _p_batch_upsert_from(self, keys, buffer_ptrs, sizes,
+                             config=_DEFAULT_CONFIG):
+        return self._p_batch_put_from(keys, buffer_ptrs, sizes, config,
+                                      upsert=True)
+
+    # xfer's own: versions and sync
+    def _p_get_versioned(self, key, buffer, min_version=0):
+        return self._plan((INVALID_PARAMS, 0), "get_version", key, [buffer],
+                          min_version=min_version, finish=tuple)
+
+    def _p_get_into_versioned(self, key, buffer_ptr, size, min_version=0):
+        return self._plan((INVALID_PARAMS, 0), "get_version", key,
+                          [buffer_ptr], lens=[size], zero_copy=True,
+                          min_version=min_version, finish=tuple)
+
+    def _p_sync(self):
+        return self._plan(INVALID_PARAMS, "sync", finish=int)
+
+    def _p_remove_by_regex(self, regex_pattern, force=False):
+        return self._plan(INVALID_PARAMS, "remove_by_regex", regex_pattern,
+                          force=force, finish=int)
 
     def _p_batch_put_from_multi_buffers(self, keys, all_buffer_ptrs,
                                         all_sizes, config=_DEFAULT_CONFIG):
@@ -618,6 +658,58 @@ class MooncakeDistributedStore:
         """Remove every complete object not leased (leased ones too with
         ``force``): how many, or negative."""
         return self._call(self._p_remove_all(force))
+
+    def upsert(self, key, value, config=_DEFAULT_CONFIG):
+        """put() that replaces an object of the key: readers get the old
+        value whole until the new one is whole, then the new one (a new
+        version); a put or upsert of the key in progress is preempted.
+        Returns 0 or as put() (never -705)."""
+        return self._call(self._p_upsert(key, value, config))
+
+    def upsert_parts(self, key, *parts, config=_DEFAULT_CONFIG):
+        """put_parts() as an upsert."""
+        return self._call(self._p_upsert_parts(key, *parts, config=config))
+
+    def upsert_batch(self, keys, values, config=_DEFAULT_CONFIG):
+        """put_batch() as upserts: 0 or the first error."""
+        return self._call(self._p_upsert_batch(keys, values, config))
+
+    def upsert_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+        """put_from() as an upsert (registered memory, zero-copy)."""
+        return self._call(self._p_upsert_from(key, buffer_ptr, size, config))
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes,
+                          config=_DEFAULT_CONFIG):
+        """batch_put_from() as upserts: a list of 0 / negative."""
+        return self._call(self._p_batch_upsert_from(keys, buffer_ptrs,
+                                                    sizes, config))
+
+    def remove_by_regex(self, regex_pattern, force=False):
+        """Remove every complete object whose key the pattern matches
+        anywhere (POSIX extended; Mooncake's are ECMAScript), leased ones
+        too with ``force``: how many, or negative (-600 a bad pattern)."""
+        return self._call(self._p_remove_by_regex(regex_pattern, force))
+
+    def get_versioned(self, key, buffer, min_version=0):
+        """xfer's own: read ``key`` into ``buffer`` (a writable buffer
+        object, staged) if its version is at least ``min_version`` (0:
+        any). Returns ``(length or negative, version)``: the version read;
+        with -720 (VERSION_TOO_OLD) the largest there, which was not read;
+        0 when there is none. Every put that ends gets the next version of
+        the master's one counter."""
+        return self._call(self._p_get_versioned(key, buffer, min_version))
+
+    def get_into_versioned(self, key, buffer_ptr, size, min_version=0):
+        """get_versioned() into registered memory, zero-copy."""
+        return self._call(self._p_get_into_versioned(key, buffer_ptr, size,
+                                                     min_version))
+
+    def sync(self):
+        """xfer's own (the store design's Sync): the last version given,
+        answered after every request the master took before; a get after
+        it sees every put that ended before sync was called. Negative if
+        the master cannot be reached."""
+        return self._call(self._p_sync())
 
     def __enter__(self):
         return self
