@@ -114,7 +114,9 @@ def test_async_twins(make_store):
         assert await s.async_upsert_batch(["k"], [b"3"]) == 0
         assert await s.async_remove_by_regex("^k$", True) == 1
         return await s.async_sync()
-    assert asyncio.run(run()) == 3
+    async def bounded():  # a future never settled fails, not hangs
+        return await asyncio.wait_for(run(), 30)
+    assert asyncio.run(bounded()) == 3
 
 
 def test_upsert_racing_readers(make_store):
