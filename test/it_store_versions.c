@@ -4,7 +4,7 @@
  * another process: an upsert replaces where a put keeps; zero-copy and
  * batched upserts of several parts; get with min_version fails with the
  * version there; sync answers the last version, also in its
- * asynchronous form; a reader racing a process that upserts one key
+ * asynchronous form; replica descriptors; a reader racing a process that upserts one key
  * over and over only ever reads one whole value, never older than the
  * last it read. Every byte read back is checked.
  */
@@ -207,6 +207,59 @@ static void test_async(void **state)
 	assert_int_equal(xfer_kv_free(kv), 0);
 }
 
+/* Replica descriptors: where each replica lies, the own one readable at
+ * its address in this process. */
+static void test_replica_desc(void **state)
+{
+	struct th_sizes holder = { SEG, STAGE };
+	struct xfer_kv_replica_desc d[3 * 16];
+	const char *keys[] = { "d", "none", "e" };
+	const char *me;
+	int64_t results[3];
+	struct th_proc h;
+	char hname[64];
+	struct xfer_kv *kv;
+	int own = -1;
+
+	(void)state;
+	th_master_start(NULL);
+	kv = th_kv(SEG, STAGE);
+	me = xfer_engine_name(xfer_kv_engine(kv));
+	th_kv_proc_start(&h, &holder, hname);
+	assert_int_equal(th_put_pattern(kv, "d", 70000, 3, 2, false), 0);
+	assert_int_equal(th_put_pattern(kv, "e", 100, 4, 1, false), 0);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "d", d), 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(d[i].size, 70000);
+		if (!strcmp(d[i].endpoint, me))
+			own = i;
+		else
+			assert_string_equal(d[i].endpoint, hname);
+	}
+	assert_true(own >= 0);
+	assert_true(th_check((const void *)(uintptr_t)d[own].addr, 70000,
+			     th_seed("d", 3)) < 0);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "none", d),
+			 XFER_KV_OBJECT_NOT_FOUND);
+	assert_int_equal(xfer_kv_batch_get_replica_desc(kv, 3, keys, d,
+							results),
+			 XFER_KV_OBJECT_NOT_FOUND);
+	assert_int_equal(results[0], 2);
+	assert_int_equal(results[1], XFER_KV_OBJECT_NOT_FOUND);
+	assert_int_equal(results[2], 1);
+	assert_int_equal(d[32].size, 100);
+	assert_int_equal(xfer_kv_batch_get_replica_desc(kv, 3, keys, NULL,
+							results),
+			 XFER_KV_INVALID_PARAMS);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "", d),
+			 XFER_KV_INVALID_PARAMS);
+	/* leased by the query, as a get's */
+	assert_int_equal(xfer_kv_remove(kv, "e", false),
+			 XFER_KV_OBJECT_HAS_LEASE);
+	th_kv_proc_stop(&h);
+	assert_int_equal(xfer_kv_free(kv), 0);
+}
+
 #define RACE_LEN (6 * MiB + 13)                /* two staged rounds */
 #define RACE_N 40
 
@@ -273,6 +326,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_upsert),
 		T(test_async),
+		T(test_replica_desc),
 		T(test_upsert_race),
 	};
 

@@ -464,6 +464,54 @@ int xfer_kv_batch_upsert(struct xfer_kv *kv, size_t n,
 			 const size_t *iovcnt, unsigned flags,
 			 const struct xfer_kv_replicate *rc, int64_t *results);
 
+/* ---- replica descriptors (Mooncake's get_replica_desc) ---- */
+
+/** Where one replica of an object lies (Mooncake's Replica::Descriptor
+ *  of a memory replica, its buffer descriptor's fields). */
+struct xfer_kv_replica_desc {
+	uint64_t addr;                 /**< buffer_address, in the owner */
+	uint64_t size;                 /**< bytes: the object's length */
+	char endpoint[256];            /**< transport_endpoint: the segment's
+					    name (its owner engine's), NUL-ended */
+};
+
+/**
+ * The complete replicas of @p n objects (Mooncake's
+ * batch_get_replica_desc, and get_replica_desc for one): one query per
+ * 1024 keys, which leases each object found, as a get's does.
+ * @param desc    16 entries per key (key i's from desc[16 * i]), the
+ *                caller's until the callback; entries past a key's count
+ *                are left as they were
+ * @param results each key's count of replicas (1..16; those in segments
+ *                that are not mounted are left out), or
+ *                XFER_KV_OBJECT_NOT_FOUND, XFER_KV_REPLICA_IS_NOT_READY,
+ *                XFER_KV_INVALID_PARAMS (a bad key), XFER_KV_RPC_FAIL
+ * @p cb gets 0 if every key was found, else the first error.
+ * @return as xfer_kv_batch_put_async(); XFER_KV_INVALID_PARAMS for a NULL
+ *         @p desc. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_get_replica_desc_async(struct xfer_kv *kv, size_t n,
+					 const char *const *keys,
+					 struct xfer_kv_replica_desc *desc,
+					 int64_t *results, xfer_kv_cb cb,
+					 void *arg);
+
+/** xfer_kv_batch_get_replica_desc_async() and wait, as
+ *  xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_get_replica_desc(struct xfer_kv *kv, size_t n,
+				   const char *const *keys,
+				   struct xfer_kv_replica_desc *desc,
+				   int64_t *results);
+
+/** The replicas of @p key into @p desc (16 entries): their count, or a
+ *  key's error of xfer_kv_batch_get_replica_desc(), or what it returns.
+ *  Any thread but the callback base (-EDEADLK). */
+XFER_EXPORT
+int xfer_kv_get_replica_desc(struct xfer_kv *kv, const char *key,
+			     struct xfer_kv_replica_desc *desc);
+
 /* ---- versions and sync (xfer's own, after the store's design) ---- */
 
 /**

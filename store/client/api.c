@@ -25,7 +25,8 @@ static bool bad_args(const struct kv_call *c)
 		return !c->pattern || !*c->pattern ||
 		       strlen(c->pattern) > STORE_PATTERN_MAX;
 	if (!c->n || !c->keys || ((c->kind == KV_PUT || c->kind == KV_GET) &&
-				  !c->iov) || (c->batch && !c->results))
+				  !c->iov) || (c->batch && !c->results) ||
+	    (c->kind == KV_DESC && !c->desc))
 		return true;
 	for (size_t i = 0; i < c->n; i++)
 		if (!c->keys[i])
@@ -55,6 +56,7 @@ int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 			(rc->with_hard_pin ? 2 : 0) : 0) | (c->upsert ? 4 : 0);
 	op->min_version = c->min_version;
 	op->version = c->version;
+	op->desc = c->desc;
 	if (c->pattern && !(op->pattern = strdup(c->pattern))) {
 		kv_op_free(op);
 		return -ENOMEM;

@@ -146,6 +146,38 @@ int64_t xfer_kv_sync(struct xfer_kv *kv)
 	return kv_call_wait(kv, &(struct kv_call){ .kind = KV_SYNC });
 }
 
+/* ---- replica descriptors ---- */
+
+int xfer_kv_batch_get_replica_desc_async(struct xfer_kv *kv, size_t n,
+					 const char *const *keys,
+					 struct xfer_kv_replica_desc *desc,
+					 int64_t *results, xfer_kv_cb cb,
+					 void *arg)
+{
+	return kv_call(kv, &(struct kv_call){ .kind = KV_DESC, .n = n,
+					      .keys = keys, .desc = desc,
+					      .batch = true,
+					      .results = results, .cb = cb,
+					      .arg = arg });
+}
+
+int xfer_kv_batch_get_replica_desc(struct xfer_kv *kv, size_t n,
+				   const char *const *keys,
+				   struct xfer_kv_replica_desc *desc,
+				   int64_t *results)
+{
+	return (int)kv_call_wait(kv, &(struct kv_call){
+		.kind = KV_DESC, .n = n, .keys = keys, .desc = desc,
+		.batch = true, .results = results });
+}
+
+int xfer_kv_get_replica_desc(struct xfer_kv *kv, const char *key,
+			     struct xfer_kv_replica_desc *desc)
+{
+	return (int)kv_call_wait(kv, &(struct kv_call){
+		.kind = KV_DESC, .n = 1, .keys = &key, .desc = desc });
+}
+
 /* ---- remove by pattern ---- */
 
 int xfer_kv_remove_by_regex_async(struct xfer_kv *kv, const char *pattern,

@@ -103,7 +103,7 @@ struct kv_key {
 };
 
 enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL,
-	       KV_SYNC, KV_REMOVE_REGEX };
+	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC };
 
 /* One piece of a round: key @p k's bytes [off, off + len) at staging
  * offset @p pos. */
@@ -126,6 +126,7 @@ struct kv_op {
 	char *pattern;                 /* remove_regex */
 	uint64_t min_version;          /* get: 0, or the least to read */
 	uint64_t *version;             /* get: the caller's, set at the end */
+	struct xfer_kv_replica_desc *desc; /* desc: the caller's, 16 a key */
 	size_t n;
 	struct kv_key *keys;
 	char *arena;                   /* the keys' bytes */
@@ -220,6 +221,7 @@ struct kv_call {
 	uint64_t min_version;
 	uint64_t *version;
 	const char *pattern;
+	struct xfer_kv_replica_desc *desc;
 	int64_t *results;
 	xfer_kv_cb cb;
 	void *arg;

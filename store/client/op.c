@@ -6,7 +6,7 @@
  *
  *   put:    put_start -> move.c writes -> put_end + put_revoke
  *   get:    query -> move.c reads (lease checked per key)
- *   size:   query
+ *   size, desc: query
  *   exist, remove, remove_all: one phase
  */
 #include <errno.h>
@@ -51,6 +51,24 @@ static bool replicas_take(struct xfer_kv *kv, struct kv_key *k,
 	return k->nrep > 0;
 }
 
+/* The replicas of a query's answer into the caller's descriptors (16 a
+ * key): @return how many. */
+static int64_t desc_take(struct kv_op *op, struct kv_key *k,
+			 const struct store_item *it)
+{
+	struct xfer_kv_replica_desc *d =
+		&op->desc[(size_t)(k - op->keys) * STORE_REPLICA_MAX];
+
+	for (unsigned i = 0; i < it->nrep; i++) {
+		d[i].addr = it->rep[i].addr;
+		d[i].size = it->rep[i].len;
+		memcpy(d[i].endpoint, it->rep[i].endpoint.p,
+		       it->rep[i].endpoint.len);
+		d[i].endpoint[it->rep[i].endpoint.len] = 0;
+	}
+	return it->nrep;
+}
+
 static void set_result(struct kv_op *op, struct kv_key *k, int64_t v)
 {
 	op->results[k - op->keys] = v;
@@ -92,7 +110,9 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 		}
 		k->len = it->len;
 		k->lease_until_ms = op->sent_ms + (int64_t)it->lease_ms;
-		if (op->kind == KV_SIZE)
+		if (op->kind == KV_DESC)
+			key_done(op, k, desc_take(op, k, it));
+		else if (op->kind == KV_SIZE)
 			key_done(op, k, (int64_t)it->len);
 		else if (it->len > k->cap)
 			key_done(op, k, XFER_KV_INVALID_PARAMS);
@@ -243,6 +263,7 @@ static void op_start(struct xfer_job *job)
 		phase(op, STORE_QUERY, get_move);
 		break;
 	case KV_SIZE:
+	case KV_DESC:
 		phase(op, STORE_QUERY, finish);
 		break;
 	case KV_EXIST:
