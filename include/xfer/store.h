@@ -466,6 +466,9 @@ int xfer_kv_batch_upsert(struct xfer_kv *kv, size_t n,
 
 /* ---- replica descriptors (Mooncake's get_replica_desc) ---- */
 
+/** Replicas of one object, at most: the entries of a key's descriptors. */
+#define XFER_KV_REPLICA_MAX 16
+
 /** Where one replica of an object lies (Mooncake's Replica::Descriptor
  *  of a memory replica, its buffer descriptor's fields). */
 struct xfer_kv_replica_desc {
@@ -479,7 +482,8 @@ struct xfer_kv_replica_desc {
  * The complete replicas of @p n objects (Mooncake's
  * batch_get_replica_desc, and get_replica_desc for one): one query per
  * 1024 keys, which leases each object found, as a get's does.
- * @param desc    16 entries per key (key i's from desc[16 * i]), the
+ * @param desc    XFER_KV_REPLICA_MAX entries per key (key i's from
+ *                desc[XFER_KV_REPLICA_MAX * i]), the
  *                caller's until the callback; entries past a key's count
  *                are left as they were
  * @param results each key's count of replicas (1..16; those in segments
@@ -505,7 +509,8 @@ int xfer_kv_batch_get_replica_desc(struct xfer_kv *kv, size_t n,
 				   struct xfer_kv_replica_desc *desc,
 				   int64_t *results);
 
-/** The replicas of @p key into @p desc (16 entries): their count, or a
+/** The replicas of @p key into @p desc (XFER_KV_REPLICA_MAX entries):
+ *  their count, or a
  *  key's error of xfer_kv_batch_get_replica_desc(), or what it returns.
  *  Any thread but the callback base (-EDEADLK). */
 XFER_EXPORT

@@ -234,6 +234,7 @@ KV_CALL(kv_remove_all, XPY_KV_REMOVE_ALL)
 KV_CALL(kv_get_version, XPY_KV_GETV)
 KV_CALL(kv_sync, XPY_KV_SYNC)
 KV_CALL(kv_remove_by_regex, XPY_KV_REMOVE_REGEX)
+KV_CALL(kv_replica_desc, XPY_KV_DESC)
 
 PyDoc_STRVAR(kv_put_doc,
 "put(keys, parts, counts=None, lens=None, rc=None, zero_copy=False,\n"
@@ -285,6 +286,11 @@ PyDoc_STRVAR(kv_remove_by_regex_doc,
 "Remove the objects whose keys the POSIX extended pattern matches\n"
 "(leased ones too if force): how many, or a negative ErrorCode.");
 
+PyDoc_STRVAR(kv_replica_desc_doc,
+"replica_desc(keys, future=None) -> [[(int, int, str)] | int]\n\n"
+"Each key's complete replicas (xfer_kv_batch_get_replica_desc, which\n"
+"leases): (address, size, endpoint) each, or a negative ErrorCode.");
+
 #define KW_METHOD(name, fn, doc)                                           \
 	{ name, (PyCFunction)(void (*)(void))fn,                            \
 	  METH_VARARGS | METH_KEYWORDS, doc }
@@ -306,6 +312,7 @@ static PyMethodDef kv_methods[] = {
 	KW_METHOD("remove_all", kv_remove_all, kv_remove_all_doc),
 	KW_METHOD("get_version", kv_get_version, kv_get_version_doc),
 	KW_METHOD("sync", kv_sync, kv_sync_doc),
+	KW_METHOD("replica_desc", kv_replica_desc, kv_replica_desc_doc),
 	KW_METHOD("remove_by_regex", kv_remove_by_regex,
 		  kv_remove_by_regex_doc),
 	{ "_aio_fileno", (PyCFunction)kv_fileno, METH_NOARGS, NULL },

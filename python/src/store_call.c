@@ -50,6 +50,7 @@ struct kvc {
 	bool has_rc;
 	uint64_t min_version, version;  /* getv: asked, and read */
 	char *pattern;                  /* remove_regex */
+	struct xfer_kv_replica_desc *desc; /* desc: 16 a key */
 	struct xfer_kv_replicate rc;
 	char *preferred;
 	struct xpy_hold hold;           /* the buffer objects' views */
@@ -203,6 +204,11 @@ static void kvc_start(struct kvc *c)
 	case XPY_KV_SYNC:
 		r = xfer_kv_sync_async(k, on_end, c);
 		break;
+	case XPY_KV_DESC:
+		r = xfer_kv_batch_get_replica_desc_async(k, n, c->keys, c->desc,
+							 c->results, on_end,
+							 c);
+		break;
 	case XPY_KV_REMOVE_REGEX:
 		r = xfer_kv_remove_by_regex_async(k, c->pattern, c->force,
 						  on_end, c);
@@ -274,6 +280,7 @@ static void kvc_free(struct kvc *c)
 	free(c->iovcnt);
 	free(c->preferred);
 	free(c->pattern);
+	free(c->desc);
 	free(c->results);
 	free(c->slots);
 	free(c->mem);
@@ -489,6 +496,7 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 			&in->as_bytes, &in->fut);
 	case XPY_KV_EXIST:
 	case XPY_KV_SIZE:
+	case XPY_KV_DESC:
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "O|O:call", kw_keys, &in->keys, &in->fut);
 	case XPY_KV_REMOVE:
@@ -568,6 +576,11 @@ static struct kvc *kvc_new(KVObject *kv, enum xpy_kv_kind kind,
 	if ((kind == XPY_KV_FETCH || kind == XPY_KV_SIZE) &&
 	    fetch_alloc(c) < 0)
 		goto out;
+	if (kind == XPY_KV_DESC &&
+	    !(c->desc = calloc(c->n * XFER_KV_REPLICA_MAX + 1, sizeof(*c->desc)))) {
+		PyErr_NoMemory();
+		goto out;
+	}
 	ret = 0;
 out:
 	Py_XDECREF(keys);
@@ -579,6 +592,27 @@ out:
 }
 
 /* ---- results: with the GIL ---------------------------------------------- */
+
+/* Key @p i's replicas: a list of (address, size, endpoint). */
+static PyObject *desc_list(struct kvc *c, size_t i)
+{
+	const struct xfer_kv_replica_desc *d = &c->desc[i * XFER_KV_REPLICA_MAX];
+	PyObject *list = PyList_New((Py_ssize_t)c->results[i]);
+
+	for (Py_ssize_t j = 0; list && j < PyList_GET_SIZE(list); j++) {
+		PyObject *t = Py_BuildValue("(KKs)",
+					    (unsigned long long)d[j].addr,
+					    (unsigned long long)d[j].size,
+					    d[j].endpoint);
+
+		if (!t) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, j, t);
+	}
+	return list;
+}
 
 static PyObject *kvc_result(struct kvc *c)
 {
@@ -593,7 +627,9 @@ static PyObject *kvc_result(struct kvc *c)
 	for (size_t i = 0; list && i < c->n; i++) {
 		int64_t r = c->results[i];
 
-		if (c->kind != XPY_KV_FETCH || r < 0)
+		if (c->kind == XPY_KV_DESC && r >= 0)
+			o = desc_list(c, i);
+		else if (c->kind != XPY_KV_FETCH || r < 0)
 			o = PyLong_FromLongLong(mc(r));
 		else if (c->as_bytes)
 			o = PyBytes_FromStringAndSize(c->mem[i], r);

@@ -171,6 +171,7 @@ enum xpy_kv_kind {
 	XPY_KV_GETV,         /* one key into one part, with min_version */
 	XPY_KV_SYNC,
 	XPY_KV_REMOVE_REGEX,
+	XPY_KV_DESC,         /* replica descriptors */
 };
 
 /* module.c */

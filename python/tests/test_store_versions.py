@@ -11,7 +11,8 @@ import pytest
 from conftest import MiB, Master, pattern
 from xfer import address_of
 from xfer.mooncake.async_store import MooncakeDistributedStoreAsync
-from xfer.mooncake.store import MooncakeDistributedStore, ReplicateConfig
+from xfer.mooncake.store import (MooncakeDistributedStore, ReplicaStatus,
+                                 ReplicateConfig)
 
 VERSION_TOO_OLD = -720
 
@@ -101,6 +102,30 @@ def test_remove_by_regex(make_store):
     assert s.batch_remove(["ab/1", "b/1"]) == [-704, -704]
 
 
+def test_replica_desc(make_store):
+    import ctypes
+    a, b = make_store(), make_store()
+    value = pattern(7, 9000)
+    assert a.put("r", value, ReplicateConfig(replica_num=2)) == 0
+    descs = a.get_replica_desc("r")
+    assert len(descs) == 2
+    ends = set()
+    for d in descs:
+        assert d.status == ReplicaStatus.COMPLETE
+        assert d.is_memory_replica() and not d.is_disk_replica()
+        bd = d.get_memory_descriptor().buffer_descriptor
+        assert bd.size == 9000
+        ends.add(bd.transport_endpoint)
+        # both segments are in this process: the bytes are at the address
+        assert ctypes.string_at(bd.buffer_address, bd.size) == value
+    assert ends == {a.get_hostname(), b.get_hostname()}
+    assert a.get_replica_desc("none") == []
+    got = a.batch_get_replica_desc(["r", "none"])
+    assert list(got) == ["r"] and len(got["r"]) == 2
+    assert a.batch_get_replica_desc([]) == {}
+    assert a.remove("r") == -706                        # leased
+
+
 def test_async_twins(make_store):
     s = make_store(MooncakeDistributedStoreAsync)
 
@@ -111,6 +136,9 @@ def test_async_twins(make_store):
         assert await s.async_get_versioned("k", buf, 2) == (64, 2)
         assert bytes(buf) == b"2" * 64
         assert await s.async_sync() == 2
+        descs = await s.async_get_replica_desc("k")
+        assert [d.get_memory_descriptor().buffer_descriptor.size
+                for d in descs] == [64]
         assert await s.async_upsert_batch(["k"], [b"3"]) == 0
         assert await s.async_remove_by_regex("^k$", True) == 1
         return await s.async_sync()

@@ -126,7 +126,8 @@ struct kv_op {
 	char *pattern;                 /* remove_regex */
 	uint64_t min_version;          /* get: 0, or the least to read */
 	uint64_t *version;             /* get: the caller's, set at the end */
-	struct xfer_kv_replica_desc *desc; /* desc: the caller's, 16 a key */
+	struct xfer_kv_replica_desc *desc; /* desc: the caller's, per key
+					      XFER_KV_REPLICA_MAX */
 	size_t n;
 	struct kv_key *keys;
 	char *arena;                   /* the keys' bytes */

@@ -51,13 +51,15 @@ static bool replicas_take(struct xfer_kv *kv, struct kv_key *k,
 	return k->nrep > 0;
 }
 
-/* The replicas of a query's answer into the caller's descriptors (16 a
- * key): @return how many. */
+_Static_assert(XFER_KV_REPLICA_MAX == STORE_REPLICA_MAX, "one limit");
+
+/* The replicas of a query's answer into the caller's descriptors: @return
+ * how many. */
 static int64_t desc_take(struct kv_op *op, struct kv_key *k,
 			 const struct store_item *it)
 {
 	struct xfer_kv_replica_desc *d =
-		&op->desc[(size_t)(k - op->keys) * STORE_REPLICA_MAX];
+		&op->desc[(size_t)(k - op->keys) * XFER_KV_REPLICA_MAX];
 
 	for (unsigned i = 0; i < it->nrep; i++) {
 		d[i].addr = it->rep[i].addr;

@@ -27,10 +27,13 @@ import os
 import re
 
 from .. import _xfer
+from .replica import (Descriptor, MemoryDescriptor, ReplicaDescriptor,
+                      ReplicaStatus)
 
 __all__ = [
     "MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction",
-    "ObjectDataType", "BufferHandle",
+    "ObjectDataType", "BufferHandle", "ReplicaDescriptor", "ReplicaStatus",
+    "MemoryDescriptor", "Descriptor",
 ]
 
 # Mooncake's ErrorCode numbers the calls return (its types.h)
@@ -203,6 +206,11 @@ class _Done:
 
     def __init__(self, value):
         self.value = value
+
+
+def _descs(d):
+    """A key's answer of replica_desc(): descriptors, or [] on error."""
+    return [] if isinstance(d, int) else [ReplicaDescriptor(*t) for t in d]
 
 
 def _first(results):
@@ -449,6 +457,14 @@ class MooncakeDistributedStore:
         return self._plan((INVALID_PARAMS, 0), "get_version", key,
                           [buffer_ptr], lens=[size], zero_copy=True,
                           min_version=min_version, finish=tuple)
+
+    def _p_get_replica_desc(self, key):
+        return self._plan([], "replica_desc", [key],
+                          finish=lambda r: _descs(r[0]))
+
+    def _p_batch_get_replica_desc(self, keys):
+        return self._plan({}, "replica_desc", keys, finish=lambda r: {
+            k: _descs(d) for k, d in zip(keys, r) if not isinstance(d, int)})
 
     def _p_sync(self):
         return self._plan(INVALID_PARAMS, "sync", finish=int)
@@ -703,6 +719,15 @@ class MooncakeDistributedStore:
         """get_versioned() into registered memory, zero-copy."""
         return self._call(self._p_get_into_versioned(key, buffer_ptr, size,
                                                      min_version))
+
+    def get_replica_desc(self, key):
+        """The object's complete replicas, a list of ReplicaDescriptor
+        (``[]`` when missing or on error, as Mooncake's). Leases it."""
+        return self._call(self._p_get_replica_desc(key))
+
+    def batch_get_replica_desc(self, keys):
+        """{key: [ReplicaDescriptor]} of the keys found."""
+        return self._call(self._p_batch_get_replica_desc(keys))
 
     def sync(self):
         """xfer's own (the store design's Sync): the last version given,
