@@ -33,6 +33,7 @@ static const struct {
 	[STORE_REMOVE_ALL] = { "remove_all", "F", "eC" },
 	[STORE_SYNC] = { "sync", "", "eC" },
 	[STORE_REMOVE_REGEX] = { "remove_regex", "Fx", "eC" },
+	[STORE_REPLICA_CLEAR] = { "replica_clear", "cp[k]", "e[e]" },
 };
 
 const char *store_type_name(unsigned type)

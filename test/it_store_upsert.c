@@ -5,7 +5,8 @@
  * query with min_version fails with the version there; an upsert in
  * progress leaves readers the old object, preempts a put in progress,
  * and on its end replaces the object (revoked, the old one stays);
- * removal by pattern; a journal of before versions is upgraded.
+ * removal by pattern; replicas cleared by segment; a journal of before
+ * versions is upgraded.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -202,6 +203,61 @@ static void test_remove_regex(void **state)
 	st_stop();
 }
 
+static int clear(int fd, const uint8_t *c, const char *key, const char *seg)
+{
+	st_req->preferred = st_str(seg);
+	return st_one(fd, STORE_REPLICA_CLEAR, c, key, 0, 0, false);
+}
+
+/* Replicas cleared from one segment or all, by the client that put the
+ * object only, not while leased; the journal keeps what is left. */
+static void test_replica_clear(void **state)
+{
+	const char *args[] = { journal_flag, NULL };
+	uint64_t v, got;
+	int fd;
+
+	(void)state;
+	snprintf(journal, sizeof(journal), "%s/clear", dir);
+	snprintf(journal_flag, sizeof(journal_flag), "--journal=%s", journal);
+	assert_int_equal(st_start(0, args), 0);
+	fd = th_connect(st_port);
+	assert_int_equal(st_mount(fd, A, 1, "a", 0x10000, SEG), 0);
+	assert_int_equal(st_mount(fd, B, 2, "b", 0x90000000, SEG), 0);
+	assert_int_equal(st_one(fd, STORE_PUT_START, A, "k", 100, 2, 0), 0);
+	assert_int_equal(st_one(fd, STORE_PUT_END, A, "k", 0, 0, 0), 0);
+	assert_int_equal(st_one(fd, STORE_PUT_START, A, "p", 100, 1, 0), 0);
+	assert_int_equal(clear(fd, B, "k", "b"), -601);
+	assert_int_equal(clear(fd, A, "k", "c"), -710);
+	assert_int_equal(clear(fd, A, "none", ""), -704);
+	assert_int_equal(clear(fd, A, "p", ""), -703);
+	assert_int_equal(clear(fd, A, "k", "b"), 0);
+	assert_int_equal(clear(fd, A, "k", "b"), -710);
+	st_req->preferred = st_str("");
+	close(fd);
+	st_kill();
+
+	assert_int_equal(st_start(0, args), 0);
+	fd = th_connect(st_port);
+	assert_int_equal(st_mount(fd, A, 1, "a", 0x10000, SEG), 0);
+	assert_int_equal(st_mount(fd, B, 2, "b", 0x90000000, SEG), 0);
+	assert_int_equal(query(fd, "k", 0, &v, &got), 0);    /* leases it */
+	assert_int_equal(st_rep->items[0].nrep, 1);
+	assert_int_equal(st_rep->items[0].rep[0].endpoint.len, 1);
+	assert_int_equal(st_rep->items[0].rep[0].endpoint.p[0], 'a');
+	assert_int_equal(clear(fd, A, "k", ""), -706);
+	assert_int_equal(st_one(fd, STORE_REMOVE, A, "k", 0, 0, 1), 0);
+	/* the last replica cleared, the object is gone */
+	st_req->preferred = st_str("a");
+	assert_int_equal(st_put(fd, A, "j", 100), 0);
+	assert_int_equal(clear(fd, A, "j", "a"), 0);
+	assert_int_equal(clear(fd, A, "j", "a"), -704);
+	st_req->preferred = st_str("");
+	assert_int_equal(query(fd, "j", 0, &v, &got), -704);
+	close(fd);
+	st_stop();
+}
+
 /* The counter outlives its objects and a SIGKILL; objects keep theirs. */
 static void test_journal(void **state)
 {
@@ -301,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_versions_upsert),
 		cmocka_unit_test(test_retired_space),
 		cmocka_unit_test(test_remove_regex),
+		cmocka_unit_test(test_replica_clear),
 		cmocka_unit_test(test_journal),
 		cmocka_unit_test(test_journal_upgrade),
 	};

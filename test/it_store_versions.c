@@ -256,6 +256,30 @@ static void test_replica_desc(void **state)
 	/* leased by the query, as a get's */
 	assert_int_equal(xfer_kv_remove(kv, "e", false),
 			 XFER_KV_OBJECT_HAS_LEASE);
+
+	/* replicas cleared: the holder's, then all */
+	assert_int_equal(th_put_pattern(kv, "c", 5000, 5, 2, false), 0);
+	assert_int_equal(th_put_pattern(kv, "f", 5000, 6, 1, false), 0);
+	keys[0] = "c";
+	keys[2] = "d";
+	assert_int_equal(xfer_kv_batch_replica_clear(kv, 3, keys, hname,
+						     results),
+			 XFER_KV_OBJECT_NOT_FOUND);
+	assert_int_equal(results[0], 0);
+	assert_int_equal(results[1], XFER_KV_OBJECT_NOT_FOUND);
+	assert_int_equal(results[2], XFER_KV_OBJECT_HAS_LEASE);
+	keys[1] = "f";
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "c", d), 1);
+	assert_string_equal(d[0].endpoint, me);
+	assert_int_equal(th_get_pattern(kv, "c", 5000, 5, false), 5000);
+	assert_int_equal(xfer_kv_batch_replica_clear(kv, 1, &keys[1], NULL,
+						     results), 0);
+	assert_int_equal(xfer_kv_exist(kv, "f"), 0);
+	assert_int_equal(xfer_kv_batch_replica_clear(kv, 1, keys, "",
+						     results),
+			 XFER_KV_OBJECT_HAS_LEASE);
+	assert_int_equal(xfer_kv_batch_replica_clear(kv, 0, keys, "", results),
+			 XFER_KV_INVALID_PARAMS);
 	th_kv_proc_stop(&h);
 	assert_int_equal(xfer_kv_free(kv), 0);
 }

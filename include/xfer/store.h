@@ -79,6 +79,7 @@ enum xfer_kv_error {
 	XFER_KV_OBJECT_ALREADY_EXISTS = -705,
 	XFER_KV_OBJECT_HAS_LEASE = -706,     /**< leased: remove refused */
 	XFER_KV_LEASE_EXPIRED = -707,        /**< the read outlived its lease */
+	XFER_KV_REPLICA_NOT_FOUND = -710,    /**< none in that segment */
 	/** xfer's own: no version of the object as new as a get asked */
 	XFER_KV_VERSION_TOO_OLD = -720,
 	XFER_KV_TRANSFER_FAIL = -800,        /**< a transfer failed */
@@ -516,6 +517,33 @@ int xfer_kv_batch_get_replica_desc(struct xfer_kv *kv, size_t n,
 XFER_EXPORT
 int xfer_kv_get_replica_desc(struct xfer_kv *kv, const char *key,
 			     struct xfer_kv_replica_desc *desc);
+
+/**
+ * Drop replicas of @p n objects (Mooncake's batch_replica_clear): those
+ * in segment @p segment (an engine's name; NULL or "": every replica,
+ * the object removed). An object left with none is removed. Only
+ * complete objects this client put (or upserted), not leased, are
+ * touched. One request per 1024 keys.
+ * @param results each key's 0 (cleared), or XFER_KV_OBJECT_NOT_FOUND,
+ *                XFER_KV_REPLICA_IS_NOT_READY, XFER_KV_ILLEGAL_CLIENT
+ *                (another client put it), XFER_KV_OBJECT_HAS_LEASE,
+ *                XFER_KV_REPLICA_NOT_FOUND (none in @p segment),
+ *                XFER_KV_INVALID_PARAMS (a bad key), XFER_KV_RPC_FAIL
+ * @p cb gets 0 if every key was cleared, else the first error.
+ * @return as xfer_kv_batch_put_async(); XFER_KV_INVALID_PARAMS for a
+ *         @p segment over 255 bytes. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_replica_clear_async(struct xfer_kv *kv, size_t n,
+				      const char *const *keys,
+				      const char *segment, int64_t *results,
+				      xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_replica_clear_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_replica_clear(struct xfer_kv *kv, size_t n,
+				const char *const *keys, const char *segment,
+				int64_t *results);
 
 /* ---- versions and sync (xfer's own, after the store's design) ---- */
 

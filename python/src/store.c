@@ -235,6 +235,7 @@ KV_CALL(kv_get_version, XPY_KV_GETV)
 KV_CALL(kv_sync, XPY_KV_SYNC)
 KV_CALL(kv_remove_by_regex, XPY_KV_REMOVE_REGEX)
 KV_CALL(kv_replica_desc, XPY_KV_DESC)
+KV_CALL(kv_replica_clear, XPY_KV_REPLICA_CLEAR)
 
 PyDoc_STRVAR(kv_put_doc,
 "put(keys, parts, counts=None, lens=None, rc=None, zero_copy=False,\n"
@@ -291,6 +292,12 @@ PyDoc_STRVAR(kv_replica_desc_doc,
 "Each key's complete replicas (xfer_kv_batch_get_replica_desc, which\n"
 "leases): (address, size, endpoint) each, or a negative ErrorCode.");
 
+PyDoc_STRVAR(kv_replica_clear_doc,
+"replica_clear(keys, segment=\"\", future=None) -> [int]\n\n"
+"Drop each key's replicas in segment (every one: \"\"), of objects this\n"
+"client put, not leased (xfer_kv_batch_replica_clear): 0 or a negative\n"
+"ErrorCode each.");
+
 #define KW_METHOD(name, fn, doc)                                           \
 	{ name, (PyCFunction)(void (*)(void))fn,                            \
 	  METH_VARARGS | METH_KEYWORDS, doc }
@@ -313,6 +320,7 @@ static PyMethodDef kv_methods[] = {
 	KW_METHOD("get_version", kv_get_version, kv_get_version_doc),
 	KW_METHOD("sync", kv_sync, kv_sync_doc),
 	KW_METHOD("replica_desc", kv_replica_desc, kv_replica_desc_doc),
+	KW_METHOD("replica_clear", kv_replica_clear, kv_replica_clear_doc),
 	KW_METHOD("remove_by_regex", kv_remove_by_regex,
 		  kv_remove_by_regex_doc),
 	{ "_aio_fileno", (PyCFunction)kv_fileno, METH_NOARGS, NULL },

@@ -49,7 +49,7 @@ struct kvc {
 	bool force, as_bytes, upsert;
 	bool has_rc;
 	uint64_t min_version, version;  /* getv: asked, and read */
-	char *pattern;                  /* remove_regex */
+	char *pattern;                  /* remove_regex, replica_clear */
 	struct xfer_kv_replica_desc *desc; /* desc: 16 a key */
 	struct xfer_kv_replicate rc;
 	char *preferred;
@@ -203,6 +203,10 @@ static void kvc_start(struct kvc *c)
 		break;
 	case XPY_KV_SYNC:
 		r = xfer_kv_sync_async(k, on_end, c);
+		break;
+	case XPY_KV_REPLICA_CLEAR:
+		r = xfer_kv_batch_replica_clear_async(k, n, c->keys, c->pattern,
+						      c->results, on_end, c);
 		break;
 	case XPY_KV_DESC:
 		r = xfer_kv_batch_get_replica_desc_async(k, n, c->keys, c->desc,
@@ -462,6 +466,7 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 				   "min_version", "future", NULL };
 	static char *kw_sync[] = { "future", NULL };
 	static char *kw_regex[] = { "pattern", "force", "future", NULL };
+	static char *kw_clear[] = { "keys", "segment", "future", NULL };
 	static char *kw_fetch[] = { "keys", "as_bytes", "future", NULL };
 	static char *kw_keys[] = { "keys", "future", NULL };
 	static char *kw_remove[] = { "keys", "force", "future", NULL };
@@ -481,6 +486,10 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 	case XPY_KV_SYNC:
 		return PyArg_ParseTupleAndKeywords(args, kw, "|O:sync",
 						   kw_sync, &in->fut);
+	case XPY_KV_REPLICA_CLEAR:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "O|sO:replica_clear", kw_clear, &in->keys,
+			&in->pattern, &in->fut);
 	case XPY_KV_REMOVE_REGEX:
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "s|pO:remove_by_regex", kw_regex,

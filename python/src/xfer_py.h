@@ -172,6 +172,7 @@ enum xpy_kv_kind {
 	XPY_KV_SYNC,
 	XPY_KV_REMOVE_REGEX,
 	XPY_KV_DESC,         /* replica descriptors */
+	XPY_KV_REPLICA_CLEAR,
 };
 
 /* module.c */

@@ -124,6 +124,18 @@ def test_replica_desc(make_store):
     assert list(got) == ["r"] and len(got["r"]) == 2
     assert a.batch_get_replica_desc([]) == {}
     assert a.remove("r") == -706                        # leased
+    assert a.put("c", value, ReplicateConfig(replica_num=2)) == 0
+    assert a.put("f", value) == 0
+    assert b.batch_replica_clear(["c"]) == []           # a's, not b's
+    assert a.batch_replica_clear(["c", "r", "none"],
+                                 b.get_hostname()) == ["c"]
+    d = a.get_replica_desc("c")
+    assert [x.get_memory_descriptor().buffer_descriptor.transport_endpoint
+            for x in d] == [a.get_hostname()]
+    assert a.get("c") == value
+    assert a.batch_replica_clear(["f"]) == ["f"]
+    assert a.is_exist("f") == 0
+    assert a.batch_replica_clear([]) == []
 
 
 def test_async_twins(make_store):

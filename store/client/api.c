@@ -31,6 +31,8 @@ static bool bad_args(const struct kv_call *c)
 	for (size_t i = 0; i < c->n; i++)
 		if (!c->keys[i])
 			return true;
+	if (c->segment && strlen(c->segment) > STORE_NAME_MAX)
+		return true;
 	return rc && (!rc->replica_num || rc->replica_num > STORE_REPLICA_MAX ||
 		      (rc->preferred_segment &&
 		       strlen(rc->preferred_segment) > STORE_NAME_MAX));
@@ -39,6 +41,7 @@ static bool bad_args(const struct kv_call *c)
 int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 {
 	const struct xfer_kv_replicate *rc = c->rc;
+	const char *pref;
 	struct kv_op *op;
 
 	if (atomic_load(&kv->closing))
@@ -61,8 +64,8 @@ int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 		kv_op_free(op);
 		return -ENOMEM;
 	}
-	if (rc && rc->preferred_segment && *rc->preferred_segment &&
-	    !(op->preferred = strdup(rc->preferred_segment))) {
+	pref = c->segment ? c->segment : rc ? rc->preferred_segment : NULL;
+	if (pref && *pref && !(op->preferred = strdup(pref))) {
 		kv_op_free(op);
 		return -ENOMEM;
 	}

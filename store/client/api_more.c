@@ -178,6 +178,30 @@ int xfer_kv_get_replica_desc(struct xfer_kv *kv, const char *key,
 		.kind = KV_DESC, .n = 1, .keys = &key, .desc = desc });
 }
 
+/* ---- replica clear ---- */
+
+int xfer_kv_batch_replica_clear_async(struct xfer_kv *kv, size_t n,
+				      const char *const *keys,
+				      const char *segment, int64_t *results,
+				      xfer_kv_cb cb, void *arg)
+{
+	return kv_call(kv, &(struct kv_call){ .kind = KV_REPLICA_CLEAR,
+					      .n = n, .keys = keys,
+					      .segment = segment,
+					      .batch = true,
+					      .results = results, .cb = cb,
+					      .arg = arg });
+}
+
+int xfer_kv_batch_replica_clear(struct xfer_kv *kv, size_t n,
+				const char *const *keys, const char *segment,
+				int64_t *results)
+{
+	return (int)kv_call_wait(kv, &(struct kv_call){
+		.kind = KV_REPLICA_CLEAR, .n = n, .keys = keys,
+		.segment = segment, .batch = true, .results = results });
+}
+
 /* ---- remove by pattern ---- */
 
 int xfer_kv_remove_by_regex_async(struct xfer_kv *kv, const char *pattern,

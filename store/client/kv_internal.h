@@ -103,7 +103,7 @@ struct kv_key {
 };
 
 enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL,
-	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC };
+	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR };
 
 /* One piece of a round: key @p k's bytes [off, off + len) at staging
  * offset @p pos. */
@@ -122,7 +122,7 @@ struct kv_op {
 	unsigned flags;                /* XFER_KV_ZERO_COPY */
 	bool force, waiting;
 	uint8_t replicas, pin;         /* pin: put_start's flags */
-	char *preferred;
+	char *preferred;               /* or replica_clear's segment */
 	char *pattern;                 /* remove_regex */
 	uint64_t min_version;          /* get: 0, or the least to read */
 	uint64_t *version;             /* get: the caller's, set at the end */
@@ -222,6 +222,7 @@ struct kv_call {
 	uint64_t min_version;
 	uint64_t *version;
 	const char *pattern;
+	const char *segment;           /* replica_clear: NULL or a name */
 	struct xfer_kv_replica_desc *desc;
 	int64_t *results;
 	xfer_kv_cb cb;

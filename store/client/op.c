@@ -7,7 +7,8 @@
  *   put:    put_start -> move.c writes -> put_end + put_revoke
  *   get:    query -> move.c reads (lease checked per key)
  *   size, desc: query
- *   exist, remove, remove_all: one phase
+ *   exist, remove, replica_clear, remove_all, sync, remove_regex: one
+ *           phase
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -273,6 +274,9 @@ static void op_start(struct xfer_job *job)
 		break;
 	case KV_REMOVE:
 		phase(op, STORE_REMOVE, finish);
+		break;
+	case KV_REPLICA_CLEAR:
+		phase(op, STORE_REPLICA_CLEAR, finish);
 		break;
 	case KV_REMOVE_ALL:
 	case KV_SYNC:

@@ -27,6 +27,7 @@ enum {
 	MC_OBJECT_NOT_FOUND = -704,
 	MC_OBJECT_ALREADY_EXISTS = -705,
 	MC_OBJECT_HAS_LEASE = -706,
+	MC_REPLICA_NOT_FOUND = -710,
 	/* xfer's own: no version of the object is as new as asked */
 	MC_VERSION_TOO_OLD = -720,
 };

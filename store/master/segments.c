@@ -429,6 +429,9 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 	case STORE_REMOVE_REGEX:
 		rep->count = versions_remove_regex(s, req);
 		break;
+	case STORE_REPLICA_CLEAR:
+		versions_replica_clear(s, req, rep);
+		break;
 	}
 	count(s, req, rep);
 }

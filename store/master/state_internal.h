@@ -231,6 +231,14 @@ int objects_remove_one(struct stored *s, struct object *o, bool force,
  *  does not compile). */
 int64_t versions_remove_regex(struct stored *s, const struct store_msg *req);
 
+/** Mooncake's BatchReplicaClear: per key, drop the replicas of a complete
+ *  object the client put, not leased, in segment req->preferred (all of
+ *  them, the object gone, when that is empty, or when none would be
+ *  left). Per key 0, or -704, -703, -601 (another client's), -706
+ *  (leased), -710 (none in that segment). */
+void versions_replica_clear(struct stored *s, const struct store_msg *req,
+			    struct store_msg *rep);
+
 /* ---- persist.c: the journal (no-ops without one) ---- */
 
 /** Load the journal into the empty state: clients, their segments

@@ -1,6 +1,7 @@
 /*
- * xfer-stored's calls over many keys at once that are not a batch:
- * removal by a pattern of keys (Mooncake's RemoveByRegex). Versions
+ * xfer-stored's removals beyond remove and remove_all: by a pattern of
+ * keys (Mooncake's RemoveByRegex), and of replicas in one segment
+ * (Mooncake's BatchReplicaClear). Versions
  * themselves live with the objects (objects.c gives each put that ends
  * the next one of s->version; persist.c keeps the counter).
  */
@@ -48,4 +49,47 @@ int64_t versions_remove_regex(struct stored *s, const struct store_msg *req)
 	free(key);
 	regfree(&re);
 	return n;
+}
+
+static bool in_segment(const struct replica *r, const struct store_str *name)
+{
+	return r->seg && r->seg->name_len == name->len &&
+	       !memcmp(r->seg->name, name->p, name->len);
+}
+
+static int32_t replica_clear(struct stored *s, const struct store_msg *req,
+			     struct object *o, int64_t now)
+{
+	unsigned n = 0;
+
+	if (!o)
+		return MC_OBJECT_NOT_FOUND;
+	if (o->state != OBJ_COMPLETE)
+		return MC_REPLICA_IS_NOT_READY;
+	if (memcmp(o->writer, req->client, STORE_ID_LEN))
+		return MC_ILLEGAL_CLIENT;
+	if (o->lease_until_ms > now)
+		return MC_OBJECT_HAS_LEASE;
+	for (unsigned i = 0; i < o->nrep; i++)
+		n += in_segment(&o->rep[i], &req->preferred);
+	if (req->preferred.len && !n)
+		return MC_REPLICA_NOT_FOUND;
+	if (!req->preferred.len || n == o->nlive)
+		return objects_remove_one(s, o, true, now);
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (in_segment(&o->rep[i], &req->preferred))
+			objects_drop_replica(s, &o->rep[i]);
+	persist_put(s, o);             /* the row, with those left */
+	return 0;
+}
+
+void versions_replica_clear(struct stored *s, const struct store_msg *req,
+			    struct store_msg *rep)
+{
+	int64_t now = stored_now_ms();
+
+	rep->n = req->n;
+	for (uint32_t i = 0; i < req->n; i++)
+		rep->items[i].err = replica_clear(
+			s, req, objects_readable(s, &req->items[i].key), now);
 }

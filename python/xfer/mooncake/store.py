@@ -466,6 +466,13 @@ class MooncakeDistributedStore:
         return self._plan({}, "replica_desc", keys, finish=lambda r: {
             k: _descs(d) for k, d in zip(keys, r) if not isinstance(d, int)})
 
+    def _p_batch_replica_clear(self, keys, segment_name=""):
+        if not keys:
+            return _Done([])
+        return self._plan([], "replica_clear", keys, segment_name,
+                          finish=lambda r: [k for k, e in zip(keys, r)
+                                            if e == 0])
+
     def _p_sync(self):
         return self._plan(INVALID_PARAMS, "sync", finish=int)
 
@@ -728,6 +735,12 @@ class MooncakeDistributedStore:
     def batch_get_replica_desc(self, keys):
         """{key: [ReplicaDescriptor]} of the keys found."""
         return self._call(self._p_batch_get_replica_desc(keys))
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Drop the keys' replicas in segment ``segment_name`` (every one,
+        the object removed, when empty), of complete objects this client
+        put and nobody holds a lease on: the list of keys cleared."""
+        return self._call(self._p_batch_replica_clear(keys, segment_name))
 
     def sync(self):
         """xfer's own (the store design's Sync): the last version given,
