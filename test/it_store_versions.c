@@ -4,7 +4,8 @@
  * another process: an upsert replaces where a put keeps; zero-copy and
  * batched upserts of several parts; get with min_version fails with the
  * version there; sync answers the last version, also in its
- * asynchronous form; replica descriptors; a reader racing a process that upserts one key
+ * asynchronous form; replica descriptors and clears; byte ranges; a
+ * reader racing a process that upserts one key
  * over and over only ever reads one whole value, never older than the
  * last it read. Every byte read back is checked.
  */
@@ -284,6 +285,70 @@ static void test_replica_desc(void **state)
 	assert_int_equal(xfer_kv_free(kv), 0);
 }
 
+/* Byte ranges of objects, staged and zero-copy, through a holder's
+ * segment and the own one. */
+static void test_ranges(void **state)
+{
+	struct th_sizes holder = { SEG, STAGE };
+	const size_t len = 3 * MiB + 7;
+	uint8_t *want = malloc(len), *dst = malloc(len + 64);
+	const char *keys[] = { "r", "r", "r", "r", "r", "none", "own" };
+	uint64_t src[] = { 0, 3 * MiB, 1000, len, 3 * MiB, 0, 5 };
+	size_t lens[] = { 100, 7, 2 * MiB + 5, 0, 8, 10, 50 };
+	struct iovec dv[7];
+	int64_t res[7];
+	struct th_proc h;
+	char hname[64];
+	struct xfer_kv *kv;
+
+	(void)state;
+	assert_non_null(want);
+	assert_non_null(dst);
+	th_master_start(NULL);
+	kv = th_kv(SEG, MiB);                  /* staged in pieces */
+	th_kv_proc_start(&h, &holder, hname);
+	assert_int_equal(th_kv_cmd(&h, "put r %zu 9", len), 0);
+	assert_int_equal(th_put_pattern(kv, "own", 4096, 2, 2, false), 0);
+	th_fill(want, len, th_seed("r", 9));
+	for (int zc = 0; zc < 2; zc++) {
+		size_t at = 0;
+
+		memset(dst, 0, len + 64);
+		for (int i = 0; i < 7; i++) {
+			dv[i] = (struct iovec){ dst + at, lens[i] };
+			at += lens[i];
+		}
+		if (zc)
+			assert_int_equal(xfer_kv_register_buffer(kv, dst,
+								 len + 64), 0);
+		assert_int_equal(xfer_kv_batch_get_ranges(
+			kv, 7, keys, src, dv, zc ? XFER_KV_ZERO_COPY : 0,
+			res), XFER_KV_INVALID_PARAMS);
+		for (int i = 0; i < 3; i++) {
+			assert_int_equal(res[i], lens[i]);
+			assert_memory_equal(dv[i].iov_base, want + src[i],
+					    lens[i]);
+		}
+		assert_int_equal(res[3], 0);
+		assert_int_equal(res[4], XFER_KV_INVALID_PARAMS);
+		assert_int_equal(res[5], XFER_KV_OBJECT_NOT_FOUND);
+		assert_int_equal(res[6], 50);
+		/* the own segment, by memcpy */
+		th_fill(want, 4096, th_seed("own", 2));
+		assert_memory_equal(dv[6].iov_base, want + 5, 50);
+		th_fill(want, len, th_seed("r", 9));
+		if (zc)
+			assert_int_equal(xfer_kv_unregister_buffer(kv, dst), 0);
+	}
+	assert_int_equal(xfer_kv_batch_get_ranges(kv, 1, keys, NULL, dv, 0,
+						  res),
+			 XFER_KV_INVALID_PARAMS);
+	th_kv_proc_stop(&h);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	free(want);
+	free(dst);
+}
+
 #define RACE_LEN (6 * MiB + 13)                /* two staged rounds */
 #define RACE_N 40
 
@@ -351,6 +416,7 @@ int main(void)
 		T(test_upsert),
 		T(test_async),
 		T(test_replica_desc),
+		T(test_ranges),
 		T(test_upsert_race),
 	};
 

@@ -465,6 +465,35 @@ int xfer_kv_batch_upsert(struct xfer_kv *kv, size_t n,
 			 const size_t *iovcnt, unsigned flags,
 			 const struct xfer_kv_replicate *rc, int64_t *results);
 
+/**
+ * Read byte ranges of objects (what Mooncake's get_into_ranges reads):
+ * entry i is the dst[i].iov_len bytes of object keys[i] from byte
+ * src_offsets[i] on, into dst[i].iov_base. A key may come in several
+ * entries; each is queried (leased) and read as a get is, in one query
+ * per 1024 entries and one xfer batch per staging-buffer-full (or one,
+ * XFER_KV_ZERO_COPY).
+ * @param results each entry's bytes read (dst[i].iov_len), or what
+ *                xfer_kv_get_async() gives, XFER_KV_INVALID_PARAMS for a
+ *                range past the object's end
+ * @p cb gets 0 if every entry was read, else the first error.
+ * @return as xfer_kv_batch_put_async(); XFER_KV_INVALID_PARAMS for NULL
+ *         @p src_offsets or @p dst. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_get_ranges_async(struct xfer_kv *kv, size_t n,
+				   const char *const *keys,
+				   const uint64_t *src_offsets,
+				   const struct iovec *dst, unsigned flags,
+				   int64_t *results, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_get_ranges_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_get_ranges(struct xfer_kv *kv, size_t n,
+			     const char *const *keys,
+			     const uint64_t *src_offsets,
+			     const struct iovec *dst, unsigned flags,
+			     int64_t *results);
+
 /* ---- replica descriptors (Mooncake's get_replica_desc) ---- */
 
 /** Replicas of one object, at most: the entries of a key's descriptors. */

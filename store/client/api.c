@@ -60,6 +60,10 @@ int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 	op->min_version = c->min_version;
 	op->version = c->version;
 	op->desc = c->desc;
+	for (size_t i = 0; c->src_offsets && i < c->n; i++) {
+		op->keys[i].ranged = true;
+		op->keys[i].src_off = c->src_offsets[i];
+	}
 	if (c->pattern && !(op->pattern = strdup(c->pattern))) {
 		kv_op_free(op);
 		return -ENOMEM;

@@ -146,6 +146,36 @@ int64_t xfer_kv_sync(struct xfer_kv *kv)
 	return kv_call_wait(kv, &(struct kv_call){ .kind = KV_SYNC });
 }
 
+/* ---- ranges ---- */
+
+int xfer_kv_batch_get_ranges_async(struct xfer_kv *kv, size_t n,
+				   const char *const *keys,
+				   const uint64_t *src_offsets,
+				   const struct iovec *dst, unsigned flags,
+				   int64_t *results, xfer_kv_cb cb, void *arg)
+{
+	if (!src_offsets)
+		return XFER_KV_INVALID_PARAMS;
+	return kv_call(kv, &(struct kv_call){
+		.kind = KV_GET, .n = n, .keys = keys, .iov = dst,
+		.src_offsets = src_offsets, .flags = flags, .batch = true,
+		.results = results, .cb = cb, .arg = arg });
+}
+
+int xfer_kv_batch_get_ranges(struct xfer_kv *kv, size_t n,
+			     const char *const *keys,
+			     const uint64_t *src_offsets,
+			     const struct iovec *dst, unsigned flags,
+			     int64_t *results)
+{
+	if (!src_offsets)
+		return XFER_KV_INVALID_PARAMS;
+	return (int)kv_call_wait(kv, &(struct kv_call){
+		.kind = KV_GET, .n = n, .keys = keys, .iov = dst,
+		.src_offsets = src_offsets, .flags = flags, .batch = true,
+		.results = results });
+}
+
 /* ---- replica descriptors ---- */
 
 int xfer_kv_batch_get_replica_desc_async(struct xfer_kv *kv, size_t n,

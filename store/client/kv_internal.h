@@ -99,6 +99,8 @@ struct kv_key {
 					  every replica (put) moved */
 	int64_t lease_until_ms;
 	uint64_t version;              /* get: read, or the largest there */
+	uint64_t src_off;              /* a ranged get: from this byte */
+	bool ranged;                   /* read cap bytes from src_off */
 	struct kv_rep rep[STORE_REPLICA_MAX];
 };
 
@@ -223,6 +225,7 @@ struct kv_call {
 	uint64_t *version;
 	const char *pattern;
 	const char *segment;           /* replica_clear: NULL or a name */
+	const uint64_t *src_offsets;   /* a ranged get: one per key */
 	struct xfer_kv_replica_desc *desc;
 	int64_t *results;
 	xfer_kv_cb cb;

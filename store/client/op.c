@@ -72,6 +72,19 @@ static int64_t desc_take(struct kv_op *op, struct kv_key *k,
 	return it->nrep;
 }
 
+static void key_done(struct kv_op *op, struct kv_key *k, int64_t v);
+
+/* A ranged get reads cap bytes from src_off of each replica (checked to
+ * lie in the object); an empty range is read at once. */
+static void take_range(struct kv_op *op, struct kv_key *k)
+{
+	for (unsigned i = 0; i < k->nrep; i++)
+		k->rep[i].addr += k->src_off;
+	k->len = k->cap;
+	if (!k->len)
+		key_done(op, k, 0);
+}
+
 static void set_result(struct kv_op *op, struct kv_key *k, int64_t v)
 {
 	op->results[k - op->keys] = v;
@@ -117,10 +130,14 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 			key_done(op, k, desc_take(op, k, it));
 		else if (op->kind == KV_SIZE)
 			key_done(op, k, (int64_t)it->len);
-		else if (it->len > k->cap)
+		else if (k->ranged ? k->src_off > it->len ||
+				     k->cap > it->len - k->src_off :
+				     it->len > k->cap)
 			key_done(op, k, XFER_KV_INVALID_PARAMS);
 		else if (!replicas_take(op->kv, k, it, it->len))
 			key_done(op, k, XFER_KV_INTERNAL_ERROR);
+		else if (k->ranged)
+			take_range(op, k);
 		break;
 	default:                       /* exist, remove */
 		key_done(op, k, err);
