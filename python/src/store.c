@@ -249,9 +249,11 @@ PyDoc_STRVAR(kv_put_doc,
 
 PyDoc_STRVAR(kv_get_doc,
 "get(keys, parts, counts=None, lens=None, zero_copy=False,\n"
-"    future=None) -> [int]\n\n"
+"    src_offsets=None, future=None) -> [int]\n\n"
 "Read each key into its parts (writable buffer objects or addresses);\n"
-"each key's result: its length in bytes, or a negative ErrorCode.");
+"each key's result: its length in bytes, or a negative ErrorCode. With\n"
+"src_offsets (one part each): the part's length of bytes from that\n"
+"offset of the object (xfer_kv_batch_get_ranges).");
 
 PyDoc_STRVAR(kv_fetch_doc,
 "fetch(keys, as_bytes=True, future=None) -> [bytes | KVBuffer | int]\n\n"

@@ -49,6 +49,7 @@ struct kvc {
 	bool force, as_bytes, upsert;
 	bool has_rc;
 	uint64_t min_version, version;  /* getv: asked, and read */
+	uint64_t *src;                  /* a ranged get: n offsets */
 	char *pattern;                  /* remove_regex, replica_clear */
 	struct xfer_kv_replica_desc *desc; /* desc: 16 a key */
 	struct xfer_kv_replicate rc;
@@ -218,7 +219,10 @@ static void kvc_start(struct kvc *c)
 						  on_end, c);
 		break;
 	case XPY_KV_GET:
-		r = xfer_kv_batch_get_async(k, n, c->keys, c->iov, c->iovcnt,
+		r = c->src ? xfer_kv_batch_get_ranges_async(
+				k, n, c->keys, c->src, c->iov, c->flags,
+				c->results, on_end, c) :
+		    xfer_kv_batch_get_async(k, n, c->keys, c->iov, c->iovcnt,
 					    c->flags, c->results, on_end, c);
 		break;
 	case XPY_KV_EXIST:
@@ -261,7 +265,7 @@ static void kvc_start(struct kvc *c)
 
 /* What the methods take (all but keys optional). */
 struct kvc_in {
-	PyObject *keys, *parts, *counts, *lens, *rc, *fut;
+	PyObject *keys, *parts, *counts, *lens, *rc, *fut, *src;
 	int zero_copy, force, as_bytes, upsert;
 	unsigned long long min_version;
 	const char *pattern;
@@ -285,6 +289,7 @@ static void kvc_free(struct kvc *c)
 	free(c->preferred);
 	free(c->pattern);
 	free(c->desc);
+	free(c->src);
 	free(c->results);
 	free(c->slots);
 	free(c->mem);
@@ -427,6 +432,25 @@ out:
 	return ret;
 }
 
+/* A ranged get's source offsets, one per key, one part each. */
+static int parse_src(struct kvc *c, const struct kvc_in *in)
+{
+	if (in->counts != Py_None ||
+	    PySequence_Size(in->src) != (Py_ssize_t)c->n) {
+		PyErr_SetString(PyExc_ValueError, "src_offsets must have one "
+				"offset per key, each of one part");
+		return -1;
+	}
+	if (!(c->src = calloc(c->n + 1, sizeof(*c->src)))) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (size_t i = 0; i < c->n; i++)
+		if (seq_size(in->src, i, &c->src[i]) < 0)
+			return -1;
+	return 0;
+}
+
 /* (replica_num, soft_pin, hard_pin, preferred_segment or None) */
 static int parse_rc(struct kvc *c, PyObject *rc)
 {
@@ -458,8 +482,6 @@ static int parse_rc(struct kvc *c, PyObject *rc)
 static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 		      struct kvc_in *in)
 {
-	static char *kw_move[] = { "keys", "parts", "counts", "lens", "rc",
-				   "zero_copy", "future", NULL };
 	static char *kw_put[] = { "keys", "parts", "counts", "lens", "rc",
 				  "zero_copy", "upsert", "future", NULL };
 	static char *kw_getv[] = { "key", "parts", "lens", "zero_copy",
@@ -467,6 +489,8 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 	static char *kw_sync[] = { "future", NULL };
 	static char *kw_regex[] = { "pattern", "force", "future", NULL };
 	static char *kw_clear[] = { "keys", "segment", "future", NULL };
+	static char *kw_get[] = { "keys", "parts", "counts", "lens", "rc",
+				  "zero_copy", "src_offsets", "future", NULL };
 	static char *kw_fetch[] = { "keys", "as_bytes", "future", NULL };
 	static char *kw_keys[] = { "keys", "future", NULL };
 	static char *kw_remove[] = { "keys", "force", "future", NULL };
@@ -496,9 +520,9 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 			&in->pattern, &in->force, &in->fut);
 	case XPY_KV_GET:
 		return PyArg_ParseTupleAndKeywords(
-			args, kw, "OO|OOOpO:call", kw_move, &in->keys,
+			args, kw, "OO|OOOpOO:get", kw_get, &in->keys,
 			&in->parts, &in->counts, &in->lens, &in->rc,
-			&in->zero_copy, &in->fut);
+			&in->zero_copy, &in->src, &in->fut);
 	case XPY_KV_FETCH:
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "O|pO:fetch", kw_fetch, &in->keys,
@@ -585,6 +609,8 @@ static struct kvc *kvc_new(KVObject *kv, enum xpy_kv_kind kind,
 	if ((kind == XPY_KV_FETCH || kind == XPY_KV_SIZE) &&
 	    fetch_alloc(c) < 0)
 		goto out;
+	if (in->src != Py_None && parse_src(c, in) < 0)
+		goto out;
 	if (kind == XPY_KV_DESC &&
 	    !(c->desc = calloc(c->n * XFER_KV_REPLICA_MAX + 1, sizeof(*c->desc)))) {
 		PyErr_NoMemory();
@@ -657,7 +683,8 @@ PyObject *xpy_kv_call(KVObject *kv, enum xpy_kv_kind kind, PyObject *args,
 		      PyObject *kw)
 {
 	struct kvc_in in = { .counts = Py_None, .lens = Py_None,
-			     .rc = Py_None, .fut = Py_None, .as_bytes = 1 };
+			     .rc = Py_None, .fut = Py_None, .src = Py_None,
+			     .as_bytes = 1 };
 	struct kvc *c;
 	PyObject *r;
 

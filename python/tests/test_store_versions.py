@@ -138,6 +138,35 @@ def test_replica_desc(make_store):
     assert a.batch_replica_clear([]) == []
 
 
+def test_get_into_ranges(make_store):
+    s = make_store()
+    a, b = pattern(11, 3 * MiB + 3), pattern(12, 5000)
+    assert s.put("a", a) == 0 and s.put("b", b) == 0
+    bufs = [bytearray(4 * MiB), bytearray(4096)]
+    ptrs = []
+    for m in bufs:
+        base, size = address_of(m)
+        assert s.register_buffer(base, size) == 0
+        ptrs.append(base)
+    got = s.get_into_ranges(
+        ptrs, [["a", "b"], ["b", "none", "a"]],
+        [[[0, MiB], [3 * MiB]], [[0], [100], [200, 300]]],
+        [[[5, 2 * MiB], [4000]], [[4990], [0], [3 * MiB, 3 * MiB + 3]]],
+        [[[1000, MiB + 3], [1000]], [[20], [10], [3, 1]]])
+    assert got == [[[1000, MiB + 3], [1000]], [[-600], [-704], [3, -600]]]
+    assert bytes(bufs[0][:1000]) == a[5:1005]
+    assert bytes(bufs[0][MiB:2 * MiB + 3]) == a[2 * MiB:]
+    assert bytes(bufs[0][3 * MiB:3 * MiB + 1000]) == b[4000:]
+    assert bytes(bufs[1][200:203]) == a[3 * MiB:]
+    # shapes that do not match: that buffer's ranges are -600
+    assert s.get_into_ranges(ptrs[:1], [["a"]], [[[0]]], [[[0], [1]]],
+                             [[[8]]]) == [[[-600]]]
+    assert s.get_into_ranges(ptrs, [["a"]], [[[0]]], [[[0]]],
+                             [[[8]]]) == [[[-600]]]
+    for p in ptrs:
+        assert s.unregister_buffer(p) == 0
+
+
 def test_async_twins(make_store):
     s = make_store(MooncakeDistributedStoreAsync)
 

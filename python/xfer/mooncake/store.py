@@ -550,6 +550,40 @@ class MooncakeDistributedStore:
                           counts=counts, lens=sizes, zero_copy=True,
                           finish=list)
 
+    def _p_get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets,
+                           all_src_offsets, all_sizes):
+        shape = [[[INVALID_PARAMS] * len(d) for d in dsts]
+                 for dsts in all_dst_offsets]
+        if self._kv is None or not len(buffer_ptrs) == len(all_keys) == \
+                len(all_dst_offsets) == len(all_src_offsets) == \
+                len(all_sizes):
+            return _Done(shape)
+        keys, srcs, ptrs, sizes, where = [], [], [], [], []
+        for b, base in enumerate(buffer_ptrs):
+            groups = (all_keys[b], all_dst_offsets[b], all_src_offsets[b],
+                      all_sizes[b])
+            if not len(groups[0]) == len(groups[1]) == len(groups[2]) == \
+                    len(groups[3]):
+                continue  # the buffer's ranges stay -600
+            for j, (key, dst, src, size) in enumerate(zip(*groups)):
+                if not len(dst) == len(src) == len(size):
+                    continue
+                for k in range(len(dst)):
+                    keys.append(key)
+                    srcs.append(src[k])
+                    ptrs.append(base + dst[k])
+                    sizes.append(size[k])
+                    where.append((b, j, k))
+        if not keys:
+            return _Done(shape)
+
+        def finish(results):
+            for (b, j, k), r in zip(where, results):
+                shape[b][j][k] = r
+            return shape
+        return self._plan(shape, "get", keys, ptrs, lens=sizes,
+                          zero_copy=True, src_offsets=srcs, finish=finish)
+
     def _p_is_exist(self, key):
         return self._plan(INVALID_PARAMS, "exist", [key])
 
@@ -652,6 +686,18 @@ class MooncakeDistributedStore:
         lengths add up to its room): a list of lengths / negative."""
         return self._call(self._p_batch_get_into_multi_buffers(
             keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node))
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets,
+                        all_src_offsets, all_sizes):
+        """Read byte ranges of objects into registered buffers, zero-copy:
+        for buffer b, its keys all_keys[b], and for key j its ranges k:
+        all_sizes[b][j][k] bytes of the object from all_src_offsets[b][j]
+        [k] on, to buffer_ptrs[b] + all_dst_offsets[b][j][k]. Returns the
+        same nesting of bytes read / negative (-600 a range past the
+        object's end, or lists whose lengths do not match)."""
+        return self._call(self._p_get_into_ranges(
+            buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+            all_sizes))
 
     def is_exist(self, key):
         """1 if a complete object ``key`` exists (it is then leased), 0 if
