@@ -4,7 +4,8 @@
  * (docs/STORE.md), their bytes moved by the transfer engine. The model is
  * Mooncake Store's (its Client and RealClient): a client lends a segment
  * of its memory to the store and puts, gets, tests and removes objects by
- * key; an object is immutable once its put ends.
+ * key; an object is immutable once its put ends (an upsert replaces it
+ * with a new object, a new version, whole).
  *
  * A client (struct xfer_kv) is an engine (the caller's or its own) and a
  * connection to the master on the engine's control reactor, which also
