@@ -25,6 +25,10 @@
 
 #define STORE_F_REPLY 1                /* header flags */
 
+/* A segment's medium (mount). */
+#define STORE_MEDIUM_DRAM 0
+#define STORE_MEDIUM_SSD 1
+
 enum store_type {
 	STORE_PING = 1,
 	STORE_MOUNT,
@@ -36,6 +40,8 @@ enum store_type {
 	STORE_EXIST,
 	STORE_REMOVE,
 	STORE_REMOVE_ALL,
+	STORE_TIER_POLL,
+	STORE_TIER_DONE,
 	STORE_TYPE_END
 };
 
@@ -73,6 +79,8 @@ struct store_msg {
 	uint64_t base, size;
 	struct store_str name, preferred;
 	uint8_t replicas, flags, force;
+	uint8_t medium;                  /* mount */
+	uint8_t ssd_replicas;            /* put_start */
 	int32_t err;
 	int64_t count;
 	uint32_t n;

@@ -85,8 +85,9 @@ enum xfer_kv_error {
 
 /** Mooncake's ReplicateConfig, what a put asks of the master. */
 struct xfer_kv_replicate {
-	/** replicas wanted, 1..16, each on a distinct segment; fewer are
-	 *  made when fewer segments have room (at least one) */
+	/** DRAM replicas wanted, 0..16, each on a distinct segment; fewer
+	 *  are made when fewer segments have room (at least one replica
+	 *  of either medium) */
 	unsigned replica_num;
 	/** kept from eviction until nothing else can be evicted */
 	bool with_soft_pin;
@@ -95,6 +96,10 @@ struct xfer_kv_replicate {
 	/** segment name (an engine's name) to hold the first replica,
 	 *  when it is mounted and has room; NULL or "": any */
 	const char *preferred_segment;
+	/** SSD replicas wanted (Mooncake's nof_replica_num), in segments
+	 *  mounted with xfer_kv_mount_file(); replica_num + nof_replica_num
+	 *  is 1..16 */
+	unsigned nof_replica_num;
 };
 
 /** Completion of an asynchronous call: @p result as the blocking form
@@ -184,6 +189,27 @@ int xfer_kv_register_buffer(struct xfer_kv *kv, void *addr, size_t len);
  *  unregister_buffer). @return as xfer_unregister(). Any thread. */
 XFER_EXPORT
 int xfer_kv_unregister_buffer(struct xfer_kv *kv, void *addr);
+
+/**
+ * Lend the file or block device at @p path to the store as an SSD
+ * segment (the seed's NVMe-oF segment): it is registered with the
+ * client's engine (xfer_register_file(), so it must be the first file of
+ * the engine's file segment) and mounted with the master, which then
+ * allocates SSD replicas (nof_replica_num) and offloaded objects in it
+ * as it does in DRAM segments. Peers read and write it through the
+ * engine: the file itself on this host, this engine's file data port
+ * elsewhere. It is mounted again with the DRAM segment, unmounted and
+ * unregistered by xfer_kv_free(). One per client.
+ * @param length bytes lent, at least 64; 0: the file's size now
+ * @return 0; -EINVAL (no path, a length under 64); -EEXIST (one is
+ *         mounted already); -EDEADLK (on the engine's callback base);
+ *         -EPROTO (the master refused the mount); -ECONNRESET (no
+ *         connection to the master now); -ETIMEDOUT; -ENOMEM; or what
+ *         xfer_register_file() or stat(2) returns. Any other thread.
+ */
+XFER_EXPORT
+int xfer_kv_mount_file(struct xfer_kv *kv, const char *path,
+		       uint64_t length);
 
 /* ---- put ---- */
 
