@@ -330,6 +330,47 @@ static void test_offload_promote(void **state)
 	th_master.pid = 0;
 }
 
+/* An object put with an SSD replica, and one that eager offload
+ * (--enable_offload alone) copies to SSD at its put, come back from a
+ * restarted master's journal once the owner mounts again. */
+static void test_journal(void **state)
+{
+	struct owner_args a = { 16 * MiB, 64 * MiB };
+	char name[64], journal[80], flag[96];
+	const char *args[] = { "--metrics_port=0", "--enable_offload=true",
+			       flag, NULL };
+	struct xfer_kv *kv;
+	struct th_proc o;
+	uint16_t port;
+
+	(void)state;
+	snprintf(journal, sizeof(journal), "/dev/shm/it_store_ssd-%d.db",
+		 (int)getpid());
+	snprintf(flag, sizeof(flag), "--journal=%s", journal);
+	unlink(journal);
+	th_master_start(args);
+	owner_start(&o, &a, name);
+	assert_int_equal(th_kv_cmd(&o, "put j1 %u 7 0 1", 2 * MiB + 3), 0);
+	assert_int_equal(th_kv_cmd(&o, "put j2 %u 8 1 0", MiB), 0);
+	wait_where("j1", 1, 0);
+	wait_where("j2", 1, 1);        /* copied to SSD at its put */
+	th_stored_stop(th_master.pid);
+	th_master.pid = th_stored_start(args, th_master.port, &port);
+	/* the owner reconnects and mounts both again */
+	wait_where("j1", 1, 0);
+	wait_where("j2", 1, 1);
+	kv = kv_new(0, STAGE, false);
+	assert_non_null(kv);
+	assert_int_equal(th_get_pattern(kv, "j1", 4 * MiB, 7, false),
+			 2 * MiB + 3);
+	assert_int_equal(th_get_pattern(kv, "j2", MiB, 8, false), MiB);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	th_kv_proc_stop(&o);
+	th_stored_stop(th_master.pid);
+	th_master.pid = 0;
+	unlink(journal);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +378,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offload_promote, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_journal, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
