@@ -238,7 +238,8 @@ PyDoc_STRVAR(kv_put_doc,
 "Put one object per key (xfer_kv_batch_put): the concatenation of its\n"
 "counts[i] parts (one each without counts); a part is a buffer object\n"
 "or an integer address whose length is lens[j]. rc: (replica_num,\n"
-"soft_pin, hard_pin, preferred_segment or None). Each key's result: 0\n"
+"soft_pin, hard_pin, preferred_segment or None[, nof_replica_num]).\n"
+"Each key's result: 0\n"
 "or a negative ErrorCode (-1 for a local error).");
 
 PyDoc_STRVAR(kv_get_doc,

@@ -274,7 +274,11 @@ def test_replicas_survive_a_holder(make_store, make_master):
     with pytest.raises(TypeError):
         ReplicateConfig(replicas=2)
     assert me.put("sixteen+", b"x", ReplicateConfig(replica_num=17)) == -600
-    assert me.put("nof", b"x", ReplicateConfig(nof_replica_num=1)) == -600
+    # no client lent an SSD segment: the DRAM replica only, or none
+    assert me.put("nof", b"x", ReplicateConfig(nof_replica_num=1)) == 0
+    assert me.put("nof0", b"x", ReplicateConfig(replica_num=0,
+                                                nof_replica_num=1)) == -200
+    assert me.put("none", b"x", ReplicateConfig(replica_num=0)) == -600
     # (the dead peer's segment stays mounted until --client_ttl: not there)
     pinned = ReplicateConfig(soft_pin_action=SoftPinAction.ENABLE,
                              with_hard_pin=True,

@@ -406,7 +406,9 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 	o->len = it->len;
 	o->cap = (uint8_t)tier_slots(s, want);
 	place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
-	if (req->replicas && !o->nrep && evict(s, it->len))
+	/* space that offloads in flight free is not evicted twice */
+	if (req->replicas && !o->nrep && s->offloading < it->len &&
+	    evict(s, it->len))
 		place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
 	place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD, &req->preferred);
 	if (!o->nrep) {
