@@ -300,7 +300,7 @@ static void test_offload_promote(void **state)
 		"--metrics_port=0", "--enable_offload=true",
 		"--offload_on_evict=true", "--promotion_on_hit=true",
 		"--promotion_admission_threshold=1",
-		"--default_kv_lease_ttl=200", NULL });
+		"--default_kv_lease_ttl=2s", NULL });
 	owner_start(&o, &a, name);
 	kv = kv_new(0, STAGE, true);
 	assert_non_null(kv);
