@@ -24,15 +24,22 @@ static const uint8_t A[STORE_ID_LEN] = { 'A' }, B[STORE_ID_LEN] = { 'B' };
 #define KiB 1024u
 
 /* Mount A's DRAM segment "a" (id 1, @p dram bytes) and its SSD segment
- * "nvmeof/a" (id 2, 4 MiB), and B's DRAM segment "b" (id 3). */
-static void mount_all(int fd, uint64_t dram)
+ * "nvmeof/a" (id 2, @p ssd bytes, 4 MiB if 0), and B's DRAM segment "b"
+ * (id 3). */
+static void mount_ssd(int fd, uint64_t dram, uint64_t ssd)
 {
 	st_req->medium = STORE_MEDIUM_DRAM;
 	assert_int_equal(st_mount(fd, A, 1, "a", 0x100000, dram), 0);
 	assert_int_equal(st_mount(fd, B, 3, "b", 0x100000, dram), 0);
 	st_req->medium = STORE_MEDIUM_SSD;
-	assert_int_equal(st_mount(fd, A, 2, "nvmeof/a", 0, 4096 * KiB), 0);
+	assert_int_equal(st_mount(fd, A, 2, "nvmeof/a", 0,
+				  ssd ? ssd : 4096 * KiB), 0);
 	st_req->medium = STORE_MEDIUM_DRAM;
+}
+
+static void mount_all(int fd, uint64_t dram)
+{
+	mount_ssd(fd, dram, 0);
 }
 
 /* Put @p key of @p len bytes with @p dram and @p ssd replicas. */
@@ -212,12 +219,49 @@ static void test_unmount_under_copies(void **state)
 	st_stop();
 }
 
+/* A full SSD tier makes room by evicting what lies only there, least
+ * recently used first, unless --enable_disk_eviction=false. */
+static void test_ssd_eviction(void **state)
+{
+	char w[256], key[16];
+	int fd;
+
+	(void)state;
+	for (int on = 1; on >= 0; on--) {
+		assert_int_equal(st_start(0, (const char *[]){
+			on ? "--enable_disk_eviction=true" :
+			     "--enable_disk_eviction=false", NULL }), 0);
+		fd = th_connect(st_port);
+		mount_ssd(fd, 1024 * KiB, 4096 * KiB);
+		for (int i = 0; i < 4; i++) {
+			snprintf(key, sizeof(key), "s%d", i);
+			assert_int_equal(put(fd, key, 900 * KiB, 0, 1), 0);
+		}
+		/* s0 was used last: s1 goes */
+		assert_string_equal(where(fd, "s0", w, sizeof(w)), "nvmeof/a");
+		if (!on) {
+			assert_int_equal(put(fd, "s4", 900 * KiB, 0, 1), -200);
+			close(fd);
+			st_stop();
+			continue;
+		}
+		/* (the allocator's bins may want two holes for one) */
+		assert_int_equal(put(fd, "s4", 900 * KiB, 0, 1), 0);
+		assert_string_equal(where(fd, "s1", w, sizeof(w)), "-");
+		assert_string_equal(where(fd, "s4", w, sizeof(w)), "nvmeof/a");
+		assert_string_equal(where(fd, "s0", w, sizeof(w)), "nvmeof/a");
+		close(fd);
+		st_stop();
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ssd_replicas_and_promotion),
 		cmocka_unit_test(test_offload_on_evict),
 		cmocka_unit_test(test_unmount_under_copies),
+		cmocka_unit_test(test_ssd_eviction),
 	};
 
 	return cmocka_run_group_tests(tests, st_setup, st_teardown);

@@ -35,7 +35,7 @@ struct flags {
 	double evict_ratio, high_watermark;
 	long long promotion_threshold;
 	bool metric_reporting, no_delay, meta;
-	bool offload, offload_on_evict, promotion_on_hit;
+	bool offload, offload_on_evict, promotion_on_hit, disk_eviction;
 };
 
 /*
@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 		.client_ttl = 10, .discard_s = 30, .release_s = 600,
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
-		.promotion_threshold = 2,
+		.promotion_threshold = 2, .disk_eviction = true,
 	};
 	const char *secret = NULL, *env = getenv("XFER_AUTH_SECRET");
 	const struct xfer_gflag flags[] = {
@@ -245,6 +245,8 @@ int main(int argc, char **argv)
 		{ "promotion_admission_threshold", XFER_GF_INT,
 		  &f.promotion_threshold, 0, 255,
 		  "reads of it before it is promoted (2)" },
+		{ "enable_disk_eviction", XFER_GF_BOOL, &f.disk_eviction, 0, 0,
+		  "evict objects only on SSD to make room there (true)" },
 		{ "metrics_port", XFER_GF_INT, &f.metrics_port, 0, 65535,
 		  "port of the metrics and admin HTTP, 0 for any (9003)" },
 		{ "metrics_host", XFER_GF_STRING, &f.metrics_host, 0, 0,
@@ -307,6 +309,7 @@ int main(int argc, char **argv)
 		.promotion_on_hit = f.promotion_on_hit,
 		.promotion_threshold = f.promotion_threshold ?
 				       (unsigned)f.promotion_threshold : 1,
+		.disk_eviction = f.disk_eviction,
 	};
 	if (parse_duration_ms(f.lease_ttl, &cfg.lease_ms)) {
 		fprintf(stderr, "xfer-stored: --default_kv_lease_ttl: '%s' is "

@@ -46,6 +46,7 @@ struct stored_cfg {
 	bool offload_on_evict;         /* --offload_on_evict */
 	bool promotion_on_hit;         /* --promotion_on_hit */
 	unsigned promotion_threshold;  /* --promotion_admission_threshold */
+	bool disk_eviction;            /* --enable_disk_eviction */
 };
 
 struct event_base;

@@ -36,6 +36,7 @@ int objects_init(struct stored *s)
 {
 	list_init(&s->pending);
 	list_init(&s->lru);
+	list_init(&s->ssd_lru);
 	list_init(&s->discarded);
 	list_init(&s->tier_tasks);
 	s->nbuckets = BUCKETS_MIN;
@@ -158,10 +159,11 @@ void objects_drop_replica(struct stored *s, struct replica *r)
 
 void objects_fini(struct stored *s)
 {
-	struct list *heads[] = { &s->pending, &s->lru, &s->discarded };
+	struct list *heads[] = { &s->pending, &s->lru, &s->ssd_lru,
+				 &s->discarded };
 
 	/* the segments went first: no replica is left to release */
-	for (unsigned i = 0; i < 3 && s->buckets; i++)
+	for (unsigned i = 0; i < 4 && s->buckets; i++)
 		while (!list_empty(heads[i]))
 			obj_free(s, container_of(heads[i]->next,
 						 struct object, link));
@@ -380,7 +382,7 @@ void objects_insert(struct stored *s, struct object *o)
 	if (o->state == OBJ_PENDING)
 		list_add_before(&o->link, &s->pending);
 	else
-		list_add_before(&o->link, &s->lru);
+		list_add_before(&o->link, tier_lru(s, o));
 	if (s->nobjects > s->nbuckets)
 		grow(s);
 }
@@ -411,6 +413,10 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 	    evict(s, it->len))
 		place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
 	place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD, &req->preferred);
+	for (int i = 0; i < 8 && !o->nrep && req->ssd_replicas &&
+	     tier_ssd_room(s, o->len); i++)
+		place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD,
+		      &req->preferred);
 	if (!o->nrep) {
 		free(o);
 		s->stats.alloc_failures++;
@@ -476,7 +482,7 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 		else {
 			o->state = OBJ_COMPLETE;
 			list_del(&o->link);
-			list_add_before(&o->link, s->lru.next);
+			list_add_before(&o->link, tier_lru(s, o)->next);
 			persist_complete(s, o);
 			tier_completed(s, o);
 		}
@@ -488,7 +494,7 @@ static void touch(struct stored *s, struct object *o, int64_t now)
 {
 	o->lease_until_ms = now + (int64_t)s->cfg.lease_ms;
 	list_del(&o->link);
-	list_add_before(&o->link, s->lru.next);
+	list_add_before(&o->link, tier_lru(s, o)->next);
 }
 
 void objects_query(struct stored *s, const struct store_msg *req,
@@ -560,17 +566,19 @@ void objects_remove(struct stored *s, const struct store_msg *req,
 
 int64_t objects_remove_all(struct stored *s, bool force)
 {
+	struct list *heads[] = { &s->lru, &s->ssd_lru }, *l, *next;
 	int64_t now = stored_now_ms(), n = 0;
-	struct list *l, *next;
 
-	for (l = s->lru.next; l != &s->lru; l = next) {
-		struct object *o = container_of(l, struct object, link);
+	for (unsigned i = 0; i < 2; i++)
+		for (l = heads[i]->next; l != heads[i]; l = next) {
+			struct object *o = container_of(l, struct object,
+							link);
 
-		next = l->next;
-		if (force || (o->lease_until_ms <= now && !o->task)) {
-			obj_delete(s, o);
-			n++;
+			next = l->next;
+			if (force || (o->lease_until_ms <= now && !o->task)) {
+				obj_delete(s, o);
+				n++;
+			}
 		}
-	}
 	return n;
 }

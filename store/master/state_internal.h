@@ -155,6 +155,7 @@ struct stored {
 	struct object **buckets;
 	size_t nbuckets, nobjects;
 	struct list pending, lru, discarded;
+	struct list ssd_lru;           /* complete, with no DRAM replica */
 	uint64_t rng;
 };
 
@@ -237,6 +238,15 @@ void objects_release_replica(struct stored *s, struct replica *r);
 uint64_t objects_delete(struct stored *s, struct object *o);
 
 /* ---- tier.c: copies between DRAM and SSD segments ---- */
+
+/** The list by last use that complete object @p o belongs on: lru, or
+ *  ssd_lru if it has no DRAM replica (DRAM eviction skips those). */
+struct list *tier_lru(struct stored *s, const struct object *o);
+
+/** Evict objects that lie only on SSD, least recently used first, until
+ *  an SSD segment may hold @p len bytes more (--enable_disk_eviction).
+ *  @return whether any went. */
+bool tier_ssd_room(struct stored *s, uint64_t len);
 
 /** The room in rep[] an object of @p nrep replicas is given. */
 unsigned tier_slots(const struct stored *s, unsigned nrep);

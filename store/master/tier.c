@@ -27,6 +27,9 @@
 
 #define TIER_TASK_MS 30000
 #define TIER_POLL_MAX 64
+/* Objects one search for SSD room looks at (as eviction's passes). */
+#define TIER_SCAN_MAX 2000
+#define TIER_ROOM_TRIES 8
 
 enum tier_kind { TIER_OFFLOAD, TIER_EVICT, TIER_PROMOTE };
 
@@ -62,11 +65,48 @@ static struct replica *find(struct object *o, bool ssd)
 	return NULL;
 }
 
+struct list *tier_lru(struct stored *s, const struct object *o)
+{
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (o->rep[i].seg && !segment_ssd(o->rep[i].seg) &&
+		    !o->rep[i].filling)
+			return &s->lru;
+	return &s->ssd_lru;
+}
+
+/* @p o is most recently used on the list its replicas say. */
+static void relist(struct stored *s, struct object *o)
+{
+	list_del(&o->link);
+	list_add_before(&o->link, tier_lru(s, o)->next);
+}
+
+bool tier_ssd_room(struct stored *s, uint64_t len)
+{
+	struct list *l = s->ssd_lru.prev, *prev;
+	uint64_t used = s->ssd_used;
+	int64_t now = stored_now_ms();
+
+	for (unsigned n = 0; s->cfg.disk_eviction && l != &s->ssd_lru &&
+	     used - s->ssd_used < len && n < TIER_SCAN_MAX; l = prev, n++) {
+		struct object *o = container_of(l, struct object, link);
+
+		prev = l->prev;
+		if (o->lease_until_ms > now || o->task ||
+		    (o->flags & (STORED_SOFT_PIN | STORED_HARD_PIN)) ||
+		    !objects_visible(o))
+			continue;
+		objects_delete(s, o);
+		s->stats.evicted++;
+	}
+	return used > s->ssd_used;
+}
+
 /* A new replica of @p o, filling, on a segment of medium @p ssd: one of
  * client @p c first (the copy stays on its host), then from a random
  * one on. */
-static struct replica *place(struct stored *s, struct object *o, bool ssd,
-			     const struct client *c)
+static struct replica *place_once(struct stored *s, struct object *o,
+				  bool ssd, const struct client *c)
 {
 	struct replica *r = NULL;
 	size_t start;
@@ -88,6 +128,19 @@ static struct replica *place(struct stored *s, struct object *o, bool ssd,
 	}
 	if (r)
 		r->filling = true;
+	return r;
+}
+
+/* place_once(), then again each time SSD room was made for it (a hole
+ * of its size is not always one the allocator's bins take). */
+static struct replica *place(struct stored *s, struct object *o, bool ssd,
+			     const struct client *c)
+{
+	struct replica *r = place_once(s, o, ssd, c);
+
+	for (int i = 0; !r && ssd && i < TIER_ROOM_TRIES &&
+	     tier_ssd_room(s, o->len); i++)
+		r = place_once(s, o, ssd, c);
 	return r;
 }
 
@@ -147,6 +200,7 @@ static void task_end(struct stored *s, struct object *o, bool ok)
 		if (o->rep[i].seg && !segment_ssd(o->rep[i].seg))
 			objects_release_replica(s, &o->rep[i]);
 	*(kind == TIER_PROMOTE ? &s->promoted : &s->offloaded) += 1;
+	relist(s, o);
 	persist_put(s, o);
 }
 
@@ -156,15 +210,14 @@ uint64_t tier_evict(struct stored *s, struct object *o)
 	uint64_t used = s->used;
 
 	if (!src) {
-		/* nothing of it in DRAM: out of the way of the next scans */
-		list_del(&o->link);
-		list_add_before(&o->link, s->lru.next);
+		relist(s, o);          /* out of the way of the next scans */
 		return 0;
 	}
 	if (find(o, true)) {
 		for (unsigned i = 0; i < o->nrep; i++)
 			if (o->rep[i].seg && !segment_ssd(o->rep[i].seg))
 				objects_release_replica(s, &o->rep[i]);
+		relist(s, o);
 		persist_put(s, o);
 		return used - s->used;
 	}
