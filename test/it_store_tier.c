@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -133,6 +134,19 @@ static void test_ssd_replicas_and_promotion(void **state)
 	assert_int_equal(done_as(fd, A, "s", 0), 0);
 	assert_string_equal(where(fd, "s", w, sizeof(w)), "a,nvmeof/a");
 	assert_int_equal(poll_as(fd, A), 0);    /* in DRAM: no more */
+	{
+		char *body;
+
+		assert_int_equal(st_http_get(st_metrics_port, "/metrics",
+					     &body, NULL), 200);
+		assert_non_null(strstr(body, "\nmaster_promotion_completed_"
+					     "total 1\n"));
+		assert_non_null(strstr(body, "\nmaster_total_nof_capacity_"
+					     "bytes 4194304\n"));
+		assert_non_null(strstr(body, "\nmaster_nof_allocated_bytes "
+					     "204800\n"));  /* s, two */
+		free(body);
+	}
 	close(fd);
 	st_stop();
 }
