@@ -183,6 +183,27 @@ static PyObject *kv_register(KVObject *self, PyObject *args)
 	return PyLong_FromLong(r);
 }
 
+PyDoc_STRVAR(kv_mount_file_doc,
+"mount_file(path, length=0) -> int\n\n"
+"Lend the file at @path (@length bytes, 0: its size) to the store as an\n"
+"SSD segment (xfer_kv_mount_file): 0, or a negative errno.");
+
+static PyObject *kv_mount_file(KVObject *self, PyObject *args)
+{
+	unsigned long long len = 0;
+	const char *path;
+	int r;
+
+	if (!PyArg_ParseTuple(args, "s|K:mount_file", &path, &len) ||
+	    !xpy_kv_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	r = xfer_kv_mount_file(self->k, path, len);
+	Py_END_ALLOW_THREADS
+	xpy_kv_leave(self);
+	return PyLong_FromLong(r);
+}
+
 PyDoc_STRVAR(kv_unregister_doc,
 "unregister_buffer(address) -> int\n\n"
 "Unregister memory of register_buffer(): 0, or a negative errno.");
@@ -275,6 +296,8 @@ static PyMethodDef kv_methods[] = {
 	  "healthy() -> bool\n\nThe master answered the last ping." },
 	{ "register_buffer", (PyCFunction)kv_register, METH_VARARGS,
 	  kv_register_doc },
+	{ "mount_file", (PyCFunction)kv_mount_file, METH_VARARGS,
+	  kv_mount_file_doc },
 	{ "unregister_buffer", (PyCFunction)kv_unregister, METH_O,
 	  kv_unregister_doc },
 	KW_METHOD("put", kv_put, kv_put_doc),

@@ -361,6 +361,27 @@ class MooncakeDistributedStore:
         return INVALID_PARAMS if kv is None else \
             _registered(kv.unregister_buffer(buffer_ptr))
 
+    def mount_file(self, path, size=0):
+        """xfer's: lend the file (or block device) at ``path`` to the
+        store as an SSD segment, ``size`` bytes (0: the file's size), that
+        ``ReplicateConfig.nof_replica_num`` and the master's offload put
+        objects in (docs/STORE.md, SSD segments). One per store; after
+        setup(). Returns 0, -600 (not set up, one mounted already, no such
+        file, a size under 64), -900 (the master refused or is
+        unreachable), or -1."""
+        kv = self._kv
+        if kv is None:
+            return INVALID_PARAMS
+        r = kv.mount_file(os.fspath(path), operator.index(size))
+        if r == 0:
+            return 0
+        if r in (-errno.EINVAL, -errno.EEXIST, -errno.ENOENT,
+                 -errno.EACCES, -errno.EISDIR):
+            return INVALID_PARAMS
+        if r in (-errno.EPROTO, -errno.ECONNRESET, -errno.ETIMEDOUT):
+            return RPC_FAIL
+        return INTERNAL_ERROR
+
     # -- the calls, each a plan that _call() runs, blocking (here) or
     #    awaited (MooncakeDistributedStoreAsync) --------------------------
     def _call(self, plan):
