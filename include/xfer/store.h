@@ -205,7 +205,8 @@ int xfer_kv_unregister_buffer(struct xfer_kv *kv, void *addr);
  *         mounted already); -EDEADLK (on the engine's callback base);
  *         -EPROTO (the master refused the mount); -ECONNRESET (no
  *         connection to the master now); -ETIMEDOUT; -ENOMEM; or what
- *         xfer_register_file() or stat(2) returns. Any other thread.
+ *         xfer_register_file() or stat(2) returns. Any other thread,
+ *         not while another calls it on the same client.
  */
 XFER_EXPORT
 int xfer_kv_mount_file(struct xfer_kv *kv, const char *path,

@@ -59,7 +59,7 @@ static void on_ssd_mount(struct kv_rpc *r, const struct store_msg *rep)
 	int err = rep ? rep->err : XFER_KV_RPC_FAIL;
 
 	kv->ssd_mount_out = false;
-	kv->ssd_mounted = !err;
+	kv->ssd_mounted = !err && kv->ssd_name;  /* not if given up */
 	if (kv->ssd_wait) {
 		xfer_wait_done(kv->ssd_wait, !err ? 0 : rep ? -EPROTO :
 					     -ECONNRESET);
@@ -88,10 +88,25 @@ void kv_ssd_mount(struct xfer_kv *kv)
 	kv_rpc_send(kv, &kv->ssd_mount_rpc, STORE_MOUNT);
 }
 
+/* What xfer_kv_mount_file() hands the reactor, which owns kv->ssd_*. */
+struct mount_req {
+	struct xfer_kv *kv;
+	char *path, *name;
+	uint64_t size;
+	uint8_t id[STORE_ID_LEN];
+	struct xfer_wait *w;
+};
+
 static void mount_begin(void *arg)
 {
-	struct xfer_kv *kv = arg;
+	struct mount_req *m = arg;
+	struct xfer_kv *kv = m->kv;
 
+	kv->ssd_path = m->path;
+	kv->ssd_name = m->name;
+	kv->ssd_size = m->size;
+	memcpy(kv->ssd_id, m->id, STORE_ID_LEN);
+	kv->ssd_wait = m->w;
 	if (!kv->bev) {                /* the tick connects, then mounts */
 		xfer_wait_done(kv->ssd_wait, -ECONNRESET);
 		kv->ssd_wait = NULL;
@@ -104,7 +119,7 @@ int xfer_kv_mount_file(struct xfer_kv *kv, const char *path,
 		       uint64_t length)
 {
 	size_t nlen = strlen(xfer_engine_name(kv->e)) + sizeof("nvmeof/");
-	struct xfer_wait *w;
+	struct mount_req m = { .kv = kv };
 	struct stat st;
 	int64_t ret;
 
@@ -121,30 +136,33 @@ int xfer_kv_mount_file(struct xfer_kv *kv, const char *path,
 	}
 	if (length < 64 || nlen - 1 > STORE_NAME_MAX)
 		return -EINVAL;
-	ret = xfer_register_file(kv->e, path, length, NULL);
-	if (ret)
-		return (int)ret;
-	kv->ssd_path = strdup(path);
-	kv->ssd_name = malloc(nlen);
-	w = xfer_wait_new();
-	if (!kv->ssd_path || !kv->ssd_name || !w ||
-	    getrandom(kv->ssd_id, STORE_ID_LEN, 0) != STORE_ID_LEN) {
-		ret = -ENOMEM;
-		goto err;
+	m.size = length;
+	m.path = strdup(path);
+	m.name = malloc(nlen);
+	m.w = xfer_wait_new();
+	if (!m.path || !m.name || !m.w ||
+	    getrandom(m.id, STORE_ID_LEN, 0) != STORE_ID_LEN) {
+		free(m.path);
+		free(m.name);
+		if (m.w) {
+			xfer_wait_drop(m.w);
+			xfer_wait_drop(m.w);
+		}
+		return -ENOMEM;
 	}
-	snprintf(kv->ssd_name, nlen, "nvmeof/%s", xfer_engine_name(kv->e));
-	kv->ssd_size = length;
-	kv->ssd_wait = w;
-	xfer_reactor_run(kv->r, mount_begin, kv);
-	ret = xfer_wait_for(w, KV_RPC_TIMEOUT_MS + 1000);
+	snprintf(m.name, nlen, "nvmeof/%s", xfer_engine_name(kv->e));
+	ret = xfer_register_file(kv->e, path, length, NULL);
+	if (ret) {
+		free(m.path);
+		free(m.name);
+		xfer_wait_drop(m.w);
+		xfer_wait_drop(m.w);
+		return (int)ret;
+	}
+	xfer_reactor_run(kv->r, mount_begin, &m);
+	ret = xfer_wait_for(m.w, KV_RPC_TIMEOUT_MS + 1000);
 	if (!ret)
 		return 0;
-	w = NULL;
-err:
-	if (w) {
-		xfer_wait_drop(w);
-		xfer_wait_drop(w);
-	}
 	xfer_reactor_run(kv->r, kv_ssd_forget, kv);
 	xfer_unregister_file(kv->e, path);
 	return (int)ret;
