@@ -181,22 +181,26 @@ static void task_free(struct stored *s, struct object *o)
 	free(t);
 }
 
-/* @p o's copy ended: its new replica stands (@p ok) or goes. */
+/* @p o's copy ended: its new replica stands (@p ok) or goes. What an
+ * offload on eviction would drop stays while a lease may be reading it
+ * (eviction takes it later). */
 static void task_end(struct stored *s, struct object *o, bool ok)
 {
 	struct tier_task *t = o->task;
 	struct replica *dst = &o->rep[t->dst];
+	bool drop = t->kind == TIER_EVICT &&
+		    o->lease_until_ms <= stored_now_ms();
 	uint8_t kind = t->kind;
 
 	task_free(s, o);
 	if (!ok) {
 		objects_release_replica(s, dst);
-		if (kind == TIER_EVICT)   /* eviction wanted it gone */
+		if (drop)                 /* eviction wanted it gone */
 			objects_delete(s, o);
 		return;
 	}
 	dst->filling = false;
-	for (unsigned i = 0; kind == TIER_EVICT && i < o->nrep; i++)
+	for (unsigned i = 0; drop && i < o->nrep; i++)
 		if (o->rep[i].seg && !segment_ssd(o->rep[i].seg))
 			objects_release_replica(s, &o->rep[i]);
 	*(kind == TIER_PROMOTE ? &s->promoted : &s->offloaded) += 1;
