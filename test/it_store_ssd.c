@@ -1,6 +1,7 @@
 /*
  * SSD segments of the store against a real xfer-stored: an owner
- * process lends DRAM and a file on tmpfs (xfer_kv_mount_file()); puts
+ * process lends DRAM and a file on tmpfs (xfer_register_file(), then
+ * xfer_kv_mount_file()); puts
  * ask for SSD replicas (nof_replica_num) and readers in this process get
  * them through the owner's file data port and from the file itself;
  * DRAM filled past the watermark offloads objects to the file
@@ -72,7 +73,9 @@ static int role_owner(int in, int out, void *arg)
 
 	if (!kv)
 		return 10;
-	if (xfer_kv_mount_file(kv, file_path, a->file))
+	if (xfer_register_file(xfer_kv_engine(kv), file_path, a->file,
+			       NULL) ||
+	    xfer_kv_mount_file(kv, 0, a->file))
 		return 11;
 	th_line_send(out, xfer_engine_name(xfer_kv_engine(kv)));
 	while (th_line_recv(in, line, sizeof(line), 300000) >= 0 &&

@@ -191,26 +191,26 @@ XFER_EXPORT
 int xfer_kv_unregister_buffer(struct xfer_kv *kv, void *addr);
 
 /**
- * Lend the file or block device at @p path to the store as an SSD
- * segment (the seed's NVMe-oF segment): it is registered with the
- * client's engine (xfer_register_file(), so it must be the first file of
- * the engine's file segment) and mounted with the master, which then
- * allocates SSD replicas (nof_replica_num) and offloaded objects in it
- * as it does in DRAM segments. Peers read and write it through the
- * engine: the file itself on this host, this engine's file data port
- * elsewhere. It is mounted again with the DRAM segment, unmounted and
- * unregistered by xfer_kv_free(). One per client.
- * @param length bytes lent, at least 64; 0: the file's size now
- * @return 0; -EINVAL (no path, a length under 64); -EEXIST (one is
- *         mounted already); -EDEADLK (on the engine's callback base);
- *         -EPROTO (the master refused the mount); -ECONNRESET (no
- *         connection to the master now); -ETIMEDOUT; -ENOMEM; or what
- *         xfer_register_file() or stat(2) returns. Any other thread,
- *         not while another calls it on the same client.
+ * Lend bytes [@p offset, @p offset + @p length) of the client's engine's
+ * file segment ("nvmeof/<engine name>": the files registered with
+ * xfer_register_file(), end to end in registration order, so 0 is the
+ * first file's first byte) to the store as an SSD segment (the seed's
+ * NVMe-oF segment): the master allocates SSD replicas (nof_replica_num)
+ * and offloaded objects in it as it does in DRAM segments. Peers read
+ * and write it through the engine: the file itself on this host, this
+ * engine's file data port elsewhere. Register the file first, and
+ * unregister it only after xfer_kv_free(), which unmounts it (a client's
+ * own engine goes with it, its files too); it is mounted again with the
+ * DRAM segment. One per client.
+ * @return 0; -EINVAL (@p length under 64, or the range overflows);
+ *         -EEXIST (one is mounted already); -EDEADLK (on the engine's
+ *         callback base); -EPROTO (the master refused the mount);
+ *         -ECONNRESET (no connection to the master now); -ETIMEDOUT;
+ *         -ENOMEM. Any other thread, not while another calls it on the
+ *         same client.
  */
 XFER_EXPORT
-int xfer_kv_mount_file(struct xfer_kv *kv, const char *path,
-		       uint64_t length);
+int xfer_kv_mount_file(struct xfer_kv *kv, uint64_t offset, uint64_t length);
 
 /* ---- put ---- */
 

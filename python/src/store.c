@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "xfer_py.h"
 
@@ -185,8 +186,31 @@ static PyObject *kv_register(KVObject *self, PyObject *args)
 
 PyDoc_STRVAR(kv_mount_file_doc,
 "mount_file(path, length=0) -> int\n\n"
-"Lend the file at @path (@length bytes, 0: its size) to the store as an\n"
-"SSD segment (xfer_kv_mount_file): 0, or a negative errno.");
+"Register the file at @path (@length bytes, 0: its size) as the first\n"
+"file of the client's engine and lend it to the store as an SSD segment\n"
+"(xfer_register_file, xfer_kv_mount_file): 0, or a negative errno (the\n"
+"file unregistered again).");
+
+/* The client's own engine has no other file: this one starts at 0. */
+static int mount_file(struct xfer_kv *k, const char *path, uint64_t len)
+{
+	struct xfer_engine *e = xfer_kv_engine(k);
+	struct stat st;
+	int r;
+
+	if (!len) {
+		if (stat(path, &st))
+			return -errno;
+		len = (uint64_t)st.st_size;
+	}
+	r = xfer_register_file(e, path, len, NULL);
+	if (r)
+		return r;
+	r = xfer_kv_mount_file(k, 0, len);
+	if (r)
+		xfer_unregister_file(e, path);
+	return r;
+}
 
 static PyObject *kv_mount_file(KVObject *self, PyObject *args)
 {
@@ -198,7 +222,7 @@ static PyObject *kv_mount_file(KVObject *self, PyObject *args)
 	    !xpy_kv_enter(self))
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS
-	r = xfer_kv_mount_file(self->k, path, len);
+	r = mount_file(self->k, path, len);
 	Py_END_ALLOW_THREADS
 	xpy_kv_leave(self);
 	return PyLong_FromLong(r);

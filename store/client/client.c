@@ -217,7 +217,7 @@ static void destroy(struct xfer_kv *kv)
 {
 	if (kv->r)
 		xfer_reactor_run(kv->r, stop, kv);
-	kv_ssd_free(kv);
+	kv_ssd_forget(kv);
 	unmap_region(kv, kv->seg_mem, kv->seg_size);
 	unmap_region(kv, kv->stage_mem, kv->stage_size);
 	store_alloc_free(kv->stage);

@@ -183,8 +183,8 @@ struct xfer_kv {
 	int ready_err;
 
 	/* ssd.c: the file segment, copies between tiers */
-	char *ssd_path, *ssd_name;
-	uint64_t ssd_size;
+	char *ssd_name;                /* NULL: none */
+	uint64_t ssd_base, ssd_size;
 	uint8_t ssd_id[STORE_ID_LEN];
 	bool ssd_mounted, ssd_mount_out, tier_out;
 	struct kv_rpc ssd_mount_rpc, ssd_unmount_rpc, tier_rpc;
@@ -277,11 +277,9 @@ void kv_ssd_mount(struct xfer_kv *kv);
  *  out (its answer ends the close if the DRAM segment is not mounted). */
 bool kv_ssd_unmount(struct xfer_kv *kv);
 
-/** Forget the file segment (on the reactor, @p arg the client). */
+/** Forget the file segment (on the reactor, or at the end; @p arg the
+ *  client). */
 void kv_ssd_forget(void *arg);
-
-/** Unregister its file and forget it (at the end). */
-void kv_ssd_free(struct xfer_kv *kv);
 
 /** The tick: poll the master for copies between tiers. */
 void kv_ssd_tick(struct xfer_kv *kv);

@@ -1,8 +1,9 @@
 /*
  * The client's SSD segment and its copies between tiers
- * (kv_internal.h). A file registered with the engine (its file segment,
- * "nvmeof/<engine name>") is mounted as a segment of medium SSD: the
- * master allocates in it as in DRAM, and readers reach it through the
+ * (kv_internal.h). A range of the engine's file segment ("nvmeof/<engine
+ * name>", files the application registered with xfer_register_file())
+ * is mounted as a segment of medium SSD: the master allocates in it as
+ * in DRAM, and readers reach it through the
  * engine as any file segment (the file itself on this host, the owner's
  * file data port elsewhere). It is mounted again whenever the DRAM
  * segment is.
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 
 #include "store/client/kv_internal.h"
 #include "util/log_internal.h"
@@ -79,7 +79,7 @@ void kv_ssd_mount(struct xfer_kv *kv)
 	kv->ssd_mount_out = true;
 	memcpy(m->client, kv->client_id, STORE_ID_LEN);
 	memcpy(m->segment, kv->ssd_id, STORE_ID_LEN);
-	m->base = 0;                   /* the file segment's first file */
+	m->base = kv->ssd_base;
 	m->size = kv->ssd_size;
 	m->medium = STORE_MEDIUM_SSD;
 	m->name = (struct store_str){ kv->ssd_name,
@@ -91,8 +91,8 @@ void kv_ssd_mount(struct xfer_kv *kv)
 /* What xfer_kv_mount_file() hands the reactor, which owns kv->ssd_*. */
 struct mount_req {
 	struct xfer_kv *kv;
-	char *path, *name;
-	uint64_t size;
+	char *name;
+	uint64_t base, size;
 	uint8_t id[STORE_ID_LEN];
 	struct xfer_wait *w;
 };
@@ -102,8 +102,8 @@ static void mount_begin(void *arg)
 	struct mount_req *m = arg;
 	struct xfer_kv *kv = m->kv;
 
-	kv->ssd_path = m->path;
 	kv->ssd_name = m->name;
+	kv->ssd_base = m->base;
 	kv->ssd_size = m->size;
 	memcpy(kv->ssd_id, m->id, STORE_ID_LEN);
 	kv->ssd_wait = m->w;
@@ -115,34 +115,23 @@ static void mount_begin(void *arg)
 	kv_ssd_mount(kv);
 }
 
-int xfer_kv_mount_file(struct xfer_kv *kv, const char *path,
-		       uint64_t length)
+int xfer_kv_mount_file(struct xfer_kv *kv, uint64_t offset, uint64_t length)
 {
 	size_t nlen = strlen(xfer_engine_name(kv->e)) + sizeof("nvmeof/");
-	struct mount_req m = { .kv = kv };
-	struct stat st;
+	struct mount_req m = { .kv = kv, .base = offset, .size = length };
 	int64_t ret;
 
-	if (!path || !*path)
+	if (length < 64 || offset > UINT64_MAX - length ||
+	    nlen - 1 > STORE_NAME_MAX)
 		return -EINVAL;
 	if (xfer_reactor_on_thread(kv->r))
 		return -EDEADLK;
-	if (kv->ssd_path)
+	if (kv->ssd_name)
 		return -EEXIST;
-	if (!length) {
-		if (stat(path, &st))
-			return -errno;
-		length = (uint64_t)st.st_size;
-	}
-	if (length < 64 || nlen - 1 > STORE_NAME_MAX)
-		return -EINVAL;
-	m.size = length;
-	m.path = strdup(path);
 	m.name = malloc(nlen);
 	m.w = xfer_wait_new();
-	if (!m.path || !m.name || !m.w ||
+	if (!m.name || !m.w ||
 	    getrandom(m.id, STORE_ID_LEN, 0) != STORE_ID_LEN) {
-		free(m.path);
 		free(m.name);
 		if (m.w) {
 			xfer_wait_drop(m.w);
@@ -151,20 +140,10 @@ int xfer_kv_mount_file(struct xfer_kv *kv, const char *path,
 		return -ENOMEM;
 	}
 	snprintf(m.name, nlen, "nvmeof/%s", xfer_engine_name(kv->e));
-	ret = xfer_register_file(kv->e, path, length, NULL);
-	if (ret) {
-		free(m.path);
-		free(m.name);
-		xfer_wait_drop(m.w);
-		xfer_wait_drop(m.w);
-		return (int)ret;
-	}
 	xfer_reactor_run(kv->r, mount_begin, &m);
 	ret = xfer_wait_for(m.w, KV_RPC_TIMEOUT_MS + 1000);
-	if (!ret)
-		return 0;
-	xfer_reactor_run(kv->r, kv_ssd_forget, kv);
-	xfer_unregister_file(kv->e, path);
+	if (ret)
+		xfer_reactor_run(kv->r, kv_ssd_forget, kv);
 	return (int)ret;
 }
 
@@ -175,9 +154,8 @@ void kv_ssd_forget(void *arg)
 	if (kv->ssd_wait)
 		xfer_wait_drop(kv->ssd_wait);
 	kv->ssd_wait = NULL;
-	free(kv->ssd_path);
 	free(kv->ssd_name);
-	kv->ssd_path = kv->ssd_name = NULL;
+	kv->ssd_name = NULL;
 	kv->ssd_mounted = false;
 }
 
@@ -205,12 +183,6 @@ bool kv_ssd_unmount(struct xfer_kv *kv)
 	return true;
 }
 
-void kv_ssd_free(struct xfer_kv *kv)
-{
-	if (kv->ssd_path)
-		xfer_unregister_file(kv->e, kv->ssd_path);
-	kv_ssd_forget(kv);
-}
 
 /* ---- copies between tiers ---- */
 

@@ -241,6 +241,7 @@ class MooncakeDistributedStore:
 
     def __init__(self):
         self._kv = None
+        self._ssd = False              # mount_file() done
 
     # -- setup ------------------------------------------------------------
     def setup(self, *args, **kwargs):
@@ -328,6 +329,7 @@ class MooncakeDistributedStore:
         client (objects whose replicas lay only in it are gone). Returns
         0; later calls answer as before setup()."""
         kv, self._kv = self._kv, None
+        self._ssd = False
         if kv is not None:
             kv.close()
         return 0
@@ -370,10 +372,11 @@ class MooncakeDistributedStore:
         file, a size under 64), -900 (the master refused or is
         unreachable), or -1."""
         kv = self._kv
-        if kv is None:
+        if kv is None or self._ssd:
             return INVALID_PARAMS
         r = kv.mount_file(os.fspath(path), operator.index(size))
         if r == 0:
+            self._ssd = True
             return 0
         if r in (-errno.EINVAL, -errno.EEXIST, -errno.ENOENT,
                  -errno.EACCES, -errno.EISDIR):
