@@ -237,8 +237,8 @@ static bool own_side(struct xfer_kv *kv, const struct store_replica *r,
 }
 
 /* An op moving the keys t->idx[from, to): writes to, or reads from,
- * their peer replicas @p peer. @return 0, -ENOMEM. */
-static int start_op(struct kv_tier *t, enum kv_kind kind, size_t from,
+ * their peer replicas @p peer; without memory for it they fail. */
+static void start_op(struct kv_tier *t, enum kv_kind kind, size_t from,
 		    size_t to, const struct kv_rep *peer)
 {
 	const char **keys = calloc(to - from, sizeof(*keys));
@@ -258,7 +258,7 @@ static int start_op(struct kv_tier *t, enum kv_kind kind, size_t from,
 	if (!op) {
 		for (size_t i = from; i < to; i++)
 			t->res[i] = -ENOMEM;
-		return -ENOMEM;
+		return;
 	}
 	op->flags = XFER_KV_ZERO_COPY;
 	op->cb = on_moved;
@@ -272,18 +272,47 @@ static int start_op(struct kv_tier *t, enum kv_kind kind, size_t from,
 	}
 	t->ops_out++;
 	kv_op_move(op);
-	return 0;
 }
 
-/* Start the copies of a poll's answer @p rep. */
+/* Take item @p it of a poll's answer into @p t as key t->n, with its
+ * peer side into @p peer. @return 1 taken, 0 skipped (not ours to copy,
+ * or malformed: it times out at the master), -ENOMEM. */
+static int copy_take(struct xfer_kv *kv, struct kv_tier *t,
+		     const struct store_item *it, struct kv_rep *peer,
+		     bool *put)
+{
+	const struct store_replica *other;
+	struct iovec iov;
+
+	if (it->nrep != 2 || !it->key.len || !it->len ||
+	    it->rep[0].len != it->len || it->rep[1].len != it->len)
+		return 0;
+	*put = own_side(kv, &it->rep[0], &iov);
+	if (!*put && !own_side(kv, &it->rep[1], &iov))
+		return 0;
+	other = &it->rep[*put ? 1 : 0];
+	*peer = (struct kv_rep){ other->addr,
+				 kv_seg_get(kv, other->endpoint.p,
+					    other->endpoint.len) };
+	t->keys[t->n] = strndup(it->key.p, it->key.len);
+	if (!peer->seg || !t->keys[t->n])
+		return -ENOMEM;
+	t->iov[t->n++] = iov;
+	return 1;
+}
+
+/* Start the copies of a poll's answer @p rep: the writes as one op, the
+ * reads as another. */
 static int copies_start(struct xfer_kv *kv, const struct store_msg *rep)
 {
 	struct kv_tier *t = calloc(1, sizeof(*t));
 	struct kv_rep *peer = calloc(rep->n, sizeof(*peer));
-	size_t n = 0, nget = 0;
+	struct kv_rep *byop = calloc(rep->n, sizeof(*byop));
+	size_t nget = 0;
 	int ret = -ENOMEM;
 
-	if (!t || !peer || !(t->keys = calloc(rep->n, sizeof(*t->keys))) ||
+	if (!t || !peer || !byop ||
+	    !(t->keys = calloc(rep->n, sizeof(*t->keys))) ||
 	    !(t->iov = calloc(rep->n, sizeof(*t->iov))) ||
 	    !(t->res = calloc(rep->n, sizeof(*t->res))) ||
 	    !(t->idx = calloc(rep->n, sizeof(*t->idx))))
@@ -291,61 +320,36 @@ static int copies_start(struct xfer_kv *kv, const struct store_msg *rep)
 	t->kv = kv;
 	/* writes at the front of idx, reads at the back */
 	for (uint32_t i = 0; i < rep->n; i++) {
-		const struct store_item *it = &rep->items[i];
-		struct iovec iov;
+		size_t k = t->n;
 		bool put;
 
-		if (it->nrep != 2 || !it->key.len)
-			continue;
-		put = own_side(kv, &it->rep[0], &iov);
-		if (!put && !own_side(kv, &it->rep[1], &iov))
-			continue;          /* not ours to copy: it times out */
-		t->keys[n] = strndup(it->key.p, it->key.len);
-		if (!t->keys[n])
+		ret = copy_take(kv, t, &rep->items[i], &peer[k], &put);
+		if (ret < 0)
 			goto out;
-		t->iov[n] = iov;
-		peer[n] = (struct kv_rep){ it->rep[put ? 1 : 0].addr,
-					   kv_seg_get(kv, it->rep[put ? 1 : 0].
-						      endpoint.p,
-						      it->rep[put ? 1 : 0].
-						      endpoint.len) };
-		if (!peer[n].seg)
-			goto out;
-		if (put) {
-			t->idx[t->nput++] = n;
-		} else {
-			nget++;
-			t->idx[rep->n - nget] = n;
-		}
-		n++;
+		if (ret && put)
+			t->idx[t->nput++] = k;
+		else if (ret)
+			t->idx[rep->n - ++nget] = k;
 	}
-	t->n = n;
-	if (!n) {
-		ret = 0;
+	ret = 0;
+	if (!t->n)
 		goto out;
-	}
-	/* the reads, packed after the writes */
 	memmove(t->idx + t->nput, t->idx + rep->n - nget,
 		nget * sizeof(*t->idx));
-	{
-		struct kv_rep *byop = calloc(n, sizeof(*byop));
-
-		if (!byop)
-			goto out;
-		for (size_t i = 0; i < n; i++)
-			byop[i] = peer[t->idx[i]];
-		kv->tier_out = true;
-		t->ops_out = 1;        /* held until both are started */
-		if ((t->nput && start_op(t, KV_PUT, 0, t->nput, byop)) ||
-		    (nget && start_op(t, KV_GET, t->nput, n, byop)))
-			xfer_log(XFER_LOG_WARN, "xfer store client: copies "
-				 "between tiers could not start");
-		free(byop);
-		free(peer);
-		on_moved(kv, 0, t);
-		return 0;
-	}
+	for (size_t p = 0; p < t->n; p++)
+		byop[p] = peer[t->idx[p]];
+	kv->tier_out = true;
+	t->ops_out = 1;                /* held until both are started */
+	if (t->nput)
+		start_op(t, KV_PUT, 0, t->nput, byop);
+	if (nget)
+		start_op(t, KV_GET, t->nput, t->n, byop);
+	free(byop);
+	free(peer);
+	on_moved(kv, 0, t);
+	return 0;
 out:
+	free(byop);
 	free(peer);
 	if (t)
 		tier_free(t);
