@@ -6,7 +6,8 @@
  * them through the owner's file data port and from the file itself;
  * DRAM filled past the watermark offloads objects to the file
  * (--enable_offload --offload_on_evict) and a get promotes them back
- * (--promotion_on_hit); a restarted master with a journal keeps SSD
+ * (--promotion_on_hit), also with the file on another client (through
+ * its data port); a restarted master with a journal keeps SSD
  * replicas. Every byte read back is checked. The reads' speeds are
  * printed (SSD through the owner vs DRAM over TCP, an offloaded object's
  * first get vs a DRAM get): noisy on a shared machine, not asserted.
@@ -368,6 +369,56 @@ static void test_offload_promote(void **state)
 	th_master.pid = 0;
 }
 
+/* The SSD segment on another client, which lends no DRAM: the DRAM
+ * segment's owner writes its offloads through the SSD owner's file data
+ * port and reads promotions back the same way. */
+static void test_offload_remote(void **state)
+{
+	struct owner_args a = { 0, 64 * MiB };
+	struct xfer_kv *kv;
+	struct th_proc o;
+	char name[64], key[16];
+	int ssd, dram, offloaded = 0;
+
+	(void)state;
+	th_master_start((const char *const[]){
+		"--metrics_port=0", "--enable_offload=true",
+		"--offload_on_evict=true", "--promotion_on_hit=true",
+		"--promotion_admission_threshold=1", NULL });
+	owner_start(&o, &a, name);
+	kv = kv_new(4 * MiB + 4096, STAGE, false);
+	assert_non_null(kv);
+	for (int i = 0; i < 10; i++) {
+		int64_t ret;
+
+		snprintf(key, sizeof(key), "r%d", i);
+		for (int t = 0; t < 100; t++) {
+			ret = th_put_pattern(kv, key, MiB, 6, 1, false);
+			if (ret != XFER_KV_NO_AVAILABLE_HANDLE)
+				break;
+			usleep(50000);
+		}
+		assert_int_equal(ret, 0);
+	}
+	usleep(1500000);
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "r%d", i);
+		where(key, &ssd, &dram);
+		assert_int_equal(ssd + dram, 1);
+		offloaded += ssd;
+	}
+	assert_true(offloaded >= 6);
+	where("r0", &ssd, &dram);
+	assert_int_equal(ssd, 1);
+	assert_int_equal(th_get_pattern(kv, "r0", MiB, 6, false), MiB);
+	wait_where("r0", 1, 1);         /* promoted into this client */
+	assert_int_equal(th_get_pattern(kv, "r0", MiB, 6, false), MiB);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	th_kv_proc_stop(&o);
+	th_stored_stop(th_master.pid);
+	th_master.pid = 0;
+}
+
 /* An object put with an SSD replica, and one that eager offload
  * (--enable_offload alone) copies to SSD at its put, come back from a
  * restarted master's journal once the owner mounts again. */
@@ -415,6 +466,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ssd_replicas, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offload_promote, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_offload_remote, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_journal, setup, teardown),
 	};
