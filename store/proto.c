@@ -4,10 +4,11 @@
  * directions; one walker reads or writes them, so the two cannot drift
  * apart. Letters: c client id, s segment id (16 bytes each), b base,
  * z size (u64), N name (str 1..255), p preferred segment (str 0..255),
- * r replicas, f flags, F force (u8, F only 0 or 1), e error (i32),
- * C count (i64), V min_version (u64), x pattern (str 1..4096),
- * [ ] a batch (u32 count, then its items); in an item:
- * k key (str 0..4096), l length, t lease, v version (u64), e error, R replicas (u8
+ * r replicas, f flags, F force (u8, F only 0 or 1), m medium (u8, 0
+ * DRAM or 1 SSD), d SSD replicas (u8), e error (i32), C count (i64),
+ * V min_version (u64), x pattern (str 1..4096), [ ] a batch (u32 count,
+ * then its items); in an item: k key (str 0..4096), l length, t lease,
+ * v version (u64), e error, R replicas (u8
  * count up to 16, each u64 address, u64 length, str endpoint 1..255).
  * A str is a u16 length and its bytes. Integers are little-endian.
  */
@@ -22,9 +23,9 @@ static const struct {
 	const char *name, *req, *rep;
 } specs[STORE_TYPE_END] = {
 	[STORE_PING] = { "ping", "c", "ef" },
-	[STORE_MOUNT] = { "mount", "csbzN", "e" },
+	[STORE_MOUNT] = { "mount", "csbzNm", "e" },
 	[STORE_UNMOUNT] = { "unmount", "cs", "e" },
-	[STORE_PUT_START] = { "put_start", "crfp[kl]", "e[eR]" },
+	[STORE_PUT_START] = { "put_start", "crfpd[kl]", "e[eR]" },
 	[STORE_PUT_END] = { "put_end", "c[k]", "e[e]" },
 	[STORE_PUT_REVOKE] = { "put_revoke", "c[k]", "e[e]" },
 	[STORE_QUERY] = { "query", "V[k]", "e[eltvR]" },
@@ -34,6 +35,8 @@ static const struct {
 	[STORE_SYNC] = { "sync", "", "eC" },
 	[STORE_REMOVE_REGEX] = { "remove_regex", "Fx", "eC" },
 	[STORE_REPLICA_CLEAR] = { "replica_clear", "cp[k]", "e[e]" },
+	[STORE_TIER_POLL] = { "tier_poll", "c", "e[klR]" },
+	[STORE_TIER_DONE] = { "tier_done", "c[ke]", "e[e]" },
 };
 
 const char *store_type_name(unsigned type)
@@ -228,6 +231,12 @@ static void field(struct walk *w, char f, struct store_msg *m)
 		if (m->force > 1)
 			limit(w);
 		break;
+	case 'm':
+		NUM(w, m->medium, 1);
+		if (m->medium > STORE_MEDIUM_SSD)
+			limit(w);
+		break;
+	case 'd': NUM(w, m->ssd_replicas, 1); break;
 	case 'e': NUM(w, m->err, 4); break;
 	case 'C': NUM(w, m->count, 8); break;
 	case 'V': NUM(w, m->min_version, 8); break;

@@ -26,6 +26,10 @@
 
 #define STORE_F_REPLY 1                /* header flags */
 
+/* A segment's medium (mount). */
+#define STORE_MEDIUM_DRAM 0
+#define STORE_MEDIUM_SSD 1
+
 enum store_type {
 	STORE_PING = 1,
 	STORE_MOUNT,
@@ -40,6 +44,8 @@ enum store_type {
 	STORE_SYNC,
 	STORE_REMOVE_REGEX,
 	STORE_REPLICA_CLEAR,
+	STORE_TIER_POLL,
+	STORE_TIER_DONE,
 	STORE_TYPE_END
 };
 
@@ -80,6 +86,8 @@ struct store_msg {
 	struct store_str pattern;        /* remove_regex: POSIX ERE */
 	uint64_t min_version;            /* query: 0, or the least wanted */
 	uint8_t replicas, flags, force;
+	uint8_t medium;                  /* mount */
+	uint8_t ssd_replicas;            /* put_start */
 	int32_t err;
 	int64_t count;
 	uint32_t n;

@@ -70,6 +70,8 @@ static void test_round_trip(void **state)
 			m->replicas = 2;
 			m->flags = 1;
 			m->force = 1;
+			m->medium = STORE_MEDIUM_SSD;
+			m->ssd_replicas = 3;
 			m->err = -706;
 			m->count = -3;
 			m->n = 3;
@@ -106,7 +108,16 @@ static void test_round_trip(void **state)
 				assert_int_equal(d->items[2].rep[1].endpoint.len,
 						 3);
 			}
+			if (t == STORE_PUT_START && !reply) {
+				assert_int_equal(d->replicas, 2);
+				assert_int_equal(d->ssd_replicas, 3);
+			}
+			if (t == STORE_TIER_POLL && reply) {
+				assert_int_equal(d->items[2].nrep, 2);
+				assert_int_equal(d->items[2].len, 3 * 4096);
+			}
 			if (t == STORE_MOUNT && !reply) {
+				assert_int_equal(d->medium, STORE_MEDIUM_SSD);
 				assert_int_equal(d->size, 1 << 30);
 				assert_memory_equal(d->segment, m->segment,
 						    STORE_ID_LEN);
@@ -252,6 +263,11 @@ static void empty_name(struct store_msg *m)
 	m->name = S("");
 }
 
+static void bad_medium(struct store_msg *m)
+{
+	m->medium = STORE_MEDIUM_SSD + 1;
+}
+
 static void test_limits(void **state)
 {
 	struct store_msg *m = msg(STORE_EXIST, false);
@@ -288,6 +304,9 @@ static void test_limits(void **state)
 	m->name = S("n");
 	/* body: two ids, base, size, u16 name length */
 	refuse_both(m, empty_name, 48, 2, 0);
+	m->name = S("n");
+	/* then the name's byte, u8 medium */
+	refuse_both(m, bad_medium, 51, 1, 2);
 	free(m);
 }
 

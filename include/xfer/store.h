@@ -89,8 +89,9 @@ enum xfer_kv_error {
 
 /** Mooncake's ReplicateConfig, what a put asks of the master. */
 struct xfer_kv_replicate {
-	/** replicas wanted, 1..16, each on a distinct segment; fewer are
-	 *  made when fewer segments have room (at least one) */
+	/** DRAM replicas wanted, 0..16, each on a distinct segment; fewer
+	 *  are made when fewer segments have room (at least one replica
+	 *  of either medium) */
 	unsigned replica_num;
 	/** kept from eviction until nothing else can be evicted */
 	bool with_soft_pin;
@@ -99,6 +100,10 @@ struct xfer_kv_replicate {
 	/** segment name (an engine's name) to hold the first replica,
 	 *  when it is mounted and has room; NULL or "": any */
 	const char *preferred_segment;
+	/** SSD replicas wanted (Mooncake's nof_replica_num), in segments
+	 *  mounted with xfer_kv_mount_file(); replica_num + nof_replica_num
+	 *  is 1..16 */
+	unsigned nof_replica_num;
 };
 
 /** Completion of an asynchronous call: @p result as the blocking form
@@ -188,6 +193,28 @@ int xfer_kv_register_buffer(struct xfer_kv *kv, void *addr, size_t len);
  *  unregister_buffer). @return as xfer_unregister(). Any thread. */
 XFER_EXPORT
 int xfer_kv_unregister_buffer(struct xfer_kv *kv, void *addr);
+
+/**
+ * Lend bytes [@p offset, @p offset + @p length) of the client's engine's
+ * file segment ("nvmeof/<engine name>": the files registered with
+ * xfer_register_file(), end to end in registration order, so 0 is the
+ * first file's first byte) to the store as an SSD segment (the seed's
+ * NVMe-oF segment): the master allocates SSD replicas (nof_replica_num)
+ * and offloaded objects in it as it does in DRAM segments. Peers read
+ * and write it through the engine: the file itself on this host, this
+ * engine's file data port elsewhere. Register the file first, and
+ * unregister it only after xfer_kv_free(), which unmounts it (a client's
+ * own engine goes with it, its files too); it is mounted again with the
+ * DRAM segment. One per client.
+ * @return 0; -EINVAL (@p length under 64, or the range overflows);
+ *         -EEXIST (one is mounted already); -EDEADLK (on the engine's
+ *         callback base); -EPROTO (the master refused the mount);
+ *         -ECONNRESET (no connection to the master now); -ETIMEDOUT;
+ *         -ENOMEM. Any other thread, not while another calls it on the
+ *         same client.
+ */
+XFER_EXPORT
+int xfer_kv_mount_file(struct xfer_kv *kv, uint64_t offset, uint64_t length);
 
 /* ---- put ---- */
 

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "xfer_py.h"
 
@@ -183,6 +184,50 @@ static PyObject *kv_register(KVObject *self, PyObject *args)
 	return PyLong_FromLong(r);
 }
 
+PyDoc_STRVAR(kv_mount_file_doc,
+"mount_file(path, length=0) -> int\n\n"
+"Register the file at @path (@length bytes, 0: its size) as the first\n"
+"file of the client's engine and lend it to the store as an SSD segment\n"
+"(xfer_register_file, xfer_kv_mount_file): 0, or a negative errno (the\n"
+"file unregistered again).");
+
+/* The client's own engine has no other file: this one starts at 0. */
+static int mount_file(struct xfer_kv *k, const char *path, uint64_t len)
+{
+	struct xfer_engine *e = xfer_kv_engine(k);
+	struct stat st;
+	int r;
+
+	if (!len) {
+		if (stat(path, &st))
+			return -errno;
+		len = (uint64_t)st.st_size;
+	}
+	r = xfer_register_file(e, path, len, NULL);
+	if (r)
+		return r;
+	r = xfer_kv_mount_file(k, 0, len);
+	if (r)
+		xfer_unregister_file(e, path);
+	return r;
+}
+
+static PyObject *kv_mount_file(KVObject *self, PyObject *args)
+{
+	unsigned long long len = 0;
+	const char *path;
+	int r;
+
+	if (!PyArg_ParseTuple(args, "s|K:mount_file", &path, &len) ||
+	    !xpy_kv_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	r = mount_file(self->k, path, len);
+	Py_END_ALLOW_THREADS
+	xpy_kv_leave(self);
+	return PyLong_FromLong(r);
+}
+
 PyDoc_STRVAR(kv_unregister_doc,
 "unregister_buffer(address) -> int\n\n"
 "Unregister memory of register_buffer(): 0, or a negative errno.");
@@ -244,7 +289,8 @@ PyDoc_STRVAR(kv_put_doc,
 "Put one object per key (xfer_kv_batch_put): the concatenation of its\n"
 "counts[i] parts (one each without counts); a part is a buffer object\n"
 "or an integer address whose length is lens[j]. rc: (replica_num,\n"
-"soft_pin, hard_pin, preferred_segment or None). Each key's result: 0\n"
+"soft_pin, hard_pin, preferred_segment or None[, nof_replica_num]).\n"
+"Each key's result: 0\n"
 "or a negative ErrorCode (-1 for a local error).");
 
 PyDoc_STRVAR(kv_get_doc,
@@ -310,6 +356,8 @@ static PyMethodDef kv_methods[] = {
 	  "healthy() -> bool\n\nThe master answered the last ping." },
 	{ "register_buffer", (PyCFunction)kv_register, METH_VARARGS,
 	  kv_register_doc },
+	{ "mount_file", (PyCFunction)kv_mount_file, METH_VARARGS,
+	  kv_mount_file_doc },
 	{ "unregister_buffer", (PyCFunction)kv_unregister, METH_O,
 	  kv_unregister_doc },
 	KW_METHOD("put", kv_put, kv_put_doc),

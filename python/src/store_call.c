@@ -451,10 +451,11 @@ static int parse_src(struct kvc *c, const struct kvc_in *in)
 	return 0;
 }
 
-/* (replica_num, soft_pin, hard_pin, preferred_segment or None) */
+/* (replica_num, soft_pin, hard_pin, preferred_segment or None
+ *  [, nof_replica_num]) */
 static int parse_rc(struct kvc *c, PyObject *rc)
 {
-	unsigned int num;
+	unsigned int num, nof = 0;
 	int soft, hard;
 	const char *pref = NULL;
 
@@ -464,11 +465,13 @@ static int parse_rc(struct kvc *c, PyObject *rc)
 		PyErr_SetString(PyExc_TypeError, "rc must be a tuple");
 		return -1;
 	}
-	if (!PyArg_ParseTuple(rc, "Ippz:rc", &num, &soft, &hard, &pref))
+	if (!PyArg_ParseTuple(rc, "Ippz|I:rc", &num, &soft, &hard, &pref,
+			      &nof))
 		return -1;
 	c->has_rc = true;
 	c->rc = (struct xfer_kv_replicate){ .replica_num = num,
-		.with_soft_pin = soft, .with_hard_pin = hard };
+		.with_soft_pin = soft, .with_hard_pin = hard,
+		.nof_replica_num = nof };
 	if (pref && *pref) {
 		if (!(c->preferred = strdup(pref))) {
 			PyErr_NoMemory();

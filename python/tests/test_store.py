@@ -274,7 +274,13 @@ def test_replicas_survive_a_holder(make_store, make_master):
     with pytest.raises(TypeError):
         ReplicateConfig(replicas=2)
     assert me.put("sixteen+", b"x", ReplicateConfig(replica_num=17)) == -600
-    assert me.put("nof", b"x", ReplicateConfig(nof_replica_num=1)) == -600
+    # no client lent an SSD segment: the DRAM replica only (here: the
+    # dead peer's segment stays mounted, and a write to it fails), or none
+    assert me.put("nof", b"x", ReplicateConfig(
+        nof_replica_num=1, preferred_segment=me.get_hostname())) == 0
+    assert me.put("nof0", b"x", ReplicateConfig(replica_num=0,
+                                                nof_replica_num=1)) == -200
+    assert me.put("none", b"x", ReplicateConfig(replica_num=0)) == -600
     # (the dead peer's segment stays mounted until --client_ttl: not there)
     pinned = ReplicateConfig(soft_pin_action=SoftPinAction.ENABLE,
                              with_hard_pin=True,
@@ -558,3 +564,25 @@ def test_hostile_arguments(master):
     finally:
         kv.close()
     assert calls > 500
+
+
+def test_ssd_segment(make_store):
+    """A file lent as an SSD segment (xfer's mount_file): an object put
+    with an SSD replica only is read back by another client."""
+    path = f"/dev/shm/xfer-test-ssd-{os.getpid()}"
+    with open(path, "wb") as f:
+        f.truncate(16 * MiB)
+    try:
+        assert MooncakeDistributedStore().mount_file(path) == -600
+        owner = make_store()
+        assert owner.mount_file(path + "-missing") == -600
+        assert owner.mount_file(path) == 0
+        assert owner.mount_file(path) == -600      # one per store
+        reader = make_store()
+        value = pattern(9, MiB + 3)
+        ssd_only = ReplicateConfig(replica_num=0, nof_replica_num=1)
+        assert owner.put("ssd-only", value, ssd_only) == 0
+        assert reader.get("ssd-only") == value
+        assert owner.get("ssd-only") == value
+    finally:
+        os.unlink(path)

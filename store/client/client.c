@@ -63,6 +63,7 @@ static void mount(struct xfer_kv *kv)
 	memcpy(m->segment, kv->segment_id, STORE_ID_LEN);
 	m->base = (uintptr_t)kv->seg_mem;
 	m->size = kv->seg_size;
+	m->medium = STORE_MEDIUM_DRAM;
 	m->name = (struct store_str){ kv->name, (uint16_t)strlen(kv->name) };
 	kv->mount_rpc.done = on_mount;
 	kv_rpc_send(kv, &kv->mount_rpc, STORE_MOUNT);
@@ -70,6 +71,7 @@ static void mount(struct xfer_kv *kv)
 
 static void connected(struct xfer_kv *kv)
 {
+	kv_ssd_mount(kv);
 	if (kv->seg_size) {
 		mount(kv);
 		return;
@@ -101,6 +103,8 @@ static void on_ping(struct kv_rpc *r, const struct store_msg *rep)
 			 "segment %s: mounting it again", kv->name);
 		mount(kv);
 	}
+	if (rep && !rep->err && (rep->flags & 1))
+		kv_ssd_mount(kv);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -115,6 +119,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			kv_conn_start(kv);
 		return;
 	}
+	kv_ssd_tick(kv);
 	if (kv->ping_out)
 		return;
 	kv->ping_out = true;
@@ -212,6 +217,7 @@ static void destroy(struct xfer_kv *kv)
 {
 	if (kv->r)
 		xfer_reactor_run(kv->r, stop, kv);
+	kv_ssd_forget(kv);
 	unmap_region(kv, kv->seg_mem, kv->seg_size);
 	unmap_region(kv, kv->stage_mem, kv->stage_size);
 	store_alloc_free(kv->stage);
@@ -318,6 +324,8 @@ static void drained(struct xfer_kv *kv)
 	if (kv->drained)
 		return;
 	kv->drained = true;
+	if (kv_ssd_unmount(kv) && !kv->mounted)
+		return;                /* its answer ends the close */
 	if (!kv->bev || !kv->mounted) {
 		xfer_wait_done(kv->close_wait, 0);
 		return;

@@ -123,7 +123,7 @@ struct kv_op {
 	enum kv_kind kind;
 	unsigned flags;                /* XFER_KV_ZERO_COPY */
 	bool force, waiting;
-	uint8_t replicas, pin;         /* pin: put_start's flags */
+	uint8_t replicas, ssd_replicas, pin;         /* pin: put_start's flags */
 	char *preferred;               /* or replica_clear's segment */
 	char *pattern;                 /* remove_regex */
 	uint64_t min_version;          /* get: 0, or the least to read */
@@ -192,6 +192,14 @@ struct xfer_kv {
 	atomic_bool healthy;           /* the master answered the last ping */
 	struct xfer_wait *ready_wait, *close_wait;
 	int ready_err;
+
+	/* ssd.c: the file segment, copies between tiers */
+	char *ssd_name;                /* NULL: none */
+	uint64_t ssd_base, ssd_size;
+	uint8_t ssd_id[STORE_ID_LEN];
+	bool ssd_mounted, ssd_mount_out, tier_out;
+	struct kv_rpc ssd_mount_rpc, ssd_unmount_rpc, tier_rpc;
+	struct xfer_wait *ssd_wait;
 
 	/* client.c's, for the files below it */
 	void (*connected)(struct xfer_kv *kv);
@@ -284,6 +292,10 @@ void kv_op_free(struct kv_op *op);
 /** Post @p op to the reactor, which starts it. */
 void kv_op_post(struct kv_op *op);
 
+/** Move @p op's keys (state KEY_MOVE, replicas set) with move.c, then
+ *  end it: its callback, as after a master's answer. */
+void kv_op_move(struct kv_op *op);
+
 /* ---- move.c ---- */
 
 /** Move the bytes of @p op's keys in state KEY_MOVE (those of a put end
@@ -298,5 +310,21 @@ struct kv_seg *kv_seg_get(struct xfer_kv *kv, const char *name,
 
 /** Free the segment entries (at the end). */
 void kv_segs_free(struct xfer_kv *kv);
+
+/* ---- ssd.c ---- */
+
+/** (Re)mount the file segment, if there is one (after the DRAM one). */
+void kv_ssd_mount(struct xfer_kv *kv);
+
+/** Unmount it at the end, if mounted. @return whether a request went
+ *  out (its answer ends the close if the DRAM segment is not mounted). */
+bool kv_ssd_unmount(struct xfer_kv *kv);
+
+/** Forget the file segment (on the reactor, or at the end; @p arg the
+ *  client). */
+void kv_ssd_forget(void *arg);
+
+/** The tick: poll the master for copies between tiers. */
+void kv_ssd_tick(struct xfer_kv *kv);
 
 #endif

@@ -185,6 +185,7 @@ static void send_keys(struct kv_op *op, uint16_t type, size_t from,
 		r->done = on_reply;
 		memcpy(m->client, kv->client_id, STORE_ID_LEN);
 		m->replicas = op->replicas;
+		m->ssd_replicas = op->ssd_replicas;
 		m->flags = op->pin;
 		m->force = op->force;
 		m->min_version = op->min_version;
@@ -357,6 +358,17 @@ static void finish(struct kv_op *op)
 	kv_op_free(op);
 	cb(kv, res, arg);
 	kv->op_gone(kv);
+}
+
+void kv_op_move(struct kv_op *op)
+{
+	struct xfer_kv *kv = op->kv;
+
+	op->next = kv->ops;
+	if (op->next)
+		op->next->prev = op;
+	kv->ops = op;
+	kv_move(op, finish);
 }
 
 /* Copy the keys and parts of the caller's arrays into @p op. */

@@ -33,7 +33,9 @@ struct flags {
 	const char *metrics_host, *meta_host;
 	char *secret;
 	double evict_ratio, high_watermark;
+	long long promotion_threshold;
 	bool metric_reporting, no_delay, meta;
+	bool offload, offload_on_evict, promotion_on_hit, disk_eviction;
 };
 
 /*
@@ -208,6 +210,7 @@ int main(int argc, char **argv)
 		.client_ttl = 10, .discard_s = 30, .release_s = 600,
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
+		.promotion_threshold = 2, .disk_eviction = true,
 	};
 	const char *secret = NULL, *env = getenv("XFER_AUTH_SECRET");
 	const struct xfer_gflag flags[] = {
@@ -232,6 +235,18 @@ int main(int argc, char **argv)
 		  "(30)" },
 		{ "put_start_release_timeout_sec", XFER_GF_INT, &f.release_s,
 		  1, 86400, "seconds before its space is reused (600)" },
+		{ "enable_offload", XFER_GF_BOOL, &f.offload, 0, 0,
+		  "copy objects from DRAM to SSD segments: at put end, or "
+		  "with --offload_on_evict when evicted (false)" },
+		{ "offload_on_evict", XFER_GF_BOOL, &f.offload_on_evict, 0, 0,
+		  "offload when eviction picks an object, not at put (false)" },
+		{ "promotion_on_hit", XFER_GF_BOOL, &f.promotion_on_hit, 0, 0,
+		  "copy an object only on SSD back to DRAM when read (false)" },
+		{ "promotion_admission_threshold", XFER_GF_INT,
+		  &f.promotion_threshold, 0, 255,
+		  "reads of it before it is promoted (2)" },
+		{ "enable_disk_eviction", XFER_GF_BOOL, &f.disk_eviction, 0, 0,
+		  "evict objects only on SSD to make room there (true)" },
 		{ "metrics_port", XFER_GF_INT, &f.metrics_port, 0, 65535,
 		  "port of the metrics and admin HTTP, 0 for any (9003)" },
 		{ "metrics_host", XFER_GF_STRING, &f.metrics_host, 0, 0,
@@ -289,6 +304,12 @@ int main(int argc, char **argv)
 		.client_ttl_ms = (uint64_t)f.client_ttl * 1000,
 		.discard_ms = (uint64_t)f.discard_s * 1000,
 		.release_ms = (uint64_t)f.release_s * 1000,
+		.offload = f.offload,
+		.offload_on_evict = f.offload && f.offload_on_evict,
+		.promotion_on_hit = f.promotion_on_hit,
+		.promotion_threshold = f.promotion_threshold ?
+				       (unsigned)f.promotion_threshold : 1,
+		.disk_eviction = f.disk_eviction,
 	};
 	if (parse_duration_ms(f.lease_ttl, &cfg.lease_ms)) {
 		fprintf(stderr, "xfer-stored: --default_kv_lease_ttl: '%s' is "

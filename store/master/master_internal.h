@@ -48,6 +48,11 @@ struct stored_cfg {
 	uint64_t client_ttl_ms;        /* --client_ttl */
 	uint64_t discard_ms;           /* --put_start_discard_timeout_sec */
 	uint64_t release_ms;           /* --put_start_release_timeout_sec */
+	bool offload;                  /* --enable_offload */
+	bool offload_on_evict;         /* --offload_on_evict */
+	bool promotion_on_hit;         /* --promotion_on_hit */
+	unsigned promotion_threshold;  /* --promotion_admission_threshold */
+	bool disk_eviction;            /* --enable_disk_eviction */
 };
 
 struct event_base;

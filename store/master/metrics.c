@@ -167,6 +167,15 @@ int stored_metrics(struct stored *s, struct evbuffer *out)
 			"currently allocated across all segments", s->used);
 	failed |= gauge(out, "master_total_capacity_bytes", "Total memory "
 			"capacity across all mounted segments", s->capacity);
+	failed |= gauge(out, "master_nof_allocated_bytes", "Total bytes "
+			"currently allocated across SSD segments", s->ssd_used);
+	failed |= gauge(out, "master_total_nof_capacity_bytes", "Total "
+			"capacity across mounted SSD segments",
+			s->ssd_capacity);
+	failed |= counter(out, "master_promotion_completed", "_total",
+			  "Copies from SSD back to DRAM done", s->promoted);
+	failed |= counter(out, "xfer_stored_offload_completed", "_total",
+			  "Copies from DRAM to SSD done", s->offloaded);
 	failed |= per_segment(out, s, true);
 	failed |= per_segment(out, s, false);
 	failed |= gauge(out, "master_key_count", "Total number of keys "

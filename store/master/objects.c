@@ -36,7 +36,9 @@ int objects_init(struct stored *s)
 {
 	list_init(&s->pending);
 	list_init(&s->lru);
+	list_init(&s->ssd_lru);
 	list_init(&s->discarded);
+	list_init(&s->tier_tasks);
 	s->nbuckets = BUCKETS_MIN;
 	s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
 	return s->buckets ? 0 : -ENOMEM;
@@ -126,13 +128,22 @@ static void replica_release(struct stored *s, struct replica *r)
 {
 	if (!r->seg)
 		return;
+	if (r->obj->task)
+		tier_forget(s, r->obj, r);
 	if (r->seg->online) {
-		s->used -= store_alloc_len(r->seg->alloc, r->alloc_id);
+		segment_account(s, r->seg, store_alloc_len(r->seg->alloc,
+							   r->alloc_id), -1);
 		store_alloc_release(r->seg->alloc, r->alloc_id);
 	}
 	list_del(&r->in_seg);
 	r->seg = NULL;
+	r->filling = false;
 	r->obj->nlive--;
+}
+
+void objects_release_replica(struct stored *s, struct replica *r)
+{
+	replica_release(s, r);
 }
 
 static uint64_t obj_free(struct stored *s, struct object *o)
@@ -159,10 +170,16 @@ static uint64_t obj_delete(struct stored *s, struct object *o)
 	return obj_free(s, o);
 }
 
+uint64_t objects_delete(struct stored *s, struct object *o)
+{
+	return obj_delete(s, o);
+}
+
 bool objects_visible(const struct object *o)
 {
 	for (unsigned i = 0; i < o->nrep; i++)
-		if (o->rep[i].seg && o->rep[i].seg->online)
+		if (o->rep[i].seg && o->rep[i].seg->online &&
+		    !o->rep[i].filling)
 			return true;
 	return false;
 }
@@ -180,10 +197,11 @@ void objects_drop_replica(struct stored *s, struct replica *r)
 
 void objects_fini(struct stored *s)
 {
-	struct list *heads[] = { &s->pending, &s->lru, &s->discarded };
+	struct list *heads[] = { &s->pending, &s->lru, &s->ssd_lru,
+				 &s->discarded };
 
 	/* the segments went first: no replica is left to release */
-	for (unsigned i = 0; i < 3 && s->buckets; i++)
+	for (unsigned i = 0; i < 4 && s->buckets; i++)
 		while (!list_empty(heads[i]))
 			obj_free(s, container_of(heads[i]->next,
 						 struct object, link));
@@ -246,7 +264,7 @@ static uint64_t evict(struct stored *s, uint64_t target)
 						  EVICT_SCAN_MAX;
 	int64_t now = stored_now_ms();
 	double t0 = cpu_s();
-	uint64_t freed = 0;
+	uint64_t freed = 0, n;
 
 	for (int pass = 0; pass < 2 && freed < target; pass++) {
 		struct list *l = s->lru.prev, *prev;
@@ -256,13 +274,14 @@ static uint64_t evict(struct stored *s, uint64_t target)
 			struct object *o = container_of(l, struct object, link);
 
 			prev = l->prev;
-			if (o->lease_until_ms > now ||
+			if (o->lease_until_ms > now || o->task ||
 			    (o->flags & STORED_HARD_PIN) ||
 			    (!pass && (o->flags & STORED_SOFT_PIN)) ||
 			    !objects_visible(o))  /* it holds no space yet */
 				continue;
-			freed += obj_delete(s, o);
-			s->stats.evicted++;
+			n = tier_evict(s, o);
+			freed += n;
+			s->stats.evicted += n > 0;
 		}
 	}
 	s->stats.evict_passes++;
@@ -276,7 +295,8 @@ static uint64_t evict(struct stored *s, uint64_t target)
 
 static bool above_watermark(const struct stored *s)
 {
-	return (double)s->used > s->cfg.high_watermark * (double)s->capacity;
+	return (double)(s->used - s->offloading) >
+	       s->cfg.high_watermark * (double)s->capacity;
 }
 
 /* Evict in the next pass of the loop: a timer of 0 fires after the
@@ -318,37 +338,47 @@ static bool has_segment(const struct object *o, const struct segment *g)
 	return false;
 }
 
-static void try_segment(struct stored *s, struct object *o,
-			struct segment *g)
+struct replica *objects_place_in(struct stored *s, struct object *o,
+				 struct segment *g)
 {
-	struct replica *r = &o->rep[o->nrep];
+	struct replica *r = NULL;
+	unsigned i;
 
-	if (has_segment(o, g) ||
+	for (i = 0; i < o->nrep && !r; i++)
+		if (!o->rep[i].seg)
+			r = &o->rep[i];        /* a slot a dropped one left */
+	if (!r && o->nrep < o->cap)
+		r = &o->rep[o->nrep];
+	if (!r || has_segment(o, g) ||
 	    store_alloc_get(g->alloc, o->len, &r->off, &r->alloc_id))
-		return;
-	s->used += store_alloc_len(g->alloc, r->alloc_id);
+		return NULL;
+	segment_account(s, g, store_alloc_len(g->alloc, r->alloc_id), 1);
 	r->obj = o;
 	r->seg = g;
+	r->filling = false;
 	list_add_before(&r->in_seg, &g->replicas);
-	o->nrep++;
+	if (r == &o->rep[o->nrep])
+		o->nrep++;
 	o->nlive++;
+	return r;
 }
 
-/* Up to @p want replicas of @p o on distinct segments: the one named
- * @p preferred first, then from a random one on. */
+/* Up to @p want replicas of @p o on distinct segments of @p medium: the
+ * one named @p preferred first, then from a random one on. */
 static void place(struct stored *s, struct object *o, unsigned want,
-		  const struct store_str *preferred)
+		  uint8_t medium, const struct store_str *preferred)
 {
+	unsigned got = 0;
 	size_t start;
 
-	if (!s->nsegs)
+	if (!s->nsegs || !want)
 		return;
 	for (size_t i = 0; preferred->len && i < s->nsegs; i++) {
 		struct segment *g = s->segs[i];
 
-		if (g->name_len == preferred->len &&
+		if (g->medium == medium && g->name_len == preferred->len &&
 		    !memcmp(g->name, preferred->p, preferred->len)) {
-			try_segment(s, o, g);
+			got += !!objects_place_in(s, o, g);
 			break;
 		}
 	}
@@ -356,8 +386,12 @@ static void place(struct stored *s, struct object *o, unsigned want,
 	s->rng ^= s->rng >> 7;
 	s->rng ^= s->rng << 17;
 	start = s->rng % s->nsegs;
-	for (size_t k = 0; k < s->nsegs && o->nrep < want; k++)
-		try_segment(s, o, s->segs[(start + k) % s->nsegs]);
+	for (size_t k = 0; k < s->nsegs && got < want; k++) {
+		struct segment *g = s->segs[(start + k) % s->nsegs];
+
+		if (g->medium == medium)
+			got += !!objects_place_in(s, o, g);
+	}
 }
 
 struct object *objects_alloc(const struct store_str *key, unsigned nrep)
@@ -383,7 +417,7 @@ void objects_insert(struct stored *s, struct object *o)
 	if (o->state == OBJ_PENDING)
 		list_add_before(&o->link, &s->pending);
 	else
-		list_add_before(&o->link, &s->lru);
+		list_add_before(&o->link, tier_lru(s, o));
 	if (s->nobjects > s->nbuckets)
 		grow(s);
 }
@@ -393,12 +427,11 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 			 struct store_item *out)
 {
 	struct object *o = *find(s, &it->key, fnv1a(it->key.p, it->key.len));
+	unsigned want = (unsigned)req->replicas + req->ssd_replicas;
+	bool upsert = req->flags & STORED_UPSERT;
 	struct object *old;
 
-	bool upsert = req->flags & STORED_UPSERT;
-
-	if (!it->key.len || !it->len || !req->replicas ||
-	    req->replicas > STORE_REPLICA_MAX)
+	if (!it->key.len || !it->len || !want || want > STORE_REPLICA_MAX)
 		return MC_INVALID_PARAMS;
 	/* a put waits out another put in progress; an upsert preempts it */
 	if (o && o->state == OBJ_PENDING &&
@@ -408,13 +441,21 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 	}
 	if (o && !upsert)
 		return MC_OBJECT_ALREADY_EXISTS;
-	o = objects_alloc(&it->key, req->replicas);
+	o = objects_alloc(&it->key, tier_slots(s, want));
 	if (!o)
 		return MC_INTERNAL_ERROR;
 	o->len = it->len;
-	place(s, o, req->replicas, &req->preferred);
-	if (!o->nrep && evict(s, it->len))
-		place(s, o, req->replicas, &req->preferred);
+	o->cap = (uint8_t)tier_slots(s, want);
+	place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
+	/* space that offloads in flight free is not evicted twice */
+	if (req->replicas && !o->nrep && s->offloading < it->len &&
+	    evict(s, it->len))
+		place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
+	place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD, &req->preferred);
+	for (int i = 0; i < 8 && !o->nrep && req->ssd_replicas &&
+	     tier_ssd_room(s, o->len); i++)
+		place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD,
+		      &req->preferred);
 	if (!o->nrep) {
 		free(o);
 		s->stats.alloc_failures++;
@@ -490,7 +531,7 @@ static void complete(struct stored *s, struct object *o)
 	o->state = OBJ_COMPLETE;
 	o->version = ++s->version;
 	list_del(&o->link);
-	list_add_before(&o->link, s->lru.next);
+	list_add_before(&o->link, tier_lru(s, o)->next);
 	if (o->older) {
 		retire(s, o->older);
 		o->older = NULL;
@@ -500,6 +541,7 @@ static void complete(struct stored *s, struct object *o)
 		persist_put(s, o);
 	}
 	persist_complete(s, o);
+	tier_completed(s, o);
 }
 
 void objects_put_end(struct stored *s, const struct store_msg *req,
@@ -529,7 +571,7 @@ static void touch(struct stored *s, struct object *o, int64_t now)
 {
 	o->lease_until_ms = now + (int64_t)s->cfg.lease_ms;
 	list_del(&o->link);
-	list_add_before(&o->link, s->lru.next);
+	list_add_before(&o->link, tier_lru(s, o)->next);
 }
 
 void objects_query(struct stored *s, const struct store_msg *req,
@@ -564,16 +606,21 @@ void objects_query(struct stored *s, const struct store_msg *req,
 			continue;
 		out->len = o->len;
 		out->lease_ms = s->cfg.lease_ms;
-		for (unsigned k = 0; k < o->nrep; k++) {
-			struct segment *g = o->rep[k].seg;
+		/* DRAM first: a reader tries them in order */
+		for (int ssd = 0; ssd < 2; ssd++)
+			for (unsigned k = 0; k < o->nrep; k++) {
+				struct segment *g = o->rep[k].seg;
 
-			if (g && g->online)
+				if (!g || !g->online || o->rep[k].filling ||
+				    segment_ssd(g) != ssd)
+					continue;
 				out->rep[out->nrep++] = (struct store_replica){
 					.addr = g->base + o->rep[k].off,
 					.len = o->len,
 					.endpoint = { g->name, g->name_len },
 				};
-		}
+			}
+		tier_hit(s, o);
 	}
 }
 
@@ -596,7 +643,7 @@ int objects_remove_one(struct stored *s, struct object *o, bool force,
 		return MC_OBJECT_NOT_FOUND;
 	if (o->state != OBJ_COMPLETE)
 		return MC_REPLICA_IS_NOT_READY;
-	if (!force && o->lease_until_ms > now)
+	if (!force && (o->lease_until_ms > now || o->task))
 		return MC_OBJECT_HAS_LEASE;
 	obj_delete(s, o);
 	return 0;
@@ -611,17 +658,19 @@ struct object *objects_readable(struct stored *s, const struct store_str *key)
 
 int64_t objects_remove_all(struct stored *s, bool force)
 {
+	struct list *heads[] = { &s->lru, &s->ssd_lru }, *l, *next;
 	int64_t now = stored_now_ms(), n = 0;
-	struct list *l, *next;
 
-	for (l = s->lru.next; l != &s->lru; l = next) {
-		struct object *o = container_of(l, struct object, link);
+	for (unsigned i = 0; i < 2; i++)
+		for (l = heads[i]->next; l != heads[i]; l = next) {
+			struct object *o = container_of(l, struct object,
+							link);
 
-		next = l->next;
-		if (force || o->lease_until_ms <= now) {
-			obj_delete(s, o);
-			n++;
+			next = l->next;
+			if (force || (o->lease_until_ms <= now && !o->task)) {
+				obj_delete(s, o);
+				n++;
+			}
 		}
-	}
 	return n;
 }

@@ -167,9 +167,10 @@ static int load_object(void *arg, const struct journal_object *jo)
 	}
 	if (!n)
 		return load_dead(ld, jo);
-	o = objects_alloc(&key, n);
+	o = objects_alloc(&key, tier_slots(ld->s, n));
 	if (!o)
 		return -ENOMEM;
+	o->cap = (uint8_t)tier_slots(ld->s, n);
 	o->len = jo->len;
 	o->flags = jo->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
 	o->state = jo->state ? OBJ_COMPLETE : OBJ_PENDING;
@@ -325,7 +326,7 @@ void persist_put(struct stored *s, const struct object *o)
 	if (!s->journal)
 		return;
 	for (unsigned i = 0; i < o->nrep; i++)
-		if (o->rep[i].seg)
+		if (o->rep[i].seg && !o->rep[i].filling)
 			jo.rep[jo.nrep++] = (struct journal_replica){
 				o->rep[i].seg->sid, o->rep[i].off };
 	journal_put(s->journal, &jo);

@@ -78,7 +78,7 @@ void segment_free(struct stored *s, struct segment *g)
 		objects_drop_replica(s, container_of(g->replicas.next,
 						     struct replica, in_seg));
 	if (g->online) {
-		s->capacity -= g->size;
+		*(segment_ssd(g) ? &s->ssd_capacity : &s->capacity) -= g->size;
 		s->segs[g->index] = s->segs[--s->nsegs];
 		s->segs[g->index]->index = g->index;
 	} else {
@@ -130,7 +130,15 @@ static void segs_add(struct stored *s, struct segment *g)
 	g->online = true;
 	g->index = s->nsegs;
 	s->segs[s->nsegs++] = g;
-	s->capacity += g->size;
+	*(segment_ssd(g) ? &s->ssd_capacity : &s->capacity) += g->size;
+}
+
+void segment_account(struct stored *s, const struct segment *g,
+		     uint64_t len, int sign)
+{
+	uint64_t *used = segment_ssd(g) ? &s->ssd_used : &s->used;
+
+	*used = sign > 0 ? *used + len : *used - len;
 }
 
 int segment_remount(struct stored *s, struct segment *g)
@@ -162,7 +170,7 @@ int segment_remount(struct stored *s, struct segment *g)
 	n = 0;
 	for (l = g->replicas.next; l != &g->replicas; l = l->next)
 		container_of(l, struct replica, in_seg)->alloc_id = ids[n++];
-	s->used += store_alloc_used(g->alloc);
+	segment_account(s, g, store_alloc_used(g->alloc), 1);
 	list_del(&g->in_offline);
 	segs_add(s, g);
 	xfer_log(XFER_LOG_INFO, "xfer-stored: %.*s mounted again: %u "
@@ -192,6 +200,7 @@ static int mount(struct stored *s, const struct store_msg *m)
 		return same_identity(g, c, m) ? 0 : MC_SEGMENT_ALREADY_EXISTS;
 	if (g && same_identity(g, c, m)) {
 		c->last_ping_ms = stored_now_ms();
+		g->medium = m->medium;
 		return segment_remount(s, g) ? MC_INTERNAL_ERROR : 0;
 	}
 	/* restored, but not the memory it was: its objects are gone */
@@ -212,13 +221,15 @@ static int mount(struct stored *s, const struct store_msg *m)
 	g->name_len = m->name.len;
 	g->base = m->base;
 	g->size = m->size;
+	g->medium = m->medium;
 	g->client = c;
 	list_init(&g->replicas);
 	list_add_before(&g->in_client, &c->segments);
 	segs_add(s, g);
 	persist_mount(s, g);
-	xfer_log(XFER_LOG_INFO, "xfer-stored: mounted %.*s: %llu bytes",
-		 (int)g->name_len, g->name, (unsigned long long)g->size);
+	xfer_log(XFER_LOG_INFO, "xfer-stored: mounted %.*s: %llu bytes of %s",
+		 (int)g->name_len, g->name, (unsigned long long)g->size,
+		 segment_ssd(g) ? "SSD" : "DRAM");
 	return 0;
 
 err_free:
@@ -270,6 +281,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	expire_clients(s, now);
 	persist_expire(s, now);
 	objects_sweep(s, now);
+	tier_sweep(s, now);
 	objects_evict_watermark(s);
 }
 
@@ -431,6 +443,12 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 		break;
 	case STORE_REPLICA_CLEAR:
 		versions_replica_clear(s, req, rep);
+		break;
+	case STORE_TIER_POLL:
+		tier_poll(s, req, rep);
+		break;
+	case STORE_TIER_DONE:
+		tier_done(s, req, rep);
 		break;
 	}
 	count(s, req, rep);

@@ -75,12 +75,14 @@ struct segment {
 	char *name;                    /* the owner's engine segment */
 	uint16_t name_len;
 	uint64_t base, size;
+	uint8_t medium;                /* STORE_MEDIUM_*, set by each mount */
 	struct store_alloc *alloc;     /* NULL while offline */
 	struct list replicas;          /* replica.in_seg; by offset while
 					  offline */
 };
 
 struct object;
+struct tier_task;
 
 struct replica {
 	struct list in_seg;
@@ -88,6 +90,8 @@ struct replica {
 	struct segment *seg;           /* NULL once its segment is gone */
 	uint64_t off;                  /* in the segment */
 	uint32_t alloc_id;             /* while the segment is online */
+	bool filling;                  /* a tier copy writes it (tier.c):
+					  not read, not journaled */
 };
 
 enum obj_state { OBJ_PENDING, OBJ_COMPLETE, OBJ_DISCARDED };
@@ -111,7 +115,10 @@ struct object {
 	 * what readers of the key get) */
 	struct object *older, *newer;
 	uint8_t state, flags, nrep, nlive;
+	uint8_t cap;                   /* room in rep[] */
+	uint8_t hits;                  /* gets while only on SSD (tier.c) */
 	uint16_t klen;
+	struct tier_task *task;        /* a copy between tiers, or NULL */
 	struct replica *rep;           /* nrep, after the key */
 	char key[];
 };
@@ -149,11 +156,16 @@ struct stored {
 	bool failed;                   /* the journal could not be written */
 	struct stored_stats stats;
 	size_t nclients;
-	uint64_t capacity, used;       /* bytes over every segment */
+	uint64_t capacity, used;       /* bytes over every DRAM segment */
+	uint64_t ssd_capacity, ssd_used;
+	uint64_t offloading;           /* DRAM bytes that go once copied */
+	struct list tier_tasks;        /* tier_task.link (tier.c) */
+	uint64_t offloaded, promoted;  /* copies done */
 	uint64_t evict_left;           /* bytes this eviction still frees */
 	struct object **buckets;
 	size_t nbuckets, nobjects;
 	struct list pending, lru, discarded;
+	struct list ssd_lru;           /* complete, with no DRAM replica */
 	uint64_t rng;
 	uint64_t version;              /* the last put that ended */
 };
@@ -238,6 +250,63 @@ int64_t versions_remove_regex(struct stored *s, const struct store_msg *req);
  *  (leased), -710 (none in that segment). */
 void versions_replica_clear(struct stored *s, const struct store_msg *req,
 			    struct store_msg *rep);
+/** Is @p g an SSD segment (what the watermark does not count)? */
+static inline bool segment_ssd(const struct segment *g)
+{
+	return g->medium == STORE_MEDIUM_SSD;
+}
+
+/** Count @p g's allocation of @p len bytes (@p sign +1) or its release
+ *  (-1) in the used bytes of its medium. */
+void segment_account(struct stored *s, const struct segment *g,
+		     uint64_t len, int sign);
+
+/** Allocate a replica of @p o (a slot free in rep[]) in @p g. @return it,
+ *  or NULL (no slot, no room, or @p o already has one there). */
+struct replica *objects_place_in(struct stored *s, struct object *o,
+				 struct segment *g);
+
+/** Release replica @p r's range; the object stays (it has others). */
+void objects_release_replica(struct stored *s, struct replica *r);
+
+/** Delete @p o, from the journal too. @return DRAM bytes freed. */
+uint64_t objects_delete(struct stored *s, struct object *o);
+
+/* ---- tier.c: copies between DRAM and SSD segments ---- */
+
+/** The list by last use that complete object @p o belongs on: lru, or
+ *  ssd_lru if it has no DRAM replica (DRAM eviction skips those). */
+struct list *tier_lru(struct stored *s, const struct object *o);
+
+/** Evict objects that lie only on SSD, least recently used first, until
+ *  an SSD segment may hold @p len bytes more (--enable_disk_eviction).
+ *  @return whether any went. */
+bool tier_ssd_room(struct stored *s, uint64_t len);
+
+/** The room in rep[] an object of @p nrep replicas is given. */
+unsigned tier_slots(const struct stored *s, unsigned nrep);
+
+/** Eviction chose @p o: drop its DRAM replicas if an SSD one holds it,
+ *  offload it, or delete it. @return the DRAM bytes freed or to be
+ *  freed once its copy is done. */
+uint64_t tier_evict(struct stored *s, struct object *o);
+
+/** A put of @p o ended (eager offload). */
+void tier_completed(struct stored *s, struct object *o);
+
+/** A query found @p o (complete). */
+void tier_hit(struct stored *s, struct object *o);
+
+/** Replica @p r of @p o goes: a copy from or into it is cancelled. */
+void tier_forget(struct stored *s, struct object *o, struct replica *r);
+
+/** Copies given out longer than their timeout fail. */
+void tier_sweep(struct stored *s, int64_t now);
+
+void tier_poll(struct stored *s, const struct store_msg *req,
+	       struct store_msg *rep);
+void tier_done(struct stored *s, const struct store_msg *req,
+	       struct store_msg *rep);
 
 /* ---- persist.c: the journal (no-ops without one) ---- */
 

@@ -32,19 +32,24 @@ int64_t versions_remove_regex(struct stored *s, const struct store_msg *req)
 		regfree(&re);
 		return MC_INTERNAL_ERROR;
 	}
-	/* complete objects only, as Mooncake's; keys may hold NULs, which
-	 * end what the pattern sees */
-	for (l = s->lru.next; l != &s->lru; l = next) {
-		struct object *o = container_of(l, struct object, link);
+	/* complete objects only (on both lists by last use), as Mooncake's;
+	 * keys may hold NULs, which end what the pattern sees */
+	for (int h = 0; h < 2; h++) {
+		struct list *head = h ? &s->ssd_lru : &s->lru;
 
-		next = l->next;
-		memcpy(key, o->key, o->klen);
-		key[o->klen] = 0;
-		if (regexec(&re, key, 0, NULL, 0))
-			continue;
-		/* frees o alone: a complete object shadows none */
-		if (!objects_remove_one(s, o, req->force, now))
-			n++;
+		for (l = head->next; l != head; l = next) {
+			struct object *o = container_of(l, struct object,
+							link);
+
+			next = l->next;
+			memcpy(key, o->key, o->klen);
+			key[o->klen] = 0;
+			if (regexec(&re, key, 0, NULL, 0))
+				continue;
+			/* frees o alone: a complete object shadows none */
+			if (!objects_remove_one(s, o, req->force, now))
+				n++;
+		}
 	}
 	free(key);
 	regfree(&re);

@@ -82,8 +82,11 @@ class ReplicateConfig:
     """What a put asks of the master (Mooncake's ReplicateConfig, its
     fields and defaults; they may also be given as keywords).
 
-    - ``replica_num``: replicas, 1..16, each on a distinct segment (fewer
-      when fewer segments have room);
+    - ``replica_num``: DRAM replicas, 0..16, each on a distinct segment
+      (fewer when fewer segments have room);
+    - ``nof_replica_num``: SSD replicas, in segments that clients lend
+      with ``xfer_kv_mount_file()`` (docs/STORE.md); the two add up to
+      1..16;
     - ``soft_pin_action`` (or ``with_soft_pin=True``): ENABLE keeps the
       object from eviction until nothing else can go;
     - ``with_hard_pin``: never evicted;
@@ -91,8 +94,8 @@ class ReplicateConfig:
       segment (a client's ``get_hostname()``) for the first replica.
 
     ``soft_pin_ttl_ms``, ``data_type`` and ``group_ids`` are kept and have
-    no effect; ``nof_replica_num``, ``dfs_replica_num`` (other tiers than
-    memory) and ``prefer_alloc_in_same_node`` other than their defaults
+    no effect; ``dfs_replica_num`` (a distributed file system) and
+    ``prefer_alloc_in_same_node`` other than their defaults
     make the put fail with -600 (INVALID_PARAMS), as Mooncake's does for
     the last.
     """
@@ -144,16 +147,18 @@ class ReplicateConfig:
     __repr__ = __str__
 
     def _args(self):
-        """(replica_num, soft, hard, preferred) for the client, or None if
-        it asks for what the store has not."""
+        """(replica_num, soft, hard, preferred, nof_replica_num) for the
+        client, or None if it asks for what the store has not."""
         n = operator.index(self.replica_num)
-        if not 1 <= n <= 16 or self.nof_replica_num or \
+        nof = operator.index(self.nof_replica_num)
+        if not 0 <= n <= 16 or not 0 <= nof <= 16 or \
+                not 1 <= n + nof <= 16 or \
                 self.dfs_replica_num or self.prefer_alloc_in_same_node:
             return None
         pref = (self.preferred_segments[0] if self.preferred_segments else
                 self.preferred_segment) or None
         return (n, self.soft_pin_action == SoftPinAction.ENABLE,
-                bool(self.with_hard_pin), pref)
+                bool(self.with_hard_pin), pref, nof)
 
 
 _DEFAULT_CONFIG = ReplicateConfig()
@@ -244,6 +249,7 @@ class MooncakeDistributedStore:
 
     def __init__(self):
         self._kv = None
+        self._ssd = False              # mount_file() done
 
     # -- setup ------------------------------------------------------------
     def setup(self, *args, **kwargs):
@@ -331,6 +337,7 @@ class MooncakeDistributedStore:
         client (objects whose replicas lay only in it are gone). Returns
         0; later calls answer as before setup()."""
         kv, self._kv = self._kv, None
+        self._ssd = False
         if kv is not None:
             kv.close()
         return 0
@@ -363,6 +370,28 @@ class MooncakeDistributedStore:
         kv = self._kv
         return INVALID_PARAMS if kv is None else \
             _registered(kv.unregister_buffer(buffer_ptr))
+
+    def mount_file(self, path, size=0):
+        """xfer's: lend the file (or block device) at ``path`` to the
+        store as an SSD segment, ``size`` bytes (0: the file's size), that
+        ``ReplicateConfig.nof_replica_num`` and the master's offload put
+        objects in (docs/STORE.md, SSD segments). One per store; after
+        setup(). Returns 0, -600 (not set up, one mounted already, no such
+        file, a size under 64), -900 (the master refused or is
+        unreachable), or -1."""
+        kv = self._kv
+        if kv is None or self._ssd:
+            return INVALID_PARAMS
+        r = kv.mount_file(os.fspath(path), operator.index(size))
+        if r == 0:
+            self._ssd = True
+            return 0
+        if r in (-errno.EINVAL, -errno.EEXIST, -errno.ENOENT,
+                 -errno.EACCES, -errno.EISDIR):
+            return INVALID_PARAMS
+        if r in (-errno.EPROTO, -errno.ECONNRESET, -errno.ETIMEDOUT):
+            return RPC_FAIL
+        return INTERNAL_ERROR
 
     # -- the calls, each a plan that _call() runs, blocking (here) or
     #    awaited (MooncakeDistributedStoreAsync) --------------------------
