@@ -8,8 +8,9 @@
  * DRAM or 1 SSD), d SSD replicas (u8), e error (i32), C count (i64),
  * V min_version (u64), x pattern (str 1..4096), [ ] a batch (u32 count,
  * then its items); in an item: k key (str 0..4096), l length, t lease,
- * v version (u64), e error, R replicas (u8
- * count up to 16, each u64 address, u64 length, str endpoint 1..255).
+ * v version (u64), e error, R replicas (u8 count of buffers up to 16,
+ * then per replica u8 shards, its buffers, and per buffer u64 address,
+ * u64 length, str endpoint 1..255).
  * A str is a u16 length and its bytes. Integers are little-endian.
  */
 #include <errno.h>
@@ -190,15 +191,33 @@ static void id(struct walk *w, uint8_t *v)
 		memcpy(v, p, STORE_ID_LEN);
 }
 
+/* The buffers, grouped by replica: each group's count before it. */
 static void replicas(struct walk *w, struct store_item *it)
 {
+	unsigned left = 0;
+
 	NUM(w, it->nrep, 1);
 	if (it->nrep > STORE_REPLICA_MAX)
 		limit(w);
 	for (unsigned i = 0; i < it->nrep && !w->err; i++) {
-		NUM(w, it->rep[i].addr, 8);
-		NUM(w, it->rep[i].len, 8);
-		str(w, &it->rep[i].endpoint, 1, STORE_NAME_MAX);
+		struct store_replica *r = &it->rep[i];
+
+		if (!left) {
+			uint8_t n = r->shards ? r->shards : 1;
+
+			NUM(w, n, 1);
+			if (!n || n > it->nrep - i)
+				limit(w);
+			if (!w->out)
+				r->shards = n;
+			left = n;
+		} else if (!w->out) {
+			r->shards = 0;
+		}
+		left--;
+		NUM(w, r->addr, 8);
+		NUM(w, r->len, 8);
+		str(w, &r->endpoint, 1, STORE_NAME_MAX);
 	}
 }
 

@@ -60,9 +60,15 @@ struct store_str {
 	uint16_t len;
 };
 
+/* One buffer of a replica. A replica is whole (one buffer of the
+ * object's length) or striped: several buffers on distinct segments
+ * holding its bytes in order (PROTOCOL.md §7). */
 struct store_replica {
 	uint64_t addr, len;              /* in the endpoint's segment */
 	struct store_str endpoint;       /* the segment's engine name */
+	/* on a replica's first buffer: its buffers, this one first (0
+	 * encodes as 1); 0 on the buffers that follow it */
+	uint8_t shards;
 };
 
 /* One key of a batch, request or reply (PROTOCOL.md §7 says which
@@ -73,7 +79,7 @@ struct store_item {
 	int32_t err;                     /* 0 or a Mooncake ErrorCode */
 	uint64_t lease_ms;
 	uint64_t version;                /* of the put that made it */
-	uint8_t nrep;
+	uint8_t nrep;                    /* buffers, of every replica */
 	struct store_replica rep[STORE_REPLICA_MAX];
 };
 

@@ -524,16 +524,25 @@ int xfer_kv_batch_get_ranges(struct xfer_kv *kv, size_t n,
 
 /* ---- replica descriptors (Mooncake's get_replica_desc) ---- */
 
-/** Replicas of one object, at most: the entries of a key's descriptors. */
+/** Buffers of one object's replicas, at most: the entries of a key's
+ *  descriptors. */
 #define XFER_KV_REPLICA_MAX 16
 
-/** Where one replica of an object lies (Mooncake's Replica::Descriptor
- *  of a memory replica, its buffer descriptor's fields). */
+/** Where one buffer of a replica of an object lies (Mooncake's
+ *  Replica::Descriptor of a memory replica, a buffer descriptor's
+ *  fields). A replica is whole (one buffer) or, on a master with
+ *  --dram_shard_size, striped: several buffers on distinct segments
+ *  holding its bytes in order, as a Mooncake memory descriptor's list of
+ *  buffer descriptors does. */
 struct xfer_kv_replica_desc {
 	uint64_t addr;                 /**< buffer_address, in the owner */
-	uint64_t size;                 /**< bytes: the object's length */
+	uint64_t size;                 /**< bytes: the object's length, or
+					    the shard's */
 	char endpoint[256];            /**< transport_endpoint: the segment's
 					    name (its owner engine's), NUL-ended */
+	uint8_t shards;                /**< on a replica's first entry: its
+					    entries (1: whole); 0 on the
+					    entries after it (xfer's) */
 };
 
 /**
@@ -544,7 +553,7 @@ struct xfer_kv_replica_desc {
  *                desc[XFER_KV_REPLICA_MAX * i]), the
  *                caller's until the callback; entries past a key's count
  *                are left as they were
- * @param results each key's count of replicas (1..16; those in segments
+ * @param results each key's count of entries (1..16; those in segments
  *                that are not mounted are left out), or
  *                XFER_KV_OBJECT_NOT_FOUND, XFER_KV_REPLICA_IS_NOT_READY,
  *                XFER_KV_INVALID_PARAMS (a bad key), XFER_KV_RPC_FAIL

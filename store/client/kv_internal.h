@@ -74,10 +74,15 @@ struct kv_seg {
 	char name[];
 };
 
-/* A replica: in a peer segment, or the own one (seg NULL). */
+/* A buffer of a replica: in a peer segment, or the own one (seg NULL:
+ * whole replicas only). It holds the key's bytes [lo, hi), the first at
+ * addr. A replica is its first buffer and the parts - 1 after it: one
+ * (whole), or a striped replica's shards (PROTOCOL.md §7). */
 struct kv_rep {
 	uint64_t addr;
 	struct kv_seg *seg;
+	uint64_t lo, hi;
+	uint8_t parts;                 /* on the first buffer; 0 after it */
 };
 
 enum kv_key_state {

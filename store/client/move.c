@@ -9,9 +9,11 @@
  * as one piece of the staging buffer holds, packing whole keys and the
  * next part of a larger one, copied in (put) before the batch or out
  * (get) after it. A put writes every replica of a key and fails the key
- * if one write fails (it is revoked); a get reads rep[cur] and goes on
- * from the next replica if that read fails, and ends a key with its
- * lease checked.
+ * if one write fails (it is revoked); a get reads the replica at rep[cur]
+ * and goes on from the next replica if that read fails, and ends a key
+ * with its lease checked. A striped replica's shards are moved side by
+ * side in the same batch: each request of a piece is cut where a shard
+ * ends.
  *
  * Segments are opened by name before a round needs them (kv->segs), or
  * fetched again after a transfer to them failed (their owner may have
@@ -147,11 +149,12 @@ static void put_fail(struct kv_op *op, struct kv_key *k, int64_t why)
 	k->state = KEY_FAILED;
 }
 
-/* A get's read of rep[cur] failed: go on from the next. */
+/* A get's read of the replica at rep[cur] failed: go on from the next. */
 static void get_next(struct kv_op *op, struct kv_key *k)
 {
 	k->moved = 0;
-	if (++k->cur < k->nrep)
+	k->cur += k->rep[k->cur].parts;
+	if (k->cur < k->nrep)
 		return;
 	key_result(op, k, XFER_KV_TRANSFER_FAIL);
 	k->state = KEY_DONE;
@@ -205,7 +208,7 @@ static void local_pass(struct kv_op *op)
 		if (k->state != KEY_MOVE)
 			continue;
 		if (op->kind == KV_GET) {
-			for (unsigned r = 0; r < k->nrep; r++)
+			for (unsigned r = 0; r < k->nrep; r += k->rep[r].parts)
 				if (!k->rep[r].seg) {
 					copy_parts(k, 0, (uint8_t *)(uintptr_t)
 						   k->rep[r].addr, k->len,
@@ -235,6 +238,22 @@ static void local_pass(struct kv_op *op)
 	}
 }
 
+/* Are the segments of the replica a get reads open? @return as
+ * seg_ready(), for all of them. */
+static int group_ready(struct xfer_kv *kv, struct kv_key *k)
+{
+	int ret = 0;
+
+	for (unsigned j = 0; j < k->rep[k->cur].parts; j++) {
+		int r = seg_ready(kv, k->rep[k->cur + j].seg);
+
+		if (r < 0)
+			return r;
+		ret |= r;
+	}
+	return ret;
+}
+
 /* Are the segments of this round open? Keys whose segment failed fail
  * (put) or go on to the next replica (get). @return false to wait. */
 static bool resolve(struct kv_op *op)
@@ -250,8 +269,7 @@ static bool resolve(struct kv_op *op)
 			int ret = 0;
 
 			while (k->state == KEY_MOVE &&
-			       (ret = seg_ready(op->kv,
-						k->rep[k->cur].seg)) < 0)
+			       (ret = group_ready(op->kv, k)) < 0)
 				get_next(op, k);
 			wait |= k->state == KEY_MOVE && ret > 0;
 			continue;
@@ -353,53 +371,61 @@ static size_t plan(struct kv_op *op, bool staged)
 					.len = take, .pos = pos };
 		pos += (take + KV_STAGE_ALIGN - 1) &
 		       ~(uint64_t)(KV_STAGE_ALIGN - 1);
-		tasks += (staged ? 1 : k->niov) *
-			 (op->kind == KV_GET ? 1 : k->nrep);
+		/* a buffer's requests: one per part it holds bytes of */
+		tasks += (staged ? 1 : k->niov) * k->nrep;
 	}
 	return tasks;
 }
 
-/* Add the tasks of piece @p pi: one per replica written (put) or one
- * (get), and per part the piece covers when zero-copy. */
+/* Add the tasks of piece @p pi: per buffer written (put) or of the
+ * replica read (get), one for the bytes of the piece it holds, and per
+ * part those cover when zero-copy. */
 static size_t piece_tasks(struct kv_op *op, size_t pi, bool staged,
 			  struct xfer_request *req, struct kv_task *task)
 {
 	const struct kv_piece *p = &op->pieces[pi];
 	const struct kv_key *k = &op->keys[p->k];
 	bool get = op->kind == KV_GET;
-	unsigned r0 = get ? k->cur : 0, r1 = get ? k->cur + 1u : k->nrep;
+	unsigned r0 = get ? k->cur : 0;
+	unsigned r1 = get ? k->cur + k->rep[k->cur].parts : k->nrep;
 	uint8_t *stage = op->kv->stage_mem + op->stage_off + p->pos;
 	size_t n = 0;
 
 	for (unsigned r = r0; r < r1; r++) {
+		const struct kv_rep *b = &k->rep[r];
+		uint64_t x0 = p->off > b->lo ? p->off : b->lo;
+		uint64_t x1 = p->off + p->len < b->hi ? p->off + p->len : b->hi;
 		uint64_t at = 0;
 
+		if (x0 >= x1)
+			continue;
 		if (staged) {
 			req[n] = (struct xfer_request){
 				.opcode = get ? XFER_READ : XFER_WRITE,
-				.source = stage, .target_id = k->rep[r].seg->id,
-				.target_offset = k->rep[r].addr + p->off,
-				.length = p->len };
-			task[n++] = (struct kv_task){ (uint32_t)pi,
-						      k->rep[r].seg };
+				.source = stage + (x0 - p->off),
+				.target_id = b->seg->id,
+				.target_offset = b->addr + (x0 - b->lo),
+				.length = x1 - x0 };
+			task[n++] = (struct kv_task){ (uint32_t)pi, b->seg };
 			continue;
 		}
-		for (size_t i = 0; i < k->niov && at < k->len; i++) {
-			uint64_t len = k->iov[i].iov_len;
+		for (size_t i = 0; i < k->niov && at < x1; i++) {
+			uint64_t y0 = at > x0 ? at : x0;
+			uint64_t y1 = at + k->iov[i].iov_len;
 
-			if (len > k->len - at)
-				len = k->len - at;
-			if (!len)
+			at = y1;
+			if (y1 > x1)
+				y1 = x1;
+			if (y0 >= y1)
 				continue;
 			req[n] = (struct xfer_request){
 				.opcode = get ? XFER_READ : XFER_WRITE,
-				.source = k->iov[i].iov_base,
-				.target_id = k->rep[r].seg->id,
-				.target_offset = k->rep[r].addr + at,
-				.length = len };
-			task[n++] = (struct kv_task){ (uint32_t)pi,
-						      k->rep[r].seg };
-			at += len;
+				.source = (uint8_t *)k->iov[i].iov_base +
+					  (y0 - (at - k->iov[i].iov_len)),
+				.target_id = b->seg->id,
+				.target_offset = b->addr + (y0 - b->lo),
+				.length = y1 - y0 };
+			task[n++] = (struct kv_task){ (uint32_t)pi, b->seg };
 		}
 	}
 	return n;

@@ -22,17 +22,31 @@ static bool replicas_take(struct xfer_kv *kv, struct kv_key *k,
 			  const struct store_item *it, uint64_t len)
 {
 	size_t nlen = strlen(kv->name);
+	unsigned left = 0;
+	uint64_t at = 0;
 
 	k->nrep = 0;
 	for (unsigned i = 0; i < it->nrep; i++) {
 		const struct store_replica *r = &it->rep[i];
 		struct kv_rep *out = &k->rep[k->nrep];
 
-		if (r->len != len)
+		/* a replica's buffers hold its bytes in order, all of them */
+		if (!left) {
+			left = r->shards;
+			at = 0;
+		}
+		if (!r->len || r->len > len - at ||
+		    (left == 1 && r->len != len - at))
 			return false;
 		out->addr = r->addr;
 		out->seg = NULL;
-		if (r->endpoint.len == nlen &&
+		out->lo = at;
+		out->hi = at += r->len;
+		out->parts = r->shards;
+		left--;
+		/* a shard in the own segment moves through the engine too:
+		 * its bytes are read with the others' */
+		if (r->shards == 1 && r->endpoint.len == nlen &&
 		    !memcmp(r->endpoint.p, kv->name, nlen)) {
 			/* the own segment: a memcpy, so it must lie there */
 			uint64_t base = (uintptr_t)kv->seg_mem;
@@ -49,7 +63,7 @@ static bool replicas_take(struct xfer_kv *kv, struct kv_key *k,
 		}
 		k->nrep++;
 	}
-	return k->nrep > 0;
+	return k->nrep > 0 && !left;
 }
 
 _Static_assert(XFER_KV_REPLICA_MAX == STORE_REPLICA_MAX, "one limit");
@@ -65,6 +79,7 @@ static int64_t desc_take(struct kv_op *op, struct kv_key *k,
 	for (unsigned i = 0; i < it->nrep; i++) {
 		d[i].addr = it->rep[i].addr;
 		d[i].size = it->rep[i].len;
+		d[i].shards = it->rep[i].shards;
 		memcpy(d[i].endpoint, it->rep[i].endpoint.p,
 		       it->rep[i].endpoint.len);
 		d[i].endpoint[it->rep[i].endpoint.len] = 0;
@@ -75,11 +90,24 @@ static int64_t desc_take(struct kv_op *op, struct kv_key *k,
 static void key_done(struct kv_op *op, struct kv_key *k, int64_t v);
 
 /* A ranged get reads cap bytes from src_off of each replica (checked to
- * lie in the object); an empty range is read at once. */
+ * lie in the object): each buffer's bytes from then on, the key's from
+ * 0; an empty range is read at once. */
 static void take_range(struct kv_op *op, struct kv_key *k)
 {
-	for (unsigned i = 0; i < k->nrep; i++)
-		k->rep[i].addr += k->src_off;
+	for (unsigned i = 0; i < k->nrep; i++) {
+		struct kv_rep *r = &k->rep[i];
+
+		if (r->hi <= k->src_off) {
+			r->lo = r->hi = 0;     /* nothing of it is read */
+			continue;
+		}
+		if (r->lo < k->src_off) {
+			r->addr += k->src_off - r->lo;
+			r->lo = k->src_off;
+		}
+		r->lo -= k->src_off;
+		r->hi -= k->src_off;
+	}
 	k->len = k->cap;
 	if (!k->len)
 		key_done(op, k, 0);

@@ -293,7 +293,8 @@ static int copy_take(struct xfer_kv *kv, struct kv_tier *t,
 	other = &it->rep[*put ? 1 : 0];
 	*peer = (struct kv_rep){ other->addr,
 				 kv_seg_get(kv, other->endpoint.p,
-					    other->endpoint.len) };
+					    other->endpoint.len),
+				 .hi = it->len, .parts = 1 };
 	t->keys[t->n] = strndup(it->key.p, it->key.len);
 	if (!peer->seg || !t->keys[t->n])
 		return -ENOMEM;

@@ -166,7 +166,8 @@ static int gen_replicas(yajl_gen g, const struct object *o)
 		if (!seg || !seg->online)
 			continue;
 		failed |= yajl_gen_map_open(g);
-		failed |= gen_str(g, "size_") | gen_u64(g, o->len);
+		failed |= gen_str(g, "size_") |
+			  gen_u64(g, stripe_len(o, &o->rep[i]));
 		failed |= gen_str(g, "buffer_address_") |
 			  gen_u64(g, seg->base + o->rep[i].off);
 		failed |= gen_str(g, "protocol_") | gen_str(g, "");

@@ -16,11 +16,12 @@
 
 #define APP_ID 0x58534a31          /* "XSJ1" */
 #define REP_BYTES 16               /* u64 sid, u64 offset */
+#define SHARD_BYTES 2              /* u8 part, u8 parts */
 
 static const char schema[] =
 	"BEGIN;"
 	"PRAGMA application_id = 1481853489;"
-	"PRAGMA user_version = 2;"
+	"PRAGMA user_version = 3;"
 	"CREATE TABLE meta (name TEXT NOT NULL PRIMARY KEY, value);"
 	"CREATE TABLE segments (sid INTEGER PRIMARY KEY AUTOINCREMENT,"
 	"  id BLOB NOT NULL UNIQUE, client BLOB NOT NULL, name BLOB NOT NULL,"
@@ -28,14 +29,22 @@ static const char schema[] =
 	"CREATE TABLE objects (key BLOB NOT NULL PRIMARY KEY,"
 	"  len INTEGER NOT NULL, flags INTEGER NOT NULL,"
 	"  state INTEGER NOT NULL, writer BLOB NOT NULL,"
-	"  replicas BLOB NOT NULL, version INTEGER NOT NULL DEFAULT 0)"
-	"  WITHOUT ROWID;";
+	"  replicas BLOB NOT NULL, version INTEGER NOT NULL DEFAULT 0,"
+	"  shards BLOB) WITHOUT ROWID;";
 
 /* A journal of user_version 1 gets the objects' versions (0: before). */
 static const char upgrade_v1[] =
 	"BEGIN;"
 	"ALTER TABLE objects ADD COLUMN version INTEGER NOT NULL DEFAULT 0;"
 	"PRAGMA user_version = 2;"
+	"COMMIT;";
+
+/* ... and of user_version 2 the shards of striped replicas (NULL: every
+ * replica whole). */
+static const char upgrade_v2[] =
+	"BEGIN;"
+	"ALTER TABLE objects ADD COLUMN shards BLOB;"
+	"PRAGMA user_version = 3;"
 	"COMMIT;";
 
 enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_UNMOUNT, ST_PUT, ST_COMPLETE,
@@ -48,8 +57,8 @@ static const char *const stmt_sql[ST_COUNT] = {
 		     "VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_UNMOUNT] = "DELETE FROM segments WHERE sid = ?1",
 	[ST_PUT] = "INSERT OR REPLACE INTO objects "
-		   "(key, len, flags, state, writer, replicas, version) "
-		   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+		   "(key, len, flags, state, writer, replicas, version, "
+		   "shards) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_COMPLETE] = "UPDATE objects SET state = 1, version = ?2 "
 			"WHERE key = ?1",
 	[ST_DEL] = "DELETE FROM objects WHERE key = ?1",
@@ -219,7 +228,9 @@ static const char *setup(struct journal *j, const char *cluster_id,
 	rc = one_value(j->db, "PRAGMA user_version", &uv, NULL, 0);
 	if (!rc && uv == 1)
 		rc = sqlite3_exec(j->db, upgrade_v1, NULL, NULL, NULL);
-	else if (!rc && uv != 2)
+	if (!rc && (uv == 1 || uv == 2))
+		rc = sqlite3_exec(j->db, upgrade_v2, NULL, NULL, NULL);
+	else if (!rc && uv != 3)
 		return "written by another version of xfer-stored";
 	if (rc)
 		goto sqlite_err;
@@ -333,9 +344,9 @@ static int load_object(sqlite3_stmt *st, const struct journal_load_cb *cb,
 		       void *arg)
 {
 	struct journal_object o;
-	const uint8_t *reps;
+	const uint8_t *reps, *shards = NULL;
 	int64_t state, flags;
-	int len = 0, n;
+	int len = 0, n, slen = 0;
 
 	o.key = (const char *)blob(st, 0, 1, STORE_KEY_MAX, &len);
 	o.klen = (uint16_t)len;
@@ -351,9 +362,17 @@ static int load_object(sqlite3_stmt *st, const struct journal_load_cb *cb,
 	o.flags = (uint8_t)flags;
 	o.state = (uint8_t)state;
 	o.nrep = (uint8_t)(len / REP_BYTES);
+	if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
+		shards = blob(st, 7, SHARD_BYTES * o.nrep,
+			      SHARD_BYTES * o.nrep, &slen);
+		if (!shards)
+			return -EINVAL;
+	}
 	for (unsigned i = 0; i < o.nrep; i++) {
 		o.rep[i].sid = (int64_t)get_le64(reps + i * REP_BYTES);
 		o.rep[i].off = get_le64(reps + i * REP_BYTES + 8);
+		o.rep[i].part = shards ? shards[i * SHARD_BYTES] : 0;
+		o.rep[i].parts = shards ? shards[i * SHARD_BYTES + 1] : 1;
 	}
 	return cb->object(arg, &o);
 }
@@ -364,8 +383,8 @@ int journal_load(struct journal *j, const struct journal_load_cb *cb,
 	static const char *const sql[2] = {
 		"SELECT sid, id, client, name, base, size FROM segments "
 		"ORDER BY sid",
-		"SELECT key, len, flags, state, writer, replicas, version "
-		"FROM objects",
+		"SELECT key, len, flags, state, writer, replicas, version, "
+		"shards FROM objects",
 	};
 	sqlite3_stmt *st;
 	int rc, ret = 0;
@@ -422,12 +441,17 @@ void journal_put(struct journal *j, const struct journal_object *o)
 {
 	sqlite3_stmt *st = j->st[ST_PUT];
 	uint8_t reps[REP_BYTES * STORE_REPLICA_MAX];
+	uint8_t shards[SHARD_BYTES * STORE_REPLICA_MAX];
+	bool striped = false;
 
 	if (!begin(j))
 		return;
 	for (unsigned i = 0; i < o->nrep; i++) {
 		put_le64(reps + i * REP_BYTES, (uint64_t)o->rep[i].sid);
 		put_le64(reps + i * REP_BYTES + 8, o->rep[i].off);
+		shards[i * SHARD_BYTES] = o->rep[i].part;
+		shards[i * SHARD_BYTES + 1] = o->rep[i].parts;
+		striped |= o->rep[i].parts > 1;
 	}
 	sqlite3_bind_blob(st, 1, o->key, o->klen, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->len);
@@ -436,6 +460,11 @@ void journal_put(struct journal *j, const struct journal_object *o)
 	sqlite3_bind_blob(st, 5, o->writer, STORE_ID_LEN, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 6, reps, o->nrep * REP_BYTES, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 7, (sqlite3_int64)o->version);
+	if (striped)
+		sqlite3_bind_blob(st, 8, shards, o->nrep * SHARD_BYTES,
+				  SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 8);
 	step(j, ST_PUT);
 }
 

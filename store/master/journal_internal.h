@@ -7,18 +7,20 @@
  * pass costs one fsync together. The journal knows nothing of the
  * state: loading hands each row back through callbacks.
  *
- * Tables (application_id "XSJ1", user_version 2; a file of version 1
- * gets objects.version, 0 in its rows, when opened):
+ * Tables (application_id "XSJ1", user_version 3; a file of version 1
+ * gets objects.version, 0 in its rows, and one of 1 or 2 objects.shards,
+ * NULL, when opened):
  *   meta     (name TEXT PRIMARY KEY, value)  'cluster_id': the cluster's;
  *                                            'version': the last put's
  *   segments (sid INTEGER PRIMARY KEY AUTOINCREMENT, id, client, name,
  *             base, size)                    mounted segments; a sid is
  *                                            never used twice
  *   objects  (key PRIMARY KEY, len, flags, state, writer, replicas,
- *             version)
- *            replicas: per replica u64 sid, u64 offset (little-endian);
- *            a sid with no segment row is a replica that went with its
- *            segment
+ *             version, shards)
+ *            replicas: per buffer u64 sid, u64 offset (little-endian);
+ *            a sid with no segment row is a buffer that went with its
+ *            segment; shards: NULL (every replica whole), or per buffer
+ *            u8 part, u8 parts (a striped replica's shard, stripe.c)
  *
  * One thread (the master's); the file is locked for the handle's life
  * (locking_mode=EXCLUSIVE): a second master finds it busy.
@@ -45,6 +47,7 @@ struct journal_segment {
 struct journal_replica {
 	int64_t sid;
 	uint64_t off;                  /* in the segment */
+	uint8_t part, parts;           /* a shard's (stripe.c); 0, 1 whole */
 };
 
 struct journal_object {

@@ -34,6 +34,7 @@ struct flags {
 	char *secret;
 	double evict_ratio, high_watermark;
 	long long promotion_threshold;
+	long long shard_size;
 	bool metric_reporting, no_delay, meta;
 	bool offload, offload_on_evict, promotion_on_hit, disk_eviction;
 };
@@ -247,6 +248,10 @@ int main(int argc, char **argv)
 		  "reads of it before it is promoted (2)" },
 		{ "enable_disk_eviction", XFER_GF_BOOL, &f.disk_eviction, 0, 0,
 		  "evict objects only on SSD to make room there (true)" },
+		{ "dram_shard_size", XFER_GF_INT, &f.shard_size, 0,
+		  1ll << 50, "stripe objects longer than this many bytes "
+		  "over distinct DRAM segments, a shard each (xfer's; 0: "
+		  "off, else at least 65536; default 0)" },
 		{ "metrics_port", XFER_GF_INT, &f.metrics_port, 0, 65535,
 		  "port of the metrics and admin HTTP, 0 for any (9003)" },
 		{ "metrics_host", XFER_GF_STRING, &f.metrics_host, 0, 0,
@@ -310,7 +315,13 @@ int main(int argc, char **argv)
 		.promotion_threshold = f.promotion_threshold ?
 				       (unsigned)f.promotion_threshold : 1,
 		.disk_eviction = f.disk_eviction,
+		.shard_size = (uint64_t)f.shard_size,
 	};
+	if (f.shard_size && f.shard_size < 65536) {
+		fprintf(stderr, "xfer-stored: --dram_shard_size: 0 (off) or at "
+			"least 65536 bytes\n");
+		return 2;
+	}
 	if (parse_duration_ms(f.lease_ttl, &cfg.lease_ms)) {
 		fprintf(stderr, "xfer-stored: --default_kv_lease_ttl: '%s' is "
 			"not a duration (ms, or a number with ms, s, m, h)\n",

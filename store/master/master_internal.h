@@ -53,6 +53,7 @@ struct stored_cfg {
 	bool promotion_on_hit;         /* --promotion_on_hit */
 	unsigned promotion_threshold;  /* --promotion_admission_threshold */
 	bool disk_eviction;            /* --enable_disk_eviction */
+	uint64_t shard_size;           /* --dram_shard_size: 0, no stripes */
 };
 
 struct event_base;

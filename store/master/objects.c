@@ -178,8 +178,7 @@ uint64_t objects_delete(struct stored *s, struct object *o)
 bool objects_visible(const struct object *o)
 {
 	for (unsigned i = 0; i < o->nrep; i++)
-		if (o->rep[i].seg && o->rep[i].seg->online &&
-		    !o->rep[i].filling)
+		if (stripe_ready(o, i))
 			return true;
 	return false;
 }
@@ -189,7 +188,11 @@ bool objects_visible(const struct object *o)
 void objects_drop_replica(struct stored *s, struct replica *r)
 {
 	struct object *o = r->obj;
+	struct replica *head = stripe_head(r);
 
+	/* a striped replica is kept whole or not at all */
+	for (unsigned j = 0; head->parts > 1 && j < head->parts; j++)
+		replica_release(s, head + j);
 	replica_release(s, r);
 	if (!o->nlive)
 		obj_free(s, o);
@@ -341,6 +344,12 @@ static bool has_segment(const struct object *o, const struct segment *g)
 struct replica *objects_place_in(struct stored *s, struct object *o,
 				 struct segment *g)
 {
+	return objects_place_len(s, o, g, o->len);
+}
+
+struct replica *objects_place_len(struct stored *s, struct object *o,
+				  struct segment *g, uint64_t len)
+{
 	struct replica *r = NULL;
 	unsigned i;
 
@@ -350,12 +359,14 @@ struct replica *objects_place_in(struct stored *s, struct object *o,
 	if (!r && o->nrep < o->cap)
 		r = &o->rep[o->nrep];
 	if (!r || has_segment(o, g) ||
-	    store_alloc_get(g->alloc, o->len, &r->off, &r->alloc_id))
+	    store_alloc_get(g->alloc, len, &r->off, &r->alloc_id))
 		return NULL;
 	segment_account(s, g, store_alloc_len(g->alloc, r->alloc_id), 1);
 	r->obj = o;
 	r->seg = g;
 	r->filling = false;
+	r->part = 0;
+	r->parts = 1;
 	list_add_before(&r->in_seg, &g->replicas);
 	if (r == &o->rep[o->nrep])
 		o->nrep++;
@@ -428,6 +439,7 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 {
 	struct object *o = *find(s, &it->key, fnv1a(it->key.p, it->key.len));
 	unsigned want = (unsigned)req->replicas + req->ssd_replicas;
+	unsigned parts, got = 0;
 	bool upsert = req->flags & STORED_UPSERT;
 	struct object *old;
 
@@ -441,12 +453,18 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 	}
 	if (o && !upsert)
 		return MC_OBJECT_ALREADY_EXISTS;
-	o = objects_alloc(&it->key, tier_slots(s, want));
+	parts = stripe_parts(s, it->len, req->replicas, req->ssd_replicas);
+	o = objects_alloc(&it->key, tier_slots(s, want + req->replicas *
+					       (parts - 1)));
 	if (!o)
 		return MC_INTERNAL_ERROR;
 	o->len = it->len;
-	o->cap = (uint8_t)tier_slots(s, want);
-	place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
+	o->cap = (uint8_t)tier_slots(s, want + req->replicas * (parts - 1));
+	if (parts > 1)
+		got = stripe_place(s, o, req->replicas, parts,
+				   &req->preferred);
+	/* what does not stripe is placed whole */
+	place(s, o, req->replicas - got, STORE_MEDIUM_DRAM, &req->preferred);
 	/* space that offloads in flight free is not evicted twice */
 	if (req->replicas && !o->nrep && s->offloading < it->len &&
 	    evict(s, it->len))
@@ -478,15 +496,10 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 	objects_insert(s, o);
 	if (!old)
 		persist_put(s, o);
-	out->nrep = o->nrep;
-	for (unsigned i = 0; i < o->nrep; i++) {
-		struct segment *g = o->rep[i].seg;
-
-		out->rep[i] = (struct store_replica){
-			.addr = g->base + o->rep[i].off, .len = o->len,
-			.endpoint = { g->name, g->name_len },
-		};
-	}
+	out->nrep = 0;
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (stripe_ready(o, i))
+			out->nrep += stripe_wire(o, i, out->rep + out->nrep);
 	return 0;
 }
 
@@ -608,18 +621,11 @@ void objects_query(struct stored *s, const struct store_msg *req,
 		out->lease_ms = s->cfg.lease_ms;
 		/* DRAM first: a reader tries them in order */
 		for (int ssd = 0; ssd < 2; ssd++)
-			for (unsigned k = 0; k < o->nrep; k++) {
-				struct segment *g = o->rep[k].seg;
-
-				if (!g || !g->online || o->rep[k].filling ||
-				    segment_ssd(g) != ssd)
-					continue;
-				out->rep[out->nrep++] = (struct store_replica){
-					.addr = g->base + o->rep[k].off,
-					.len = o->len,
-					.endpoint = { g->name, g->name_len },
-				};
-			}
+			for (unsigned k = 0; k < o->nrep; k++)
+				if (stripe_ready(o, k) &&
+				    segment_ssd(o->rep[k].seg) == ssd)
+					out->nrep += stripe_wire(o, k, out->rep +
+								 out->nrep);
 		tier_hit(s, o);
 	}
 }

@@ -143,27 +143,52 @@ static int load_object(void *arg, const struct journal_object *jo)
 {
 	struct store_str key = { jo->key, jo->klen };
 	struct segment *segs[STORE_REPLICA_MAX];
-	uint64_t offs[STORE_REPLICA_MAX];
-	uint64_t span = (jo->len + SEG_ALIGN - 1) & ~(uint64_t)(SEG_ALIGN - 1);
+	struct replica shard[STORE_REPLICA_MAX];
+	struct object sized = { .len = jo->len };
 	struct load *ld = arg;
 	struct object *o;
 	unsigned n = 0;
 
-	if (span < jo->len)
+	if (jo->len > UINT64_MAX - SEG_ALIGN)
 		return -EINVAL;
 	for (unsigned i = 0; i < jo->nrep; i++) {
-		struct segment *g = by_sid(ld, jo->rep[i].sid);
+		const struct journal_replica *jr = &jo->rep[i];
+		unsigned parts = jr->parts ? jr->parts : 1, j;
+		struct segment *g;
+		uint64_t span;
 
-		if (!g)
-			continue;          /* gone with its segment */
-		if (jo->rep[i].off % SEG_ALIGN || jo->rep[i].off > g->size ||
-		    span > g->size - jo->rep[i].off)
+		/* a striped replica's shards: side by side, in order, from
+		 * its first, which is where a replica is checked */
+		if (jr->part || jo->nrep - i < parts)
 			return -EINVAL;
-		for (unsigned k = 0; k < n; k++)
-			if (segs[k] == g)
+		for (j = 1; j < parts; j++)
+			if (jo->rep[i + j].part != j ||
+			    jo->rep[i + j].parts != parts)
 				return -EINVAL;
-		segs[n] = g;
-		offs[n++] = jo->rep[i].off;
+		/* one shard gone: the replica went with it */
+		for (j = 0; j < parts; j++)
+			if (!by_sid(ld, jo->rep[i + j].sid))
+				break;
+		if (j < parts) {
+			i += parts - 1;
+			continue;
+		}
+		for (j = 0; j < parts; j++, i++, jr++) {
+			g = by_sid(ld, jr->sid);
+			shard[n] = (struct replica){ .part = (uint8_t)j,
+						     .parts = (uint8_t)parts };
+			span = (stripe_len(&sized, &shard[n]) + SEG_ALIGN - 1) &
+			       ~(uint64_t)(SEG_ALIGN - 1);
+			if (jr->off % SEG_ALIGN || jr->off > g->size ||
+			    span > g->size - jr->off)
+				return -EINVAL;
+			for (unsigned k = 0; k < n; k++)
+				if (segs[k] == g)
+					return -EINVAL;
+			segs[n] = g;
+			shard[n++].off = jr->off;
+		}
+		i--;
 	}
 	if (!n)
 		return load_dead(ld, jo);
@@ -183,7 +208,9 @@ static int load_object(void *arg, const struct journal_object *jo)
 
 		r->obj = o;
 		r->seg = segs[i];
-		r->off = offs[i];
+		r->off = shard[i].off;
+		r->part = shard[i].part;
+		r->parts = shard[i].parts;
 		list_add_before(&r->in_seg, &segs[i]->replicas);
 	}
 	o->nrep = o->nlive = (uint8_t)n;
@@ -224,8 +251,8 @@ static int sort_replicas(struct segment *g)
 	for (i = 0; i < n; i++) {
 		if (v[i]->off < end)
 			ret = -EINVAL;
-		end = v[i]->off + ((v[i]->obj->len + SEG_ALIGN - 1) &
-				   ~(uint64_t)(SEG_ALIGN - 1));
+		end = v[i]->off + ((stripe_len(v[i]->obj, v[i]) +
+				    SEG_ALIGN - 1) & ~(uint64_t)(SEG_ALIGN - 1));
 		list_add_before(&v[i]->in_seg, &g->replicas);
 	}
 	free(v);
@@ -328,7 +355,8 @@ void persist_put(struct stored *s, const struct object *o)
 	for (unsigned i = 0; i < o->nrep; i++)
 		if (o->rep[i].seg && !o->rep[i].filling)
 			jo.rep[jo.nrep++] = (struct journal_replica){
-				o->rep[i].seg->sid, o->rep[i].off };
+				o->rep[i].seg->sid, o->rep[i].off,
+				o->rep[i].part, o->rep[i].parts };
 	journal_put(s->journal, &jo);
 	changed(s);
 }

@@ -158,7 +158,8 @@ int segment_remount(struct stored *s, struct segment *g)
 	for (l = g->replicas.next; l != &g->replicas; l = l->next) {
 		struct replica *x = container_of(l, struct replica, in_seg);
 
-		r[n++] = (struct store_alloc_range){ x->off, x->obj->len };
+		r[n++] = (struct store_alloc_range){ x->off,
+						     stripe_len(x->obj, x) };
 	}
 	/* loading checked the order and the bounds */
 	ret = store_alloc_restore(g->alloc, r, n, ids);

@@ -92,6 +92,10 @@ struct replica {
 	uint32_t alloc_id;             /* while the segment is online */
 	bool filling;                  /* a tier copy writes it (tier.c):
 					  not read, not journaled */
+	/* a shard of a striped replica (stripe.c): its index and the
+	 * replica's count, its buffers side by side in rep[] from index 0;
+	 * parts 0 or 1: a whole replica */
+	uint8_t part, parts;
 };
 
 enum obj_state { OBJ_PENDING, OBJ_COMPLETE, OBJ_DISCARDED };
@@ -266,11 +270,48 @@ void segment_account(struct stored *s, const struct segment *g,
 struct replica *objects_place_in(struct stored *s, struct object *o,
 				 struct segment *g);
 
+/** objects_place_in() of @p len bytes (a shard), whole replica marks
+ *  left to the caller. */
+struct replica *objects_place_len(struct stored *s, struct object *o,
+				  struct segment *g, uint64_t len);
+
 /** Release replica @p r's range; the object stays (it has others). */
 void objects_release_replica(struct stored *s, struct replica *r);
 
 /** Delete @p o, from the journal too. @return DRAM bytes freed. */
 uint64_t objects_delete(struct stored *s, struct object *o);
+
+/* ---- stripe.c: replicas cut into shards on distinct segments ---- */
+
+/** Bytes of buffer @p r of @p o: the object's, or its shard's. */
+uint64_t stripe_len(const struct object *o, const struct replica *r);
+
+/** Shards per DRAM replica of an object of @p len bytes, @p want DRAM
+ *  and @p ssd SSD replicas: 1 (whole) unless --dram_shard_size is set,
+ *  @p len is over it and enough DRAM segments are online. */
+unsigned stripe_parts(const struct stored *s, uint64_t len, unsigned want,
+		      unsigned ssd);
+
+/** Up to @p want striped replicas of @p o, @p parts shards each, every
+ *  buffer on a segment of its own (@p preferred holds the first); a
+ *  replica that does not fit whole is given back. @return how many. */
+unsigned stripe_place(struct stored *s, struct object *o, unsigned want,
+		      unsigned parts, const struct store_str *preferred);
+
+/** Is the replica starting at rep[@p i] readable: every buffer in an
+ *  online segment, none filling? */
+bool stripe_ready(const struct object *o, unsigned i);
+
+/** The wire form of the replica starting at rep[@p i] into @p out (room
+ *  for its parts). @return its buffers. */
+unsigned stripe_wire(const struct object *o, unsigned i,
+		     struct store_replica *out);
+
+/** The first buffer of the replica that @p r belongs to. */
+static inline struct replica *stripe_head(struct replica *r)
+{
+	return r->parts > 1 ? r - r->part : r;
+}
 
 /* ---- tier.c: copies between DRAM and SSD segments ---- */
 

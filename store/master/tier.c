@@ -56,13 +56,24 @@ static bool ready(const struct replica *r)
 	return r->seg && r->seg->online && !r->filling;
 }
 
-/* A ready replica of @p o on @p ssd or DRAM, or NULL. */
+/* A ready whole replica of @p o on @p ssd or DRAM, or NULL: a striped
+ * one is neither copied from nor into (its shards have several owners). */
 static struct replica *find(struct object *o, bool ssd)
 {
 	for (unsigned i = 0; i < o->nrep; i++)
-		if (ready(&o->rep[i]) && segment_ssd(o->rep[i].seg) == ssd)
+		if (ready(&o->rep[i]) && o->rep[i].parts <= 1 &&
+		    segment_ssd(o->rep[i].seg) == ssd)
 			return &o->rep[i];
 	return NULL;
+}
+
+/* Has @p o a DRAM buffer in an online segment (whole or a shard)? */
+static bool in_dram(const struct object *o)
+{
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (ready(&o->rep[i]) && !segment_ssd(o->rep[i].seg))
+			return true;
+	return false;
 }
 
 struct list *tier_lru(struct stored *s, const struct object *o)
@@ -213,7 +224,7 @@ uint64_t tier_evict(struct stored *s, struct object *o)
 	struct replica *src = find(o, false), *dst;
 	uint64_t used = s->used;
 
-	if (!src) {
+	if (!src && !in_dram(o)) {
 		relist(s, o);          /* out of the way of the next scans */
 		return 0;
 	}
@@ -225,7 +236,7 @@ uint64_t tier_evict(struct stored *s, struct object *o)
 		persist_put(s, o);
 		return used - s->used;
 	}
-	if (s->cfg.offload_on_evict &&
+	if (s->cfg.offload_on_evict && src &&
 	    (dst = place(s, o, true, src->seg->client)) &&
 	    task_new(s, o, src, dst, TIER_EVICT))
 		return o->task->bytes;

@@ -62,10 +62,23 @@ static bool in_segment(const struct replica *r, const struct store_str *name)
 	       !memcmp(r->seg->name, name->p, name->len);
 }
 
+/* Does the replica of buffer @p r (all its shards) lie in @p name? A
+ * striped replica loses every shard with one. */
+static bool group_in_segment(struct replica *r, const struct store_str *name)
+{
+	struct replica *h = stripe_head(r);
+	unsigned n = h->parts > 1 ? h->parts : 1;
+
+	for (unsigned j = 0; j < n; j++)
+		if (in_segment(h + j, name))
+			return true;
+	return false;
+}
+
 static int32_t replica_clear(struct stored *s, const struct store_msg *req,
 			     struct object *o, int64_t now)
 {
-	unsigned n = 0;
+	unsigned n = 0, kept = 0;
 
 	if (!o)
 		return MC_OBJECT_NOT_FOUND;
@@ -75,11 +88,14 @@ static int32_t replica_clear(struct stored *s, const struct store_msg *req,
 		return MC_ILLEGAL_CLIENT;
 	if (o->lease_until_ms > now)
 		return MC_OBJECT_HAS_LEASE;
-	for (unsigned i = 0; i < o->nrep; i++)
+	for (unsigned i = 0; i < o->nrep; i++) {
 		n += in_segment(&o->rep[i], &req->preferred);
+		kept += o->rep[i].seg &&
+			!group_in_segment(&o->rep[i], &req->preferred);
+	}
 	if (req->preferred.len && !n)
 		return MC_REPLICA_NOT_FOUND;
-	if (!req->preferred.len || n == o->nlive)
+	if (!req->preferred.len || !kept)
 		return objects_remove_one(s, o, true, now);
 	for (unsigned i = 0; i < o->nrep; i++)
 		if (in_segment(&o->rep[i], &req->preferred))
