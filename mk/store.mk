@@ -9,6 +9,8 @@
 #   bench/store/store_bench.c xfer-store-bench: the client, two processes
 #   bench/store/master_bench.c xfer-store-master-bench: the master alone,
 #                             driven over its RPC
+#   bench/store/stripe_bench.c xfer-store-stripe-bench: a striped object's
+#                             get and put against a whole one's
 STORE_SRCS := $(wildcard store/*.c)
 STORE_OBJS := $(STORE_SRCS:%.c=$(BUILD)/%.o)
 STORED_SRCS := $(wildcard store/master/*.c)
@@ -17,8 +19,10 @@ STORED := $(BUILD)/xfer-stored
 STORE_ALLOC_BENCH := $(BUILD)/xfer-store-alloc-bench
 STORE_BENCH := $(BUILD)/xfer-store-bench
 STORE_MASTER_BENCH := $(BUILD)/xfer-store-master-bench
+STORE_STRIPE_BENCH := $(BUILD)/xfer-store-stripe-bench
 
-all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_BENCH) $(STORE_MASTER_BENCH)
+all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_BENCH) $(STORE_MASTER_BENCH) \
+     $(STORE_STRIPE_BENCH)
 
 $(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
 
@@ -42,6 +46,12 @@ $(STORE_BENCH): $(BUILD)/bench/store/store_bench.o $(LIB_A) | $(STORED)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
 		$(LDLIBS)
 
+$(STORE_STRIPE_BENCH): $(BUILD)/bench/store/stripe_bench.o $(LIB_A) | \
+		       $(STORED)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
+		$(LDLIBS)
+
 $(STORE_MASTER_BENCH): $(BUILD)/bench/store/master_bench.o \
 		       $(BUILD)/store/proto.o
 	@$(if $(Q),echo "  LINK    $@")
@@ -59,5 +69,6 @@ $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_store*.c)): \
 $(BUILD)/test/it_meta: | $(STORED)
 test-integration: $(STORED)
 $(patsubst %,$(BUILD)/test/%,it_store_master it_store_persist \
-	it_store_admin it_store_upsert it_store_tier): $(BUILD)/test/th_master.o
+	it_store_admin it_store_upsert it_store_tier it_store_stripe): \
+	$(BUILD)/test/th_master.o
 $(BUILD)/test/it_store_upsert: TEST_LIBS += $(shell pkg-config --libs sqlite3)

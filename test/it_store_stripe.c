@@ -4,9 +4,9 @@
  * object's replica is cut into shards on distinct segments (seen in the
  * master's answer and in the replica descriptors), read back from other
  * processes, whole, ranged across shard ends, staged and zero-copy,
- * every byte checked; a holder of one shard killed, the get reads the
+ * every byte checked, and upserted; a holder of one shard killed, the get reads the
  * other replica, and once the master drops that holder the broken
- * replica is gone whole; a remove gives every shard's space back; a
+ * replica is gone whole, its other shard's space given back; a remove gives every shard's space back; a
  * master restarted on its journal serves the same shards.
  */
 #include <stdarg.h>
@@ -25,6 +25,7 @@
 #include <xfer/store.h>
 
 #include "test/helpers.h"
+#include "test/th_master.h"
 #include "test/th_store.h"
 
 #define MiB (1ull << 20)
@@ -32,17 +33,35 @@
 #define HOLDERS 4
 
 static char journal[96];
+static uint16_t admin_port;
 static struct th_proc holder[HOLDERS];
 static char names[HOLDERS][64];
 
 static void master_start(void)
 {
-	static char jflag[128];
+	static char jflag[128], aflag[32];
 	const char *args[] = { "--dram_shard_size=4194304", "--client_ttl=2",
-			       jflag, NULL };
+			       jflag, aflag, NULL };
 
 	snprintf(jflag, sizeof(jflag), "--journal=%s", journal);
+	admin_port = th_free_port();
+	snprintf(aflag, sizeof(aflag), "--metrics_port=%u", admin_port);
 	th_master_start(args);
+}
+
+/* Bytes allocated over every segment (the admin HTTP's). */
+static uint64_t used_bytes(void)
+{
+	const char *f = "\"allocator_used_bytes\":";
+	uint64_t sum = 0;
+	char *body, *p;
+
+	assert_int_equal(st_http_get(admin_port, "/get_segments_detail", &body,
+				     NULL), 200);
+	for (p = body; (p = strstr(p, f)); p += strlen(f))
+		sum += strtoull(p + strlen(f), NULL, 10);
+	free(body);
+	return sum;
 }
 
 /* The master, and @p n client processes lending SEG each. */
@@ -175,6 +194,13 @@ static void test_striped(void **state)
 		}
 	}
 	free(buf);
+	/* an upsert replaces it with another striped replica */
+	assert_int_equal(th_kv_cmd(&holder[1], "upsn big %llu 2",
+				   (unsigned long long)len), 0);
+	assert_int_equal(descs(kv, "big", len, d, &reps), 3);
+	distinct(d, 3);
+	assert_int_equal(th_get_pattern(kv, "big", len, 2, true),
+			 (int64_t)len);
 	/* small objects stay whole */
 	assert_int_equal(th_kv_cmd(&holder[0], "put small %llu 2 1",
 				   (unsigned long long)(3 * MiB)), 0);
@@ -228,6 +254,7 @@ static void test_holder_killed(void **state)
 	struct xfer_kv_replica_desc d[XFER_KV_REPLICA_MAX];
 	struct xfer_kv *kv;
 	int n, reps, victim;
+	uint64_t used;
 
 	(void)state;
 	cluster(4);
@@ -254,8 +281,19 @@ static void test_holder_killed(void **state)
 	assert_int_equal(reps, 1);
 	for (int i = 0; i < n; i++)
 		assert_int_not_equal(holder_of(d[i].endpoint), victim);
+	/* the dropped replica's other shard is given back (a shard's
+	 * allocation may be rounded up a little) */
+	used = used_bytes();
+	assert_true(used >= d[0].size + d[1].size &&
+		    used < d[0].size + d[1].size + MiB);
 	assert_int_equal(th_get_pattern(kv, "two", len, 3, false),
 			 (int64_t)len);
+	/* the three segments left hold an object that needs most of each */
+	assert_int_equal(xfer_kv_remove(kv, "two", true), 0);
+	assert_int_equal(used_bytes(), 0);
+	assert_int_equal(th_kv_cmd(&holder[victim ? 0 : 1], "putz big %llu 6 1",
+				   (unsigned long long)(3 * (SEG - 4 * MiB))),
+			 0);
 	assert_int_equal(xfer_kv_free(kv), 0);
 	for (int i = 0; i < HOLDERS; i++)
 		if (i != victim)

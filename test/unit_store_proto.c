@@ -2,7 +2,9 @@
  * The store's RPC codec (store/proto.c): every message type encodes and
  * decodes back to the same fields and bytes, a frame cut short or with a
  * byte too many is refused, and every limit (key, name, batch, replicas,
- * frame) is refused by the encoder and the decoder alike.
+ * frame) is refused by the encoder and the decoder alike; a striped
+ * replica's buffers travel as one group, and a group that runs past the
+ * buffers is refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -336,6 +338,45 @@ static void test_frame_limit(void **state)
 	free(m);
 }
 
+/* Buffers grouped by replica: a whole one (shards 0 encodes as 1), a
+ * striped one of three, another whole one; the decoder marks each
+ * group's first; a group past the buffers is refused both ways. */
+static void test_shards(void **state)
+{
+	struct store_msg *m = msg(STORE_QUERY, true), *d;
+	struct store_buf b = { 0 };
+	const uint8_t want[5] = { 1, 3, 0, 0, 1 };
+
+	(void)state;
+	m->n = 1;
+	m->items[0].nrep = 5;
+	for (unsigned i = 0; i < 5; i++) {
+		m->items[0].rep[i].addr = 4096 * i;
+		m->items[0].rep[i].len = 100 + i;
+		m->items[0].rep[i].endpoint = S("seg");
+	}
+	m->items[0].rep[1].shards = 3;
+	m->items[0].rep[2].shards = 7;   /* inside a group: not sent */
+	assert_int_equal(store_msg_encode(&b, m), 0);
+	/* count, then per group a shards byte: 1 + 3 + 1 of them */
+	assert_int_equal(decode(&b, &d), 0);
+	assert_int_equal(d->items[0].nrep, 5);
+	for (unsigned i = 0; i < 5; i++) {
+		assert_int_equal(d->items[0].rep[i].shards, want[i]);
+		assert_int_equal(d->items[0].rep[i].len, 100 + i);
+	}
+	/* the last group's count, 1, made 2: one buffer too few */
+	b.p[b.len - (1 + 8 + 8 + 2 + 3)] = 2;
+	free(d);
+	assert_int_equal(decode(&b, &d), -EPROTO);
+	free(d);
+	m->items[0].rep[4].shards = 2;
+	b.len = 0;
+	assert_int_equal(store_msg_encode(&b, m), -EINVAL);
+	store_buf_free(&b);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +385,7 @@ int main(void)
 		cmocka_unit_test(test_header),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_frame_limit),
+		cmocka_unit_test(test_shards),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
