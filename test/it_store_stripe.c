@@ -2,12 +2,13 @@
  * Striped replicas against a real xfer-stored started with
  * --dram_shard_size=4 MiB and client processes lending DRAM: a large
  * object's replica is cut into shards on distinct segments (seen in the
- * master's answer and in the replica descriptors), read back from other
- * processes, whole, ranged across shard ends, staged and zero-copy,
- * every byte checked, and upserted; a holder of one shard killed, the get reads the
- * other replica, and once the master drops that holder the broken
- * replica is gone whole, its other shard's space given back; a remove gives every shard's space back; a
- * master restarted on its journal serves the same shards.
+ * replica descriptors), read back from other processes, whole, ranged
+ * across shard ends, staged and zero-copy, every byte checked, and
+ * upserted; a remove gives every shard's space back; a holder of one
+ * shard killed, the get reads the other replica, and once the master
+ * drops that holder the broken replica is gone whole, its other shard's
+ * space given back (the admin HTTP's allocator bytes); a master
+ * restarted on its journal serves the same shards.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,7 +188,8 @@ static void test_striped(void **state)
 				 z ? XFER_KV_ZERO_COPY : 0, res), 0);
 		for (int i = 0; i < 3; i++) {
 			assert_int_equal(res[i], (int64_t)l[i]);
-			assert_memory_equal(dst[i].iov_base, buf + off[i], l[i]);
+			assert_memory_equal(dst[i].iov_base, buf + off[i],
+					    l[i]);
 			if (z)
 				xfer_kv_unregister_buffer(kv, dst[i].iov_base);
 			free(dst[i].iov_base);

@@ -158,7 +158,7 @@ static void start_holder(int i, const char *a, const char *b, uint64_t seg,
 
 		close(up[0]);
 		close(down[1]);
-		/* the others' pipes: each must end when this process closes it */
+		/* the others' pipes: each ends when this process closes it */
 		for (int k = 0; k < i; k++)
 			close(holder_fd[k]);
 		c = ka && (!b || kb) ? 'y' : 'n';
@@ -231,8 +231,8 @@ int main(int argc, char **argv)
 	nholders = (int)holders;
 	for (i = 0; i < nholders; i++)
 		/* room for the object and a put's, beside it */
-		start_holder(i, a, i ? NULL : b,
-			     (uint64_t)size / (uint64_t)holders * 2 + (16 << 20),
+		start_holder(i, a, i ? NULL : b, (uint64_t)size /
+			     (uint64_t)holders * 2 + (16 << 20),
 			     (uint64_t)size * 2 + (16 << 20), w);
 	kv[0] = client(a, 0, w);
 	kv[1] = client(b, 0, w);

@@ -539,7 +539,8 @@ struct xfer_kv_replica_desc {
 	uint64_t size;                 /**< bytes: the object's length, or
 					    the shard's */
 	char endpoint[256];            /**< transport_endpoint: the segment's
-					    name (its owner engine's), NUL-ended */
+					    name (its owner engine's),
+					    NUL-ended */
 	uint8_t shards;                /**< on a replica's first entry: its
 					    entries (1: whole); 0 on the
 					    entries after it (xfer's) */

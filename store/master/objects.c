@@ -624,8 +624,8 @@ void objects_query(struct stored *s, const struct store_msg *req,
 			for (unsigned k = 0; k < o->nrep; k++)
 				if (stripe_ready(o, k) &&
 				    segment_ssd(o->rep[k].seg) == ssd)
-					out->nrep += stripe_wire(o, k, out->rep +
-								 out->nrep);
+					out->nrep += stripe_wire(
+						o, k, out->rep + out->nrep);
 		tier_hit(s, o);
 	}
 }

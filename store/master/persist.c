@@ -251,8 +251,8 @@ static int sort_replicas(struct segment *g)
 	for (i = 0; i < n; i++) {
 		if (v[i]->off < end)
 			ret = -EINVAL;
-		end = v[i]->off + ((stripe_len(v[i]->obj, v[i]) +
-				    SEG_ALIGN - 1) & ~(uint64_t)(SEG_ALIGN - 1));
+		end = v[i]->off + ((stripe_len(v[i]->obj, v[i]) + SEG_ALIGN -
+				    1) & ~(uint64_t)(SEG_ALIGN - 1));
 		list_add_before(&v[i]->in_seg, &g->replicas);
 	}
 	free(v);
