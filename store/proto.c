@@ -25,7 +25,7 @@ static const struct {
 	[STORE_MOUNT] = { "mount", "csbzN", "e" },
 	[STORE_UNMOUNT] = { "unmount", "cs", "e" },
 	[STORE_PUT_START] = { "put_start", "crfp[kl]", "e[eR]" },
-	[STORE_PUT_END] = { "put_end", "c[k]", "e[e]" },
+	[STORE_PUT_END] = { "put_end", "c[k]", "e[ev]" },
 	[STORE_PUT_REVOKE] = { "put_revoke", "c[k]", "e[e]" },
 	[STORE_QUERY] = { "query", "V[k]", "e[eltvR]" },
 	[STORE_EXIST] = { "exist", "[k]", "e[e]" },
@@ -34,6 +34,7 @@ static const struct {
 	[STORE_SYNC] = { "sync", "", "eC" },
 	[STORE_REMOVE_REGEX] = { "remove_regex", "Fx", "eC" },
 	[STORE_REPLICA_CLEAR] = { "replica_clear", "cp[k]", "e[e]" },
+	[STORE_FLUSHED] = { "flushed", "c[kv]", "e[ev]" },
 };
 
 const char *store_type_name(unsigned type)

@@ -40,6 +40,7 @@ enum store_type {
 	STORE_SYNC,
 	STORE_REMOVE_REGEX,
 	STORE_REPLICA_CLEAR,
+	STORE_FLUSHED,                 /* flush.c: versions in the slower tier */
 	STORE_TYPE_END
 };
 

@@ -34,6 +34,7 @@ static bool bad_args(const struct kv_call *c)
 	if (c->segment && strlen(c->segment) > STORE_NAME_MAX)
 		return true;
 	return rc && (!rc->replica_num || rc->replica_num > STORE_REPLICA_MAX ||
+		      rc->flush > XFER_KV_FLUSH_LAZY ||
 		      (rc->preferred_segment &&
 		       strlen(rc->preferred_segment) > STORE_NAME_MAX));
 }
@@ -55,6 +56,7 @@ int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 	op->flags = c->flags;
 	op->force = c->force;
 	op->replicas = rc ? (uint8_t)rc->replica_num : 1;
+	op->flush = rc && c->kind == KV_PUT ? (uint8_t)rc->flush : 0;
 	op->pin = (rc ? (rc->with_soft_pin ? 1 : 0) |
 			(rc->with_hard_pin ? 2 : 0) : 0) | (c->upsert ? 4 : 0);
 	op->min_version = c->min_version;

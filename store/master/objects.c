@@ -521,6 +521,7 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 			obj_delete(s, o);
 		else
 			complete(s, o);
+		rep->items[i].version = !*err && !revoke ? o->version : 0;
 	}
 }
 
@@ -551,6 +552,10 @@ void objects_query(struct stored *s, const struct store_msg *req,
 		if (!o || o->state != OBJ_COMPLETE) {
 			out->err = exist ? 0 : !o ? MC_OBJECT_NOT_FOUND :
 						    MC_REPLICA_IS_NOT_READY;
+			/* where the slower tier holds it: its version */
+			if (!o && !exist)
+				out->version = flush_version(
+					s, &req->items[i].key);
 			continue;
 		}
 		out->version = o->version;

@@ -16,6 +16,7 @@
 struct event;
 struct journal;
 struct store_alloc;
+struct flushed;
 
 /* Offsets and sizes in a segment are multiples of this. */
 #define SEG_ALIGN 64
@@ -156,6 +157,7 @@ struct stored {
 	struct list pending, lru, discarded;
 	uint64_t rng;
 	uint64_t version;              /* the last put that ended */
+	struct flushed *flushed;       /* flush.c's */
 };
 
 /** Monotonic milliseconds. */
@@ -238,6 +240,22 @@ int64_t versions_remove_regex(struct stored *s, const struct store_msg *req);
  *  (leased), -710 (none in that segment). */
 void versions_replica_clear(struct stored *s, const struct store_msg *req,
 			    struct store_msg *rep);
+
+/* ---- flush.c: the versions in the slower tier ---- */
+
+/** Set up the table, loading the journal's rows. @return 0, -ENOMEM,
+ *  -EINVAL or -EIO (a message in @p err). */
+int flush_init(struct stored *s, char *err, size_t errlen);
+void flush_fini(struct stored *s);
+
+/** The version of @p key the tier holds, or 0. */
+uint64_t flush_version(const struct stored *s, const struct store_str *key);
+
+/** STORE_FLUSHED: per key, raise its recorded version to the item's (0:
+ *  only read it); answer the version recorded, or -600 (an empty key, a
+ *  version never given) or -1 (no memory). */
+void flush_report(struct stored *s, const struct store_msg *req,
+		  struct store_msg *rep);
 
 /* ---- persist.c: the journal (no-ops without one) ---- */
 
