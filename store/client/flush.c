@@ -28,16 +28,18 @@
 #include "util/log_internal.h"
 
 #define KV_LAZY_MAX (256ull << 20)      /* bytes queued for the thread */
+#define KV_SPARES 8                     /* entries kept for reuse ... */
+#define KV_SPARE_MAX (64ull << 20)      /* ... of at most these bytes */
 #define TIER_MAGIC "XFERTIR1"
 #define TIER_HDR 32                     /* magic, version, len, klen */
 #define TIER_B64_MAX 150                /* longer keys: a hash names them */
 #define TIER_NAME_MAX 224
 
+/* A lazy flush: the key, then the value, in cap bytes (reused). */
 struct kv_lazy {
 	struct kv_lazy *next;
-	uint64_t version, len;
+	uint64_t version, len, cap;
 	uint16_t klen;
-	char *data;                     /* after the key */
 	char key[];
 };
 
@@ -48,6 +50,8 @@ struct kv_tier {
 	pthread_cond_t more, room;
 	struct kv_lazy *head, **tail;
 	uint64_t queued;                /* bytes */
+	struct kv_lazy *spare[KV_SPARES];
+	unsigned nspare;
 	bool stop;
 	pthread_t thread;
 	uint64_t tmp_seq;               /* under rename_lock */
@@ -59,7 +63,11 @@ struct kv_report {
 	struct kv_rpc rpc;
 	struct xfer_kv *kv;
 	uint32_t n;
-	struct kv_lazy *e[STORE_BATCH_MAX];
+	struct {
+		char *key;
+		uint16_t klen;
+		uint64_t version;
+	} e[STORE_BATCH_MAX];
 };
 
 static void put_le(uint8_t *p, uint64_t v, unsigned n)
@@ -218,9 +226,20 @@ int kv_tier_eager(struct xfer_kv *kv, const struct kv_key *k)
 int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k)
 {
 	struct kv_tier *t = kv->tier;
-	struct kv_lazy *e = malloc(sizeof(*e) + k->klen + k->len);
+	uint64_t need = k->klen + k->len;
+	struct kv_lazy *e = NULL;
 	char *p;
 
+	/* a spare entry: no page faults of a fresh allocation */
+	pthread_mutex_lock(&t->qlock);
+	for (unsigned i = 0; i < t->nspare && !e; i++)
+		if (t->spare[i]->cap >= need) {
+			e = t->spare[i];
+			t->spare[i] = t->spare[--t->nspare];
+		}
+	pthread_mutex_unlock(&t->qlock);
+	if (!e && (e = malloc(sizeof(*e) + need)))
+		e->cap = need;
 	if (!e)
 		return -ENOMEM;
 	e->next = NULL;
@@ -228,7 +247,7 @@ int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k)
 	e->len = k->len;
 	e->klen = k->klen;
 	memcpy(e->key, k->key, k->klen);
-	p = e->data = e->key + k->klen;
+	p = e->key + k->klen;
 	for (size_t i = 0; i < k->niov; i++) {
 		memcpy(p, k->iov[i].iov_base, k->iov[i].iov_len);
 		p += k->iov[i].iov_len;
@@ -304,7 +323,7 @@ static void report_done(struct kv_rpc *r, const struct store_msg *rep)
 			 "not take %u flushed versions (%d)", b->n,
 			 rep ? rep->err : XFER_KV_RPC_FAIL);
 	for (uint32_t i = 0; i < b->n; i++)
-		free(b->e[i]);
+		free(b->e[i].key);
 	free(b);
 }
 
@@ -316,9 +335,9 @@ static void report_send(struct xfer_job *job)
 	memcpy(m->client, b->kv->client_id, STORE_ID_LEN);
 	m->n = b->n;
 	for (uint32_t i = 0; i < b->n; i++) {
-		m->items[i].key = (struct store_str){ b->e[i]->key,
-						      b->e[i]->klen };
-		m->items[i].version = b->e[i]->version;
+		m->items[i].key = (struct store_str){ b->e[i].key,
+						      b->e[i].klen };
+		m->items[i].version = b->e[i].version;
 	}
 	b->rpc.done = report_done;
 	kv_rpc_send(b->kv, &b->rpc, STORE_FLUSHED);
@@ -340,7 +359,6 @@ static void *lazy_main(void *arg)
 	for (;;) {
 		struct kv_lazy *e;
 		struct kv_report *b = NULL;
-		uint64_t bytes = 0;
 
 		pthread_mutex_lock(&t->qlock);
 		while (!t->head && !t->stop)
@@ -353,32 +371,38 @@ static void *lazy_main(void *arg)
 			return NULL;   /* stopped, and nothing is left */
 		while (e) {
 			struct kv_lazy *next = e->next;
-			struct iovec iov = { e->data, e->len };
+			struct iovec iov = { e->key + e->klen, e->len };
 			int ret = tier_write(t, e->key, e->klen, &iov, 1,
 					     e->len, e->version);
+			char *key = NULL;
 
-			bytes += e->len;
-			if (!ret && !b && (b = calloc(1, sizeof(*b))))
+			if (ret)
+				xfer_log(XFER_LOG_WARN, "xfer store client: "
+					 "cannot flush: %s", strerror(-ret));
+			else if (!b && (b = calloc(1, sizeof(*b))))
 				b->kv = t->kv;
-			if (ret || !b) {
-				if (ret)
-					xfer_log(XFER_LOG_WARN, "xfer store "
-						 "client: cannot flush: %s",
-						 strerror(-ret));
-				free(e);
-			} else {
-				e->data = NULL;        /* the key stays */
-				b->e[b->n++] = e;
-				if (b->n == STORE_BATCH_MAX)
-					report_post(t, &b);
+			if (!ret && b && (key = malloc(e->klen))) {
+				memcpy(key, e->key, e->klen);
+				b->e[b->n].key = key;
+				b->e[b->n].klen = e->klen;
+				b->e[b->n++].version = e->version;
 			}
+			/* room for the next put at once (the writer and this
+			 * thread overlap), and the entry kept for reuse */
+			pthread_mutex_lock(&t->qlock);
+			t->queued -= e->len;
+			pthread_cond_broadcast(&t->room);
+			if (t->nspare < KV_SPARES && e->cap <= KV_SPARE_MAX) {
+				t->spare[t->nspare++] = e;
+				e = NULL;
+			}
+			pthread_mutex_unlock(&t->qlock);
+			free(e);
+			if (b && b->n == STORE_BATCH_MAX)
+				report_post(t, &b);
 			e = next;
 		}
 		report_post(t, &b);
-		pthread_mutex_lock(&t->qlock);
-		t->queued -= bytes;
-		pthread_cond_broadcast(&t->room);
-		pthread_mutex_unlock(&t->qlock);
 	}
 }
 
@@ -443,6 +467,8 @@ void kv_tier_free(struct xfer_kv *kv)
 	if (!t)
 		return;
 	close(t->dirfd);
+	while (t->nspare)
+		free(t->spare[--t->nspare]);
 	pthread_mutex_destroy(&t->rename_lock);
 	pthread_mutex_destroy(&t->qlock);
 	pthread_cond_destroy(&t->more);
