@@ -3,8 +3,9 @@
  * xfer-stored and clients, the tier a temporary folder: an eager put's
  * file is there, with its bytes and version, when the put returns; a
  * lazy one's appears later, and under a stream of upserts of one key the
- * file's version never goes back and ends at the last; a put that does
- * not flush leaves no file; an object evicted from DRAM is read back from
+ * file's version never goes back and ends at the last; a file of a later
+ * version is never replaced by an older one; a put that does not flush
+ * leaves no file; an object evicted from DRAM is read back from
  * the tier, bytes checked; a SIGKILLed master restarted on its journal
  * still knows what is flushed, so a new client reads it back.
  */
@@ -113,6 +114,33 @@ static uint64_t file_check(const char *key, size_t len, uint64_t seed)
 	return v;
 }
 
+/* Write @p key's file as a writer would: @p version, @p len bytes of
+ * th_fill(@p seed). */
+static void write_file(const char *key, uint64_t version, size_t len,
+		       uint64_t seed)
+{
+	size_t klen = strlen(key);
+	uint8_t *buf = malloc(HDR + klen + len);
+	char path[512];
+	int fd;
+
+	assert_non_null(buf);
+	memcpy(buf, "XFERTIR1", 8);
+	for (int i = 0; i < 8; i++) {
+		buf[8 + i] = (uint8_t)(version >> (8 * i));
+		buf[16 + i] = (uint8_t)((uint64_t)len >> (8 * i));
+		buf[24 + i] = (uint8_t)((uint64_t)klen >> (8 * i));
+	}
+	memcpy(buf + HDR, key, klen);
+	th_fill(buf + HDR + klen, len, seed);
+	file_of(key, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, HDR + klen + len), HDR + klen + len);
+	close(fd);
+	free(buf);
+}
+
 static int put(struct xfer_kv *kv, const char *key, size_t len,
 	       uint64_t variant, unsigned flush, bool upsert)
 {
@@ -182,6 +210,13 @@ static void test_eager_none(void **state)
 	}
 	assert_int_equal(put(kv, "none", 64 * KiB, 1, XFER_KV_FLUSH_NONE,
 			     false), 0);
+	/* a later version in the tier (another writer's) is never replaced
+	 * by an older one: the put's own stays out */
+	write_file("later", 1ull << 40, 8 * KiB, th_seed("later", 9));
+	assert_int_equal(put(kv, "later", 8 * KiB, 1, XFER_KV_FLUSH_EAGER,
+			     false), 0);
+	assert_int_equal(file_check("later", 8 * KiB, th_seed("later", 9)),
+			 1ull << 40);
 	assert_int_equal(xfer_kv_free(kv), 0);  /* the lazy thread drained */
 	assert_int_equal(file_version("none"), 0);
 	th_stored_stop(th_master.pid);
@@ -267,6 +302,7 @@ static void test_evict_readback(void **state)
 	assert_int_equal(xfer_kv_exist(kv, "gone"), 0);
 	assert_int_equal(xfer_kv_exist(kv, "cold"), 0);
 	assert_int_equal(xfer_kv_exist(kv, "cold2"), 0);
+	assert_int_equal(xfer_kv_get_size(kv, "cold"), 300 * KiB);
 	memset(buf, 0, 300 * KiB);
 	assert_int_equal(xfer_kv_get_version(kv, "cold", buf, 300 * KiB, 0, 0,
 					     &v), 300 * KiB);

@@ -451,10 +451,10 @@ static int parse_src(struct kvc *c, const struct kvc_in *in)
 	return 0;
 }
 
-/* (replica_num, soft_pin, hard_pin, preferred_segment or None) */
+/* (replica_num, soft_pin, hard_pin, preferred_segment or None[, flush]) */
 static int parse_rc(struct kvc *c, PyObject *rc)
 {
-	unsigned int num;
+	unsigned int num, flush = 0;
 	int soft, hard;
 	const char *pref = NULL;
 
@@ -464,11 +464,12 @@ static int parse_rc(struct kvc *c, PyObject *rc)
 		PyErr_SetString(PyExc_TypeError, "rc must be a tuple");
 		return -1;
 	}
-	if (!PyArg_ParseTuple(rc, "Ippz:rc", &num, &soft, &hard, &pref))
+	if (!PyArg_ParseTuple(rc, "Ippz|I:rc", &num, &soft, &hard, &pref,
+			      &flush))
 		return -1;
 	c->has_rc = true;
 	c->rc = (struct xfer_kv_replicate){ .replica_num = num,
-		.with_soft_pin = soft, .with_hard_pin = hard };
+		.with_soft_pin = soft, .with_hard_pin = hard, .flush = flush };
 	if (pref && *pref) {
 		if (!(c->preferred = strdup(pref))) {
 			PyErr_NoMemory();

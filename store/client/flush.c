@@ -264,7 +264,7 @@ int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k)
 }
 
 int64_t kv_tier_get(struct xfer_kv *kv, struct kv_key *k, uint64_t want,
-		    uint64_t min_version)
+		    uint64_t min_version, bool read)
 {
 	char name[TIER_NAME_MAX], key[STORE_KEY_MAX];
 	uint8_t h[TIER_HDR];
@@ -295,9 +295,9 @@ int64_t kv_tier_get(struct xfer_kv *kv, struct kv_key *k, uint64_t want,
 		goto out;
 	k->version = version;
 	ret = version < min_version ? XFER_KV_VERSION_TOO_OLD :
-	      len > k->cap ? XFER_KV_INVALID_PARAMS : (int64_t)len;
+	      read && len > k->cap ? XFER_KV_INVALID_PARAMS : (int64_t)len;
 	off = TIER_HDR + k->klen;
-	for (size_t i = 0; ret >= 0 && i < k->niov &&
+	for (size_t i = 0; read && ret >= 0 && i < k->niov &&
 			    off < (uint64_t)st.st_size; i++) {
 		size_t n = k->iov[i].iov_len;
 

@@ -300,8 +300,9 @@ int kv_tier_eager(struct xfer_kv *kv, const struct kv_key *k);
 int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k);
 
 /**
- * Read get key @p k from the tier into its parts, if the file there holds
- * its key at version @p want (what the master records) or later.
+ * Read key @p k from the tier into its parts (@p read; else only its
+ * length), if the file there holds its key at version @p want (what the
+ * master records) or later.
  * @return its length (k->version set); XFER_KV_OBJECT_NOT_FOUND (no such
  *         file, another key's, or an older version);
  *         XFER_KV_VERSION_TOO_OLD (older than @p min_version);
@@ -309,7 +310,7 @@ int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k);
  *         XFER_KV_FILE_READ_FAIL.
  */
 int64_t kv_tier_get(struct xfer_kv *kv, struct kv_key *k, uint64_t want,
-		    uint64_t min_version);
+		    uint64_t min_version, bool read);
 
 /** Stop the lazy thread once it has written what is queued (its last
  *  reports posted to the reactor). Not on the reactor. */

@@ -123,9 +123,11 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 		k->version = it ? it->version : 0;
 		/* gone from DRAM, and the master says the tier holds it */
 		if (err == XFER_KV_OBJECT_NOT_FOUND && k->version &&
-		    op->kind == KV_GET && op->kv->tier && !k->ranged) {
+		    (op->kind == KV_GET || op->kind == KV_SIZE) &&
+		    op->kv->tier && !k->ranged) {
 			key_done(op, k, kv_tier_get(op->kv, k, k->version,
-						    op->min_version));
+						    op->min_version,
+						    op->kind == KV_GET));
 			break;
 		}
 		if (err) {
