@@ -30,17 +30,6 @@ struct flushed {
 	size_t nb, n;
 };
 
-static uint64_t hash_of(const char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (n--) {
-		h ^= (uint8_t)*p++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 static struct fkey *find(const struct flushed *f, const char *key,
 			 uint16_t klen, uint64_t h)
 {
@@ -78,7 +67,7 @@ static int grow(struct flushed *f)
 static int raise_to(struct flushed *f, const char *key, uint16_t klen,
 		    uint64_t version)
 {
-	uint64_t h = hash_of(key, klen);
+	uint64_t h = fnv1a(key, klen);
 	struct fkey *e = find(f, key, klen, h);
 
 	if (e) {
@@ -152,7 +141,7 @@ uint64_t flush_version(const struct stored *s, const struct store_str *key)
 
 	if (!s->flushed)
 		return 0;
-	e = find(s->flushed, key->p, key->len, hash_of(key->p, key->len));
+	e = find(s->flushed, key->p, key->len, fnv1a(key->p, key->len));
 	return e ? e->version : 0;
 }
 

@@ -21,7 +21,7 @@
 #define EVICT_SCAN_MAX 20000
 #define EVICT_SCAN_JOURNAL 2000
 
-static uint64_t fnv1a(const char *p, size_t n)
+uint64_t fnv1a(const char *p, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 

@@ -178,6 +178,9 @@ void segment_free(struct stored *s, struct segment *g);
 
 /* ---- objects.c ---- */
 
+/** FNV-1a of @p n bytes at @p p: the hash of the key tables. */
+uint64_t fnv1a(const char *p, size_t n);
+
 /** Set up and free the object table. @return 0, -ENOMEM. */
 int objects_init(struct stored *s);
 void objects_fini(struct stored *s);
