@@ -5,7 +5,7 @@
  * lazy one's appears later, and under a stream of upserts of one key the
  * file's version never goes back and ends at the last; a file of a later
  * version is never replaced by an older one; a put that does not flush
- * leaves no file; an object evicted from DRAM is read back from
+ * leaves no file; a key too long for a file name is named by a hash; an object evicted from DRAM is read back from
  * the tier, bytes checked; a SIGKILLed master restarted on its journal
  * still knows what is flushed, so a new client reads it back.
  */
@@ -210,6 +210,21 @@ static void test_eager_none(void **state)
 	}
 	assert_int_equal(put(kv, "none", 64 * KiB, 1, XFER_KV_FLUSH_NONE,
 			     false), 0);
+	/* a long key (its file named by a hash), removed from DRAM, is
+	 * read back from the tier */
+	{
+		char *lk = malloc(3001), *buf = malloc(4 * KiB);
+
+		memset(lk, 'L', 3000);
+		lk[3000] = 0;
+		assert_int_equal(put(kv, lk, 4 * KiB, 5, XFER_KV_FLUSH_EAGER,
+				     false), 0);
+		assert_int_equal(xfer_kv_remove(kv, lk, true), 0);
+		assert_int_equal(xfer_kv_get(kv, lk, buf, 4 * KiB), 4 * KiB);
+		assert_int_equal(th_check(buf, 4 * KiB, th_seed(lk, 5)), -1);
+		free(lk);
+		free(buf);
+	}
 	/* a later version in the tier (another writer's) is never replaced
 	 * by an older one: the put's own stays out */
 	write_file("later", 1ull << 40, 8 * KiB, th_seed("later", 9));

@@ -40,6 +40,7 @@ struct kv_lazy {
 	struct kv_lazy *next;
 	uint64_t version, len, cap;
 	uint16_t klen;
+	bool skip;                      /* a later version is in the batch */
 	char key[];
 };
 
@@ -85,6 +86,15 @@ static uint64_t get_le(const uint8_t *p, unsigned n)
 	return v;
 }
 
+static uint64_t key_hash(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (n--)
+		h = (h ^ (uint8_t)*p++) * 0x100000001b3ull;
+	return h;
+}
+
 /* The file name of @p key: 'k' and its base64url (no padding), or, for a
  * key over TIER_B64_MAX bytes, 'h' and 128 bits of two FNV-1a hashes (the
  * header's key tells a collision, which reads as absent). */
@@ -95,12 +105,10 @@ static void tier_name(const char *key, uint16_t klen, char *out)
 	size_t o = 0;
 
 	if (klen > TIER_B64_MAX) {
-		uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
+		uint64_t h1 = key_hash(key, klen), h2 = 0x84222325cbf29ce4ull;
 
-		for (size_t i = 0; i < klen; i++) {
-			h1 = (h1 ^ k[i]) * 0x100000001b3ull;
+		for (size_t i = 0; i < klen; i++)     /* backwards */
 			h2 = (h2 ^ k[klen - 1 - i]) * 0x100000001b3ull;
-		}
 		snprintf(out, TIER_NAME_MAX, "h%016llx%016llx",
 			 (unsigned long long)h1, (unsigned long long)h2);
 		return;
@@ -243,6 +251,7 @@ int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k)
 	if (!e)
 		return -ENOMEM;
 	e->next = NULL;
+	e->skip = false;
 	e->version = k->version;
 	e->len = k->len;
 	e->klen = k->klen;
@@ -352,6 +361,39 @@ static void report_post(struct kv_tier *t, struct kv_report **b)
 	*b = NULL;
 }
 
+/* Mark the entries of @p list whose key comes again later in it: only
+ * the last version of a key in a batch is written (the design lets lazy
+ * flushes skip versions, never reorder them). Without memory for the
+ * table, none is skipped. */
+static void skip_superseded(struct kv_lazy *list)
+{
+	struct kv_lazy **v, **tab;
+	size_t n = 0, cap = 4;
+
+	for (struct kv_lazy *e = list; e; e = e->next)
+		n++;
+	while (cap < 2 * n)
+		cap *= 2;
+	v = malloc(n * sizeof(*v));
+	tab = calloc(cap, sizeof(*tab));
+	n = 0;
+	for (struct kv_lazy *e = list; v && e; e = e->next)
+		v[n++] = e;
+	while (v && tab && n--) {
+		size_t i = key_hash(v[n]->key, v[n]->klen) & (cap - 1);
+
+		while (tab[i] && (tab[i]->klen != v[n]->klen ||
+				  memcmp(tab[i]->key, v[n]->key, v[n]->klen)))
+			i = (i + 1) & (cap - 1);
+		if (tab[i])
+			v[n]->skip = true;
+		else
+			tab[i] = v[n];
+	}
+	free(v);
+	free(tab);
+}
+
 static void *lazy_main(void *arg)
 {
 	struct kv_tier *t = arg;
@@ -369,19 +411,21 @@ static void *lazy_main(void *arg)
 		pthread_mutex_unlock(&t->qlock);
 		if (!e)
 			return NULL;   /* stopped, and nothing is left */
+		skip_superseded(e);
 		while (e) {
 			struct kv_lazy *next = e->next;
 			struct iovec iov = { e->key + e->klen, e->len };
-			int ret = tier_write(t, e->key, e->klen, &iov, 1,
+			int ret = e->skip ? 0 :
+				  tier_write(t, e->key, e->klen, &iov, 1,
 					     e->len, e->version);
 			char *key = NULL;
 
 			if (ret)
 				xfer_log(XFER_LOG_WARN, "xfer store client: "
 					 "cannot flush: %s", strerror(-ret));
-			else if (!b && (b = calloc(1, sizeof(*b))))
+			else if (!e->skip && !b && (b = calloc(1, sizeof(*b))))
 				b->kv = t->kv;
-			if (!ret && b && (key = malloc(e->klen))) {
+			if (!ret && !e->skip && b && (key = malloc(e->klen))) {
 				memcpy(key, e->key, e->klen);
 				b->e[b->n].key = key;
 				b->e[b->n].klen = e->klen;
