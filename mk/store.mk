@@ -9,6 +9,8 @@
 #   bench/store/store_bench.c xfer-store-bench: the client, two processes
 #   bench/store/master_bench.c xfer-store-master-bench: the master alone,
 #                             driven over its RPC
+#   bench/store/flush_bench.c xfer-store-flush-bench: puts flushed to a
+#                             folder (the slower tier)
 STORE_SRCS := $(wildcard store/*.c)
 STORE_OBJS := $(STORE_SRCS:%.c=$(BUILD)/%.o)
 STORED_SRCS := $(wildcard store/master/*.c)
@@ -17,8 +19,10 @@ STORED := $(BUILD)/xfer-stored
 STORE_ALLOC_BENCH := $(BUILD)/xfer-store-alloc-bench
 STORE_BENCH := $(BUILD)/xfer-store-bench
 STORE_MASTER_BENCH := $(BUILD)/xfer-store-master-bench
+STORE_FLUSH_BENCH := $(BUILD)/xfer-store-flush-bench
 
-all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_BENCH) $(STORE_MASTER_BENCH)
+all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_BENCH) $(STORE_MASTER_BENCH) \
+	$(STORE_FLUSH_BENCH)
 
 $(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
 
@@ -38,6 +42,11 @@ $(STORE_ALLOC_BENCH): $(BUILD)/bench/store/alloc_bench.o \
 # the client between two processes, against the engine alone (it runs
 # xfer-stored beside it)
 $(STORE_BENCH): $(BUILD)/bench/store/store_bench.o $(LIB_A) | $(STORED)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
+		$(LDLIBS)
+
+$(STORE_FLUSH_BENCH): $(BUILD)/bench/store/flush_bench.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
 		$(LDLIBS)

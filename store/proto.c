@@ -26,7 +26,7 @@ static const struct {
 	[STORE_MOUNT] = { "mount", "csbzNm", "e" },
 	[STORE_UNMOUNT] = { "unmount", "cs", "e" },
 	[STORE_PUT_START] = { "put_start", "crfpd[kl]", "e[eR]" },
-	[STORE_PUT_END] = { "put_end", "c[k]", "e[e]" },
+	[STORE_PUT_END] = { "put_end", "c[k]", "e[ev]" },
 	[STORE_PUT_REVOKE] = { "put_revoke", "c[k]", "e[e]" },
 	[STORE_QUERY] = { "query", "V[k]", "e[eltvR]" },
 	[STORE_EXIST] = { "exist", "[k]", "e[e]" },
@@ -37,6 +37,7 @@ static const struct {
 	[STORE_REPLICA_CLEAR] = { "replica_clear", "cp[k]", "e[e]" },
 	[STORE_TIER_POLL] = { "tier_poll", "c", "e[klR]" },
 	[STORE_TIER_DONE] = { "tier_done", "c[ke]", "e[e]" },
+	[STORE_FLUSHED] = { "flushed", "c[kv]", "e[ev]" },
 };
 
 const char *store_type_name(unsigned type)

@@ -46,6 +46,7 @@ enum store_type {
 	STORE_REPLICA_CLEAR,
 	STORE_TIER_POLL,
 	STORE_TIER_DONE,
+	STORE_FLUSHED,                 /* flush.c: versions in the slower tier */
 	STORE_TYPE_END
 };
 

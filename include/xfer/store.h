@@ -84,7 +84,22 @@ enum xfer_kv_error {
 	/** xfer's own: no version of the object as new as a get asked */
 	XFER_KV_VERSION_TOO_OLD = -720,
 	XFER_KV_TRANSFER_FAIL = -800,        /**< a transfer failed */
+	XFER_KV_FILE_READ_FAIL = -1102,      /**< the slower tier's file */
+	XFER_KV_FILE_WRITE_FAIL = -1103,     /**< the slower tier's file */
 	XFER_KV_RPC_FAIL = -900,             /**< the master is unreachable */
+};
+
+/** When a put's object reaches the slower tier (xfer_kv_set_root_fs_dir()),
+ *  the three modes of Mooncake Store's design (its ReplicateConfig's
+ *  flush). */
+enum xfer_kv_flush {
+	XFER_KV_FLUSH_NONE = 0,  /**< never */
+	/** before the put returns: its file written, synced, renamed and
+	 *  reported to the master */
+	XFER_KV_FLUSH_EAGER,
+	/** later, by a thread of the client, versions in order (some may be
+	 *  skipped, none overwrites a later one) */
+	XFER_KV_FLUSH_LAZY,
 };
 
 /** Mooncake's ReplicateConfig, what a put asks of the master. */
@@ -104,7 +119,25 @@ struct xfer_kv_replicate {
 	 *  mounted with xfer_kv_mount_file(); replica_num + nof_replica_num
 	 *  is 1..16 */
 	unsigned nof_replica_num;
+	/** enum xfer_kv_flush: to the slower tier or not (0: never) */
+	unsigned flush;
 };
+
+/**
+ * Give the client its slower tier: the folder @p dir (local disk, or any
+ * POSIX mount shared by the clients: NFS, a FUSE object-store mount),
+ * which must exist. Puts with a flush mode write one file per key there
+ * (docs/STORE.md, "The slower tier"); a get of an object no longer in
+ * DRAM (evicted, removed) whose version the master records as flushed
+ * reads it back from there. Mooncake's master hands its clients such a
+ * folder (--root_fs_dir); xfer's clients are given it by this call.
+ * Call it once, before puts that flush; not on the callback base.
+ * @return 0; -EINVAL (NULL or empty @p dir); -EBUSY (already set);
+ *         -EDEADLK (on the callback base); -ENOMEM; -errno of opening
+ *         @p dir (-ENOENT, -ENOTDIR, -EACCES ...).
+ */
+XFER_EXPORT
+int xfer_kv_set_root_fs_dir(struct xfer_kv *kv, const char *dir);
 
 /** Completion of an asynchronous call: @p result as the blocking form
  *  returns it. Runs once, on the engine's callback base. */

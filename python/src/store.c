@@ -149,6 +149,20 @@ static PyObject *kv_healthy(KVObject *self, PyObject *unused)
 	return PyBool_FromLong(yes);
 }
 
+static PyObject *kv_set_root_fs_dir(KVObject *self, PyObject *arg)
+{
+	const char *dir = PyUnicode_AsUTF8(arg);
+	int ret;
+
+	if (!dir || !xpy_kv_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	ret = xfer_kv_set_root_fs_dir(self->k, dir);
+	Py_END_ALLOW_THREADS
+	xpy_kv_leave(self);
+	return PyLong_FromLong(ret);
+}
+
 static PyObject *kv_get_name(KVObject *self, void *c)
 {
 	PyObject *r;
@@ -354,6 +368,10 @@ static PyMethodDef kv_methods[] = {
 	{ "close", (PyCFunction)kv_close_m, METH_NOARGS, kv_close_doc },
 	{ "healthy", (PyCFunction)kv_healthy, METH_NOARGS,
 	  "healthy() -> bool\n\nThe master answered the last ping." },
+	{ "set_root_fs_dir", (PyCFunction)kv_set_root_fs_dir, METH_O,
+	  "set_root_fs_dir(dir) -> int\n\nThe slower tier, a folder that "
+	  "puts with a flush\nmode write to (xfer_kv_set_root_fs_dir): 0 or "
+	  "a negative errno." },
 	{ "register_buffer", (PyCFunction)kv_register, METH_VARARGS,
 	  kv_register_doc },
 	{ "mount_file", (PyCFunction)kv_mount_file, METH_VARARGS,

@@ -452,10 +452,10 @@ static int parse_src(struct kvc *c, const struct kvc_in *in)
 }
 
 /* (replica_num, soft_pin, hard_pin, preferred_segment or None
- *  [, nof_replica_num]) */
+ *  [, nof_replica_num[, flush]]) */
 static int parse_rc(struct kvc *c, PyObject *rc)
 {
-	unsigned int num, nof = 0;
+	unsigned int num, nof = 0, flush = 0;
 	int soft, hard;
 	const char *pref = NULL;
 
@@ -465,13 +465,13 @@ static int parse_rc(struct kvc *c, PyObject *rc)
 		PyErr_SetString(PyExc_TypeError, "rc must be a tuple");
 		return -1;
 	}
-	if (!PyArg_ParseTuple(rc, "Ippz|I:rc", &num, &soft, &hard, &pref,
-			      &nof))
+	if (!PyArg_ParseTuple(rc, "Ippz|II:rc", &num, &soft, &hard, &pref,
+			      &nof, &flush))
 		return -1;
 	c->has_rc = true;
 	c->rc = (struct xfer_kv_replicate){ .replica_num = num,
 		.with_soft_pin = soft, .with_hard_pin = hard,
-		.nof_replica_num = nof };
+		.nof_replica_num = nof, .flush = flush };
 	if (pref && *pref) {
 		if (!(c->preferred = strdup(pref))) {
 			PyErr_NoMemory();

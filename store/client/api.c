@@ -37,6 +37,7 @@ static bool bad_args(const struct kv_call *c)
 		      rc->replica_num > STORE_REPLICA_MAX ||
 		      rc->nof_replica_num > STORE_REPLICA_MAX ||
 		      rc->replica_num + rc->nof_replica_num > STORE_REPLICA_MAX ||
+		      rc->flush > XFER_KV_FLUSH_LAZY ||
 		      (rc->preferred_segment &&
 		       strlen(rc->preferred_segment) > STORE_NAME_MAX));
 }
@@ -59,6 +60,7 @@ int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 	op->force = c->force;
 	op->replicas = rc ? (uint8_t)rc->replica_num : 1;
 	op->ssd_replicas = rc ? (uint8_t)rc->nof_replica_num : 0;
+	op->flush = rc && c->kind == KV_PUT ? (uint8_t)rc->flush : 0;
 	op->pin = (rc ? (rc->with_soft_pin ? 1 : 0) |
 			(rc->with_hard_pin ? 2 : 0) : 0) | (c->upsert ? 4 : 0);
 	op->min_version = c->min_version;

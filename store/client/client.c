@@ -221,6 +221,7 @@ static void destroy(struct xfer_kv *kv)
 	unmap_region(kv, kv->seg_mem, kv->seg_size);
 	unmap_region(kv, kv->stage_mem, kv->stage_size);
 	store_alloc_free(kv->stage);
+	kv_tier_free(kv);
 	if (kv->own_engine)
 		xfer_engine_free(kv->e);
 	store_buf_free(&kv->out);
@@ -364,6 +365,7 @@ int xfer_kv_free(struct xfer_kv *kv)
 		return 0;
 	if (xfer_reactor_on_thread(kv->r))
 		return -EDEADLK;
+	kv_tier_stop(kv);      /* what is queued is written and reported */
 	atomic_store(&kv->closing, true);
 	xfer_reactor_run(kv->r, close_begin, kv);
 	/* calls end on their own timeouts, the unmount within 10 s */

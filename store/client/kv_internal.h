@@ -12,6 +12,8 @@
  *   api.c     the public calls, asynchronous and blocking
  *   api_more.c the calls beyond put, get, exist and remove: upsert,
  *             versions, sync, remove by pattern (through api.c's kv_call)
+ *   flush.c   the slower tier: files of flushed objects, the lazy
+ *             thread (its own locks) and its reports
  *
  * Files call down this list only (conn.c lowest, then move.c, op.c, and
  * client.c and api.c on top: test/check_layers.py); what goes up goes
@@ -48,6 +50,7 @@ struct xfer_batch;
 struct xfer_wait;
 struct kv_op;
 struct kv_task;
+struct kv_tier;
 
 /* A request in flight: answered (@p rep) or failed (NULL: the connection
  * broke or timed out). */
@@ -123,7 +126,8 @@ struct kv_op {
 	enum kv_kind kind;
 	unsigned flags;                /* XFER_KV_ZERO_COPY */
 	bool force, waiting;
-	uint8_t replicas, ssd_replicas, pin;         /* pin: put_start's flags */
+	uint8_t replicas, ssd_replicas, pin; /* pin: put_start's flags */
+	uint8_t flush;                 /* put: enum xfer_kv_flush */
 	char *preferred;               /* or replica_clear's segment */
 	char *pattern;                 /* remove_regex */
 	uint64_t min_version;          /* get: 0, or the least to read */
@@ -192,6 +196,7 @@ struct xfer_kv {
 	atomic_bool healthy;           /* the master answered the last ping */
 	struct xfer_wait *ready_wait, *close_wait;
 	int ready_err;
+	struct kv_tier *tier;          /* flush.c's; NULL: none */
 
 	/* ssd.c: the file segment, copies between tiers */
 	char *ssd_name;                /* NULL: none */
@@ -295,6 +300,36 @@ void kv_op_post(struct kv_op *op);
 /** Move @p op's keys (state KEY_MOVE, replicas set) with move.c, then
  *  end it: its callback, as after a master's answer. */
 void kv_op_move(struct kv_op *op);
+
+/* ---- flush.c: the slower tier (kv->tier set) ---- */
+
+/** Write put key @p k's version (k->version) into the tier, synced, on
+ *  this thread. @return 0, or XFER_KV_FILE_WRITE_FAIL (logged). */
+int kv_tier_eager(struct xfer_kv *kv, const struct kv_key *k);
+
+/** Copy put key @p k's bytes onto the lazy thread's queue (waiting while
+ *  it is full). @return 0, -ENOMEM. */
+int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k);
+
+/**
+ * Read key @p k from the tier into its parts (@p read; else only its
+ * length), if the file there holds its key at version @p want (what the
+ * master records) or later.
+ * @return its length (k->version set); XFER_KV_OBJECT_NOT_FOUND (no such
+ *         file, another key's, or an older version);
+ *         XFER_KV_VERSION_TOO_OLD (older than @p min_version);
+ *         XFER_KV_INVALID_PARAMS (the parts are too small);
+ *         XFER_KV_FILE_READ_FAIL.
+ */
+int64_t kv_tier_get(struct xfer_kv *kv, struct kv_key *k, uint64_t want,
+		    uint64_t min_version, bool read);
+
+/** Stop the lazy thread once it has written what is queued (its last
+ *  reports posted to the reactor). Not on the reactor. */
+void kv_tier_stop(struct xfer_kv *kv);
+
+/** Free the tier (the thread stopped). */
+void kv_tier_free(struct xfer_kv *kv);
 
 /* ---- move.c ---- */
 

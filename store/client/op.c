@@ -114,12 +114,22 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 		break;
 	case STORE_PUT_END:
 		key_done(op, k, err);
+		k->version = it && !err ? it->version : 0;
 		break;
 	case STORE_PUT_REVOKE:
 		k->state = KEY_DONE;   /* the result says why */
 		break;
 	case STORE_QUERY:
 		k->version = it ? it->version : 0;
+		/* gone from DRAM, and the master says the tier holds it */
+		if (err == XFER_KV_OBJECT_NOT_FOUND && k->version &&
+		    (op->kind == KV_GET || op->kind == KV_SIZE) &&
+		    op->kv->tier && !k->ranged) {
+			key_done(op, k, kv_tier_get(op->kv, k, k->version,
+						    op->min_version,
+						    op->kind == KV_GET));
+			break;
+		}
 		if (err) {
 			key_done(op, k, err);
 			break;
@@ -198,6 +208,7 @@ static void send_keys(struct kv_op *op, uint16_t type, size_t from,
 
 			m->items[j].key = (struct store_str){ k->key, k->klen };
 			m->items[j].len = k->len;
+			m->items[j].version = k->version;
 		}
 		op->rpcs_out++;
 		kv_rpc_send(kv, r, type);
@@ -231,13 +242,30 @@ static void phase(struct kv_op *op, uint16_t type,
 
 static void finish(struct kv_op *op);
 
+/* The put ended: write what flushes to the tier (eager: now, then tell
+ * the master; lazy: queued for the thread). */
+static void put_flush(struct kv_op *op)
+{
+	for (size_t i = 0; op->flush && i < op->n; i++) {
+		struct kv_key *k = &op->keys[i];
+
+		if (k->state != KEY_DONE || op->results[i] || !k->version)
+			continue;
+		if (op->flush == XFER_KV_FLUSH_LAZY)
+			set_result(op, k, kv_tier_lazy(op->kv, k));
+		else if (!(op->results[i] = kv_tier_eager(op->kv, k)))
+			k->state = KEY_MOVE;
+	}
+	phase(op, STORE_FLUSHED, finish);
+}
+
 /* The put's bytes moved, or failed: end and revoke. */
 static void put_end(struct kv_op *op)
 {
 	size_t a = select_keys(op, KEY_MOVED, 0);
 	size_t b = select_keys(op, KEY_FAILED, a);
 
-	op->then = finish;
+	op->then = put_flush;
 	op->rpcs_used = 0;
 	if (!b) {
 		finish(op);
@@ -275,7 +303,8 @@ static void op_start(struct xfer_job *job)
 	switch (op->kind) {
 	case KV_PUT:
 		for (size_t i = 0; i < op->n; i++)
-			if (op->keys[i].state == KEY_MOVE && !op->keys[i].len)
+			if (op->keys[i].state == KEY_MOVE &&
+			    (!op->keys[i].len || (op->flush && !kv->tier)))
 				key_done(op, &op->keys[i],
 					 XFER_KV_INVALID_PARAMS);
 		phase(op, STORE_PUT_START, put_move);

@@ -39,7 +39,7 @@ static const char upgrade_v1[] =
 	"COMMIT;";
 
 enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_UNMOUNT, ST_PUT, ST_COMPLETE,
-       ST_DEL, ST_VERSION, ST_COUNT };
+       ST_DEL, ST_VERSION, ST_FLUSHED, ST_COUNT };
 
 static const char *const stmt_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN",
@@ -54,7 +54,14 @@ static const char *const stmt_sql[ST_COUNT] = {
 			"WHERE key = ?1",
 	[ST_DEL] = "DELETE FROM objects WHERE key = ?1",
 	[ST_VERSION] = "INSERT OR REPLACE INTO meta VALUES ('version', ?1)",
+	[ST_FLUSHED] = "INSERT OR REPLACE INTO flushed VALUES (?1, ?2)",
 };
+
+/* The versions in the slower tier (store/master/flush.c): a table of its
+ * own, made in any journal that lacks it, so older journals still load. */
+static const char flushed_table[] =
+	"CREATE TABLE IF NOT EXISTS flushed (key BLOB NOT NULL PRIMARY KEY,"
+	"  version INTEGER NOT NULL) WITHOUT ROWID";
 
 struct journal {
 	sqlite3 *db;
@@ -255,6 +262,10 @@ struct journal *journal_open(const char *path, const char *cluster_id,
 	if (why) {
 		snprintf(err, errlen, "%s: %s (refusing to start; the file is "
 			 "left as it is)", path, why);
+		goto err_free;
+	}
+	if (sqlite3_exec(j->db, flushed_table, NULL, NULL, NULL)) {
+		snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(j->db));
 		goto err_free;
 	}
 	for (int i = 0; i < ST_COUNT; i++)
@@ -496,5 +507,44 @@ int journal_commit(struct journal *j)
 	}
 	j->in_txn = false;
 	j->err = 0;
+	return ret;
+}
+
+void journal_flushed(struct journal *j, const char *key, uint16_t klen,
+		     uint64_t version)
+{
+	sqlite3_stmt *st = j->st[ST_FLUSHED];
+
+	if (!begin(j))
+		return;
+	sqlite3_bind_blob(st, 1, key, klen, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (int64_t)version);
+	step(j, ST_FLUSHED);
+}
+
+int journal_load_flushed(struct journal *j,
+			 int (*cb)(void *arg, const char *key, uint16_t klen,
+				   uint64_t version),
+			 void *arg)
+{
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	rc = sqlite3_prepare_v2(j->db, "SELECT key, version FROM flushed", -1,
+				&st, NULL);
+	while (!rc && !ret && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int klen = sqlite3_column_bytes(st, 0);
+		const char *key = sqlite3_column_blob(st, 0);
+
+		rc = SQLITE_OK;
+		if (!key || klen < 1 || klen > STORE_KEY_MAX)
+			ret = -EINVAL;
+		else
+			ret = cb(arg, key, (uint16_t)klen,
+				 (uint64_t)sqlite3_column_int64(st, 1));
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = -EIO;
+	sqlite3_finalize(st);
 	return ret;
 }

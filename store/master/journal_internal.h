@@ -111,6 +111,19 @@ void journal_complete(struct journal *j, const char *key, uint16_t klen,
 int journal_version(struct journal *j, uint64_t *version);
 void journal_del(struct journal *j, const char *key, uint16_t klen);
 
+/** Record that the slower tier holds @p version of @p key (replacing
+ *  what was recorded). */
+void journal_flushed(struct journal *j, const char *key, uint16_t klen,
+		     uint64_t version);
+
+/** Hand every row of the flushed table to @p cb (pointers valid during
+ *  the call). @return 0; -EINVAL (a key of 0 or over STORE_KEY_MAX
+ *  bytes); -EIO (a read failed); or the callback's negative errno. */
+int journal_load_flushed(struct journal *j,
+			 int (*cb)(void *arg, const char *key, uint16_t klen,
+				   uint64_t version),
+			 void *arg);
+
 /** Is a transaction open (changes not yet durable)? */
 bool journal_dirty(const struct journal *j);
 

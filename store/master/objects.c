@@ -21,7 +21,7 @@
 #define EVICT_SCAN_MAX 20000
 #define EVICT_SCAN_JOURNAL 2000
 
-static uint64_t fnv1a(const char *p, size_t n)
+uint64_t fnv1a(const char *p, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
@@ -563,6 +563,7 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 			obj_delete(s, o);
 		else
 			complete(s, o);
+		rep->items[i].version = !*err && !revoke ? o->version : 0;
 	}
 }
 
@@ -593,6 +594,10 @@ void objects_query(struct stored *s, const struct store_msg *req,
 		if (!o || o->state != OBJ_COMPLETE) {
 			out->err = exist ? 0 : !o ? MC_OBJECT_NOT_FOUND :
 						    MC_REPLICA_IS_NOT_READY;
+			/* where the slower tier holds it: its version */
+			if (!o && !exist)
+				out->version = flush_version(
+					s, &req->items[i].key);
 			continue;
 		}
 		out->version = o->version;

@@ -317,6 +317,8 @@ struct stored *stored_new(struct event_base *base,
 	s->journal = journal;
 	if (journal && (ret = persist_load(s, err, errlen)))
 		goto err;
+	if ((ret = flush_init(s, err, errlen)))
+		goto err;
 	return s;
 
 err:
@@ -340,6 +342,7 @@ void stored_free(struct stored *s)
 		client_free(s, container_of(s->clients.next, struct client,
 					    link));
 	objects_fini(s);
+	flush_fini(s);
 	free(s->segs);
 	free(s);
 }
@@ -449,6 +452,9 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 		break;
 	case STORE_TIER_DONE:
 		tier_done(s, req, rep);
+		break;
+	case STORE_FLUSHED:
+		flush_report(s, req, rep);
 		break;
 	}
 	count(s, req, rep);

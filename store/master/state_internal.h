@@ -16,6 +16,7 @@
 struct event;
 struct journal;
 struct store_alloc;
+struct flushed;
 
 /* Offsets and sizes in a segment are multiples of this. */
 #define SEG_ALIGN 64
@@ -168,6 +169,7 @@ struct stored {
 	struct list ssd_lru;           /* complete, with no DRAM replica */
 	uint64_t rng;
 	uint64_t version;              /* the last put that ended */
+	struct flushed *flushed;       /* flush.c's */
 };
 
 /** Monotonic milliseconds. */
@@ -187,6 +189,9 @@ int segment_remount(struct stored *s, struct segment *g);
 void segment_free(struct stored *s, struct segment *g);
 
 /* ---- objects.c ---- */
+
+/** FNV-1a of @p n bytes at @p p: the hash of the key tables. */
+uint64_t fnv1a(const char *p, size_t n);
 
 /** Set up and free the object table. @return 0, -ENOMEM. */
 int objects_init(struct stored *s);
@@ -307,6 +312,22 @@ void tier_poll(struct stored *s, const struct store_msg *req,
 	       struct store_msg *rep);
 void tier_done(struct stored *s, const struct store_msg *req,
 	       struct store_msg *rep);
+
+/* ---- flush.c: the versions in the slower tier ---- */
+
+/** Set up the table, loading the journal's rows. @return 0, -ENOMEM,
+ *  -EINVAL or -EIO (a message in @p err). */
+int flush_init(struct stored *s, char *err, size_t errlen);
+void flush_fini(struct stored *s);
+
+/** The version of @p key the tier holds, or 0. */
+uint64_t flush_version(const struct stored *s, const struct store_str *key);
+
+/** STORE_FLUSHED: per key, raise its recorded version to the item's (0:
+ *  only read it); answer the version recorded, or -600 (an empty key, a
+ *  version never given) or -1 (no memory). */
+void flush_report(struct stored *s, const struct store_msg *req,
+		  struct store_msg *rep);
 
 /* ---- persist.c: the journal (no-ops without one) ---- */
 
