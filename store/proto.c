@@ -30,6 +30,7 @@ static const struct {
 	[STORE_EXIST] = { "exist", "[k]", "e[e]" },
 	[STORE_REMOVE] = { "remove", "F[k]", "e[e]" },
 	[STORE_REMOVE_ALL] = { "remove_all", "F", "eC" },
+	[STORE_HA_FOLLOW] = { "ha_follow", "c", "e" },
 };
 
 const char *store_type_name(unsigned type)

@@ -36,6 +36,7 @@ enum store_type {
 	STORE_EXIST,
 	STORE_REMOVE,
 	STORE_REMOVE_ALL,
+	STORE_HA_FOLLOW,               /* a standby's journal stream */
 	STORE_TYPE_END
 };
 

@@ -39,6 +39,8 @@ struct stored_srv {
 	struct store_msg *req, *rep;   /* one request at a time */
 	struct store_buf out;
 	struct conn *conns;            /* open connections */
+	stored_follow_cb follow;       /* NULL: no standby is taken */
+	void *follow_arg;
 };
 
 struct conn {
@@ -80,6 +82,25 @@ static void refuse(struct conn *c, const char *why)
 	conn_close(c);
 }
 
+/* Hand @p c, whose request is ha_follow, to the journal stream. */
+static void follow(struct conn *c)
+{
+	struct stored_srv *srv = c->srv;
+	struct bufferevent *bev = c->bev;
+
+	if (!srv->follow || evbuffer_get_length(c->held)) {
+		refuse(c, srv->follow ? "ha_follow after other requests" :
+		       "ha_follow, and this master takes no standby");
+		return;
+	}
+	evbuffer_drain(bufferevent_get_input(bev),
+		       STORE_HDR_LEN + srv->req->h.len);
+	c->bev = NULL;
+	c->fd = -1;
+	conn_close(c);
+	srv->follow(srv->follow_arg, bev, srv->req);
+}
+
 /* Answer the whole frames in the input. @return false if @p c was
  * closed. */
 static bool serve(struct conn *c)
@@ -91,7 +112,8 @@ static bool serve(struct conn *c)
 	const uint8_t *frame;
 	struct evbuffer *to;
 
-	while (evbuffer_get_length(out) + evbuffer_get_length(c->held) <
+	while (!stored_held(srv->state) &&
+	       evbuffer_get_length(out) + evbuffer_get_length(c->held) <
 	       STORED_OUT_MAX &&
 	       evbuffer_copyout(in, hdr, sizeof(hdr)) == sizeof(hdr)) {
 		if (store_hdr_decode(hdr, &srv->req->h) ||
@@ -105,6 +127,10 @@ static bool serve(struct conn *c)
 		if (!frame || store_msg_decode(frame + STORE_HDR_LEN,
 					       srv->req)) {
 			refuse(c, frame ? "a malformed request" : "no memory");
+			return false;
+		}
+		if (srv->req->h.type == STORE_HA_FOLLOW) {
+			follow(c);
 			return false;
 		}
 		stored_handle(srv->state, srv->req, srv->rep);
@@ -258,6 +284,13 @@ err:
 	stored_srv_free(srv);
 	errno = err;
 	return NULL;
+}
+
+void stored_srv_set_follow(struct stored_srv *srv, stored_follow_cb cb,
+			   void *arg)
+{
+	srv->follow = cb;
+	srv->follow_arg = arg;
 }
 
 uint16_t stored_srv_port(const struct stored_srv *srv)

@@ -30,14 +30,17 @@ static const char schema[] =
 	"  state INTEGER NOT NULL, writer BLOB NOT NULL,"
 	"  replicas BLOB NOT NULL) WITHOUT ROWID;";
 
-enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_UNMOUNT, ST_PUT, ST_COMPLETE,
-       ST_DEL, ST_COUNT };
+enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_MOUNT_AS, ST_UNMOUNT, ST_PUT,
+       ST_COMPLETE, ST_DEL, ST_COUNT };
 
 static const char *const stmt_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN",
 	[ST_COMMIT] = "COMMIT",
 	[ST_MOUNT] = "INSERT INTO segments (id, client, name, base, size) "
 		     "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_MOUNT_AS] = "INSERT OR REPLACE INTO segments "
+			"(id, client, name, base, size, sid) "
+			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_UNMOUNT] = "DELETE FROM segments WHERE sid = ?1",
 	[ST_PUT] = "INSERT OR REPLACE INTO objects "
 		   "(key, len, flags, state, writer, replicas) "
@@ -51,6 +54,8 @@ struct journal {
 	char *path;
 	sqlite3_stmt *st[ST_COUNT];
 	bool in_txn;
+	const struct journal_tap *tap; /* NULL: none */
+	void *tap_arg;
 	int err;                       /* first failure in the transaction */
 	char why[200];
 };
@@ -377,7 +382,9 @@ int journal_load(struct journal *j, const struct journal_load_cb *cb,
 
 int64_t journal_mount(struct journal *j, const struct journal_segment *g)
 {
-	sqlite3_stmt *st = j->st[ST_MOUNT];
+	int i = g->sid ? ST_MOUNT_AS : ST_MOUNT;
+	sqlite3_stmt *st = j->st[i];
+	struct journal_segment tg = *g;
 
 	if (!begin(j))
 		return 0;
@@ -386,9 +393,14 @@ int64_t journal_mount(struct journal *j, const struct journal_segment *g)
 	sqlite3_bind_blob(st, 3, g->name, g->name_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)g->base);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)g->size);
-	if (step(j, ST_MOUNT))
+	if (g->sid)
+		sqlite3_bind_int64(st, 6, g->sid);
+	if (step(j, i))
 		return 0;
-	return sqlite3_last_insert_rowid(j->db);
+	tg.sid = g->sid ? g->sid : sqlite3_last_insert_rowid(j->db);
+	if (j->tap)
+		j->tap->mount(j->tap_arg, &tg);
+	return tg.sid;
 }
 
 void journal_unmount(struct journal *j, int64_t sid)
@@ -396,7 +408,8 @@ void journal_unmount(struct journal *j, int64_t sid)
 	if (!begin(j))
 		return;
 	sqlite3_bind_int64(j->st[ST_UNMOUNT], 1, sid);
-	step(j, ST_UNMOUNT);
+	if (!step(j, ST_UNMOUNT) && j->tap)
+		j->tap->unmount(j->tap_arg, sid);
 }
 
 void journal_put(struct journal *j, const struct journal_object *o)
@@ -416,7 +429,8 @@ void journal_put(struct journal *j, const struct journal_object *o)
 	sqlite3_bind_int(st, 4, o->state);
 	sqlite3_bind_blob(st, 5, o->writer, STORE_ID_LEN, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 6, reps, o->nrep * REP_BYTES, SQLITE_STATIC);
-	step(j, ST_PUT);
+	if (!step(j, ST_PUT) && j->tap)
+		j->tap->put(j->tap_arg, o);
 }
 
 static void by_key(struct journal *j, int i, const char *key, uint16_t klen)
@@ -424,7 +438,9 @@ static void by_key(struct journal *j, int i, const char *key, uint16_t klen)
 	if (!begin(j))
 		return;
 	sqlite3_bind_blob(j->st[i], 1, key, klen, SQLITE_STATIC);
-	step(j, i);
+	if (!step(j, i) && j->tap)
+		j->tap->by_key(j->tap_arg, i == ST_DEL ? JOURNAL_DEL :
+			       JOURNAL_COMPLETE, key, klen);
 }
 
 void journal_complete(struct journal *j, const char *key, uint16_t klen)
@@ -458,5 +474,32 @@ int journal_commit(struct journal *j)
 	}
 	j->in_txn = false;
 	j->err = 0;
+	if (!ret && j->tap)
+		j->tap->committed(j->tap_arg);
 	return ret;
+}
+
+void journal_rollback(struct journal *j)
+{
+	if (j->in_txn && !sqlite3_get_autocommit(j->db))
+		sqlite3_exec(j->db, "ROLLBACK", NULL, NULL, NULL);
+	j->in_txn = false;
+	j->err = 0;
+}
+
+void journal_reset(struct journal *j)
+{
+	if (begin(j) && sqlite3_exec(j->db, "DELETE FROM segments;"
+				     "DELETE FROM objects", NULL, NULL,
+				     NULL) && !j->err) {
+		j->err = -EIO;
+		snprintf(j->why, sizeof(j->why), "%s", sqlite3_errmsg(j->db));
+	}
+}
+
+void journal_set_tap(struct journal *j, const struct journal_tap *tap,
+		     void *arg)
+{
+	j->tap = tap;
+	j->tap_arg = arg;
 }
