@@ -31,8 +31,11 @@ struct ha {
 	char leader[300];              /* followed, as a standby */
 	bool asking;                   /* a campaign or check in flight */
 	bool again;                    /* ask once more when it ends */
-	bool failed, giving_up;
+	bool failed;
+	bool seen;                     /* a leader was seen: a campaign needs
+					  our journal synced, or time */
 	int64_t confirmed_ms;          /* the leader's key last seen ours */
+	int64_t lost_ms;               /* when the leader was last lost */
 	struct event *tick;
 };
 
@@ -71,6 +74,8 @@ static void campaigned(int err, const char *value, size_t len, void *arg)
 		asked(ha);
 		return;
 	}
+	if (err == -EEXIST)
+		ha->seen = true;
 	if (!err) {
 		ha->role = LEADER;
 		ha->confirmed_ms = now_ms();
@@ -115,6 +120,20 @@ static void checked(int err, const char *value, size_t len, void *arg)
 	asked(ha);
 }
 
+/* A look at the key without campaigning: its holder is followed. */
+static void looked(int err, const char *value, size_t len, void *arg)
+{
+	campaigned(err ? err : -EEXIST, value, len, arg);
+}
+
+/* May we campaign? Not with a journal behind the last leader's while a
+ * standby that has it may take over. */
+static bool may_campaign(const struct ha *ha)
+{
+	return !ha->seen || ha->cfg.synced(ha->cfg.arg) ||
+	       now_ms() - ha->lost_ms > HA_UNSYNCED_TTLS * 1000 * ha->cfg.ttl_s;
+}
+
 static void ask(struct ha *ha)
 {
 	if (ha->asking) {
@@ -124,9 +143,11 @@ static void ask(struct ha *ha)
 	ha->asking = true;
 	if (ha->role == LEADER)
 		ha->etcd->ops->get(ha->etcd, ha->key, checked, ha);
-	else
+	else if (may_campaign(ha))
 		xfer_etcd_campaign(ha->etcd, ha->key, ha->cfg.self,
 				   strlen(ha->cfg.self), campaigned, ha);
+	else
+		ha->etcd->ops->get(ha->etcd, ha->key, looked, ha);
 }
 
 static void on_changed(const char *key, void *arg)
@@ -164,6 +185,7 @@ struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg)
 	tv.tv_usec %= 1000000;
 	ha->base = base;
 	ha->cfg = *cfg;
+	ha->lost_ms = now_ms();        /* a restarted master is behind */
 	snprintf(ha->prefix, sizeof(ha->prefix), "mooncake-store/%s/",
 		 cfg->cluster_id);
 	snprintf(ha->key, sizeof(ha->key), "%smaster_view", ha->prefix);
@@ -197,6 +219,7 @@ void ha_leader_lost(struct ha *ha)
 	 * not in a loop while a dead leader's key lives */
 	ha->leader[0] = 0;
 	ha->role = CANDIDATE;
+	ha->lost_ms = now_ms();
 }
 
 bool ha_failed(const struct ha *ha)

@@ -17,6 +17,8 @@
 struct event_base;
 struct ha;
 
+#define HA_UNSYNCED_TTLS 3
+
 struct ha_cfg {
 	const char *endpoints;         /* --etcd_endpoints */
 	const char *cluster_id;
@@ -27,6 +29,10 @@ struct ha_cfg {
 	/** Follow the leader at @p addr (called again when it changes, or
 	 *  its stream should be made again). */
 	void (*follow)(void *arg, const char *addr);
+	/** Is our journal the last leader's (stream_synced())? One that is
+	 *  not campaigns only HA_UNSYNCED_TTLS TTLs after the leader went,
+	 *  if none that is took over. */
+	bool (*synced)(void *arg);
 	void *arg;
 };
 

@@ -220,6 +220,13 @@ static void follow(void *arg, const char *addr)
 		ha_leader_lost(m->ha);
 }
 
+static bool synced(void *arg)
+{
+	struct master *m = arg;
+
+	return stream_synced(m->stream);
+}
+
 static void leader_lost(void *arg)
 {
 	struct master *m = arg;
@@ -235,7 +242,7 @@ static int ha_start(struct master *m)
 		.endpoints = m->f->etcd_endpoints,
 		.cluster_id = m->f->cluster_id, .self = self,
 		.ttl_s = (int)m->f->ha_ttl, .lead = lead, .follow = follow,
-		.arg = m,
+		.synced = synced, .arg = m,
 	};
 
 	snprintf(self, sizeof(self), "%s%s%s:%u",

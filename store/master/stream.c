@@ -36,6 +36,7 @@ struct peer {
 	struct peer *next;
 	struct stream *st;
 	struct bufferevent *bev;
+	uint64_t acked;                /* the last commit it holds */
 	bool want_copy;                /* the copy waits for a commit */
 };
 
@@ -48,13 +49,16 @@ struct stream {
 	struct stored *state;          /* NULL: not leading */
 	bool sync;
 	struct evbuffer *batch;        /* the open transaction's records */
-	uint64_t seq, acked;           /* commits sent; the most a standby
-					  holds */
+	uint64_t seq;                  /* commits sent */
 	struct peer *peers;
 	/* the standby */
 	struct bufferevent *up;        /* to the leader */
 	struct store_msg *msg;
 	bool hello;                    /* the leader took our ha_follow */
+	bool copied;                   /* this stream brought a copy */
+	bool synced;                   /* our journal is a leader's (the
+					  last one followed, up to when its
+					  stream ended) */
 	bool waiting_logged;
 };
 
@@ -151,15 +155,31 @@ static void enc_object(struct rec *r, const struct journal_object *o)
 
 /* ---- the leader ---- */
 
+/* Do the standbys following (one at least) all hold the last commit?
+ * Each does: whichever is elected next has it. */
+static bool all_acked(const struct stream *st)
+{
+	const struct peer *p;
+
+	for (p = st->peers; p; p = p->next)
+		if (p->acked < st->seq)
+			return false;
+	return st->peers != NULL;
+}
+
 static void peer_free(struct peer *p)
 {
-	struct peer **pp = &p->st->peers;
+	struct stream *st = p->st;
+	struct peer **pp = &st->peers;
 
 	while (*pp != p)
 		pp = &(*pp)->next;
 	*pp = p->next;
 	bufferevent_free(p->bev);
 	free(p);
+	/* the others may hold every commit */
+	if (st->state && all_acked(st))
+		stored_release(st->state);
 }
 
 static struct rec *scratch(void)
@@ -284,13 +304,13 @@ static const struct journal_tap tap = {
 	.by_key = tap_by_key, .committed = tap_committed,
 };
 
-/* With --sync_standby: hold the answers until a standby has the last
- * commit. */
+/* With --sync_standby: hold the answers until every standby following
+ * has the last commit. */
 static bool gate(void *arg)
 {
 	struct stream *st = arg;
 
-	if (!st->sync || st->acked >= st->seq)
+	if (!st->sync || all_acked(st))
 		return false;
 	if (!st->peers && !st->waiting_logged) {
 		xfer_log(XFER_LOG_WARN, "xfer-stored: --sync_standby and no "
@@ -320,10 +340,10 @@ static void peer_read(struct bufferevent *bev, void *arg)
 			peer_free(p);
 			return;
 		}
-		if (n > st->acked)
-			st->acked = n;
+		if (n > p->acked)
+			p->acked = n;
 	}
-	if (st->acked >= st->seq)
+	if (all_acked(st))
 		stored_release(st->state);
 }
 
@@ -387,7 +407,7 @@ static void up_close(struct stream *st)
 	if (st->up)
 		bufferevent_free(st->up);
 	st->up = NULL;
-	st->hello = false;
+	st->hello = st->copied = false;
 	journal_rollback(st->j);
 }
 
@@ -410,6 +430,7 @@ static int replay(struct stream *st, struct rec *r)
 	switch (op) {
 	case 'S':
 		journal_reset(st->j);
+		st->copied = true;
 		break;
 	case 'M':
 		g.sid = (int64_t)get_n(r, 8);
@@ -463,6 +484,7 @@ static int replay(struct stream *st, struct rec *r)
 			return -EPROTO;
 		if (journal_commit(st->j))
 			return -EIO;
+		st->synced = st->copied;
 		return bufferevent_write(st->up, ack, 8) ? -EIO : 0;
 	default:
 		return -EPROTO;
@@ -543,6 +565,7 @@ int stream_follow(struct stream *st, const char *addr)
 	int one = 1;
 
 	up_close(st);
+	st->synced = false;            /* until this leader's copy is in */
 	if (xfer_split_host_port(addr, host, sizeof(host), &port) ||
 	    xfer_net_parse(host, port, &ss, &len))
 		return -EINVAL;
@@ -573,9 +596,9 @@ void stream_unfollow(struct stream *st)
 	up_close(st);
 }
 
-bool stream_following(const struct stream *st)
+bool stream_synced(const struct stream *st)
 {
-	return st->up != NULL;
+	return st->synced;
 }
 
 struct stream *stream_new(struct event_base *base, struct journal *j,
@@ -602,6 +625,7 @@ void stream_free(struct stream *st)
 {
 	if (!st)
 		return;
+	st->state = NULL;              /* answers are not released now */
 	while (st->peers)
 		peer_free(st->peers);
 	if (st->up)

@@ -39,13 +39,15 @@ int stream_follow(struct stream *st, const char *addr);
 /** Stop following (a standby about to lead). */
 void stream_unfollow(struct stream *st);
 
-/** Does a stream from the leader run? */
-bool stream_following(const struct stream *st);
+/** Is our journal the last leader's, as of when its stream ended (its
+ *  copy and every commit it sent since)? A standby that is not should
+ *  let one that is lead. */
+bool stream_synced(const struct stream *st);
 
 /* ---- the leader ---- */
 
 /** Lead: tap the journal, and with @p sync hold @p state's answers until
- *  a standby has their commit. */
+ *  every standby following (one at least) has their commit. */
 void stream_lead(struct stream *st, struct stored *state, bool sync);
 
 /** A standby asked for the stream (conn_internal.h's stored_follow_cb). */
