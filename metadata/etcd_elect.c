@@ -3,7 +3,8 @@
  * the gateway, compare the key's create_revision with 0 (absent), then
  * put it with the lease, or else read it. Sent as a lease put is
  * (etcd_lease.c): it waits for a lease, and goes to the next member when
- * one cannot serve.
+ * one cannot serve. A depose is a transaction too: compare the value,
+ * then delete.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +31,21 @@ int xfer_etcd_campaign_body(struct etcd_op *op, struct evbuffer *b)
 	       evbuffer_add_printf(b, ",\"lease\":\"%" PRId64 "\"}}],"
 				   "\"failure\":[{\"request_range\":{",
 				   op->lease) < 0 ||
+	       xfer_etcd_add_b64_field(b, "key", op->key, klen) ||
+	       evbuffer_add(b, "}}]}", 4);
+}
+
+int xfer_etcd_depose_body(struct etcd_op *op, struct evbuffer *b)
+{
+	size_t klen = strlen(op->key);
+
+	return evbuffer_add(b, "{\"compare\":[{", 13) ||
+	       xfer_etcd_add_b64_field(b, "key", op->key, klen) ||
+	       evbuffer_add_printf(b, ",\"result\":\"EQUAL\",\"target\":"
+				   "\"VALUE\",") < 0 ||
+	       xfer_etcd_add_b64_field(b, "value", op->value, op->vlen) ||
+	       evbuffer_add_printf(b, "}],\"success\":[{"
+				   "\"request_delete_range\":{") < 0 ||
 	       xfer_etcd_add_b64_field(b, "key", op->key, klen) ||
 	       evbuffer_add(b, "}}]}", 4);
 }
@@ -64,7 +80,8 @@ static void campaign_done(struct etcd_op *op, int st, yajl_val root)
 
 	if (st != HTTP_OK) {
 		xfer_etcd_finish(op, st < 0 ? st :
-				 xfer_etcd_http_errno(e, "campaign", st, root));
+				 xfer_etcd_http_errno(e, "transaction", st,
+						      root));
 		return;
 	}
 	if (!root) {
@@ -73,7 +90,11 @@ static void campaign_done(struct etcd_op *op, int st, yajl_val root)
 	}
 	/* the gateway leaves out a false "succeeded" */
 	ok = xfer_etcd_json_get(root, "succeeded", NULL);
-	xfer_etcd_finish(op, YAJL_IS_TRUE(ok) ? 0 : holder(op, root));
+	if (YAJL_IS_TRUE(ok))
+		xfer_etcd_finish(op, 0);
+	else
+		xfer_etcd_finish(op, op->kind == OP_DEPOSE ? -ESTALE :
+				 holder(op, root));
 }
 
 int xfer_etcd_elect_open(const char *conn, const struct xfer_store_env *env,
@@ -82,13 +103,15 @@ int xfer_etcd_elect_open(const char *conn, const struct xfer_store_env *env,
 	return xfer_etcd_open_ttl(conn, env, ttl_s, out);
 }
 
-void xfer_etcd_campaign(struct xfer_store *s, const char *key,
-			const char *value, size_t len, xfer_store_cb cb,
-			void *arg)
+/* Send a transaction of @p kind. */
+static void txn(struct xfer_store *s, enum etcd_op_kind kind,
+		const char *key, const char *value, size_t len,
+		xfer_store_cb cb, void *arg)
 {
 	struct etcd *e = container_of(s, struct etcd, base);
-	struct etcd_op *op = xfer_etcd_op_new(e, OP_CAMPAIGN, campaign_done,
-					      key, value, len);
+	struct etcd_op *op = xfer_etcd_op_new(e, kind, campaign_done, key,
+					      value, len);
+	int ret;
 
 	if (!op) {
 		/* a result of its own, from the deferred queue */
@@ -102,5 +125,25 @@ void xfer_etcd_campaign(struct xfer_store *s, const char *key,
 	}
 	op->cb = cb;
 	op->arg = arg;
-	xfer_etcd_put_start(op);
+	if (kind == OP_CAMPAIGN) {
+		xfer_etcd_put_start(op);   /* with the lease */
+		return;
+	}
+	ret = xfer_etcd_op_send(op);
+	if (ret)
+		xfer_etcd_finish(op, ret);
+}
+
+void xfer_etcd_campaign(struct xfer_store *s, const char *key,
+			const char *value, size_t len, xfer_store_cb cb,
+			void *arg)
+{
+	txn(s, OP_CAMPAIGN, key, value, len, cb, arg);
+}
+
+void xfer_etcd_depose(struct xfer_store *s, const char *key,
+		      const char *value, size_t len, xfer_store_cb cb,
+		      void *arg)
+{
+	txn(s, OP_DEPOSE, key, value, len, cb, arg);
 }

@@ -33,4 +33,14 @@ void xfer_etcd_campaign(struct xfer_store *s, const char *key,
 			const char *value, size_t len, xfer_store_cb cb,
 			void *arg);
 
+/**
+ * Delete @p key if its value is still @p len bytes of @p value (a dead
+ * holder's: its lease would keep it for a TTL more). @p cb runs once,
+ * later: err 0 (deleted), -ESTALE (the value is another, or the key is
+ * gone), or a negative errno as for a campaign.
+ */
+void xfer_etcd_depose(struct xfer_store *s, const char *key,
+		      const char *value, size_t len, xfer_store_cb cb,
+		      void *arg);
+
 #endif

@@ -54,7 +54,7 @@ struct evhttp_request;
 enum etcd_op_kind {
 	OP_GET, OP_PUT, OP_DEL,                /* user calls */
 	OP_GRANT, OP_KEEPALIVE,                /* the lease */
-	OP_CAMPAIGN,                           /* etcd_elect.c */
+	OP_CAMPAIGN, OP_DEPOSE,                /* etcd_elect.c */
 };
 
 TAILQ_HEAD(etcd_op_q, etcd_op);
@@ -218,8 +218,10 @@ int xfer_etcd_backoff(int *ms);
 /* ---- etcd_elect.c ---- */
 
 /** The body of a campaign @p op (a transaction: its key put with the
- *  lease if absent, else read). @return 0, -1 (no memory). */
+ *  lease if absent, else read), or of a depose (its key deleted if its
+ *  value is op->value). @return 0, -1 (no memory). */
 int xfer_etcd_campaign_body(struct etcd_op *op, struct evbuffer *b);
+int xfer_etcd_depose_body(struct etcd_op *op, struct evbuffer *b);
 
 /* ---- etcd_json.c ---- */
 

@@ -188,6 +188,8 @@ static int op_body(struct etcd_op *op, struct evbuffer *b)
 					   op->lease) < 0;
 	case OP_CAMPAIGN:
 		return xfer_etcd_campaign_body(op, b);
+	case OP_DEPOSE:
+		return xfer_etcd_depose_body(op, b);
 	default:
 		return evbuffer_add(b, "{", 1) ||
 		       xfer_etcd_add_b64_field(b, "key", op->key,
@@ -219,6 +221,7 @@ static int op_try(struct etcd_op *op)
 		[OP_GRANT] = "/v3/lease/grant",
 		[OP_KEEPALIVE] = "/v3/lease/keepalive",
 		[OP_CAMPAIGN] = "/v3/kv/txn",
+		[OP_DEPOSE] = "/v3/kv/txn",
 	};
 	struct etcd *e = op->e;
 	struct evhttp_request *req;

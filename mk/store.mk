@@ -67,3 +67,7 @@ $(BUILD)/test/it_meta: | $(STORED)
 test-integration: $(STORED)
 $(patsubst %,$(BUILD)/test/%,it_store_master it_store_persist \
 	it_store_admin): $(BUILD)/test/th_master.o
+# test/it_etcd_store_ha.c: masters electing on etcd (th_etcd.o, by its
+# name) with the store's clients (th_store.o)
+$(BUILD)/test/it_etcd_store_ha: $(BUILD)/test/th_store.o \
+	$(BUILD)/store/proto.o | $(STORED)

@@ -112,8 +112,7 @@ static bool serve(struct conn *c)
 	const uint8_t *frame;
 	struct evbuffer *to;
 
-	while (!stored_held(srv->state) &&
-	       evbuffer_get_length(out) + evbuffer_get_length(c->held) <
+	while (evbuffer_get_length(out) + evbuffer_get_length(c->held) <
 	       STORED_OUT_MAX &&
 	       evbuffer_copyout(in, hdr, sizeof(hdr)) == sizeof(hdr)) {
 		if (store_hdr_decode(hdr, &srv->req->h) ||
@@ -121,6 +120,10 @@ static bool serve(struct conn *c)
 			refuse(c, "not a request frame");
 			return false;
 		}
+		/* held for a standby: only a standby's request goes on */
+		if (stored_held(srv->state) &&
+		    srv->req->h.type != STORE_HA_FOLLOW)
+			break;
 		if (evbuffer_get_length(in) < STORE_HDR_LEN + srv->req->h.len)
 			break;
 		frame = evbuffer_pullup(in, STORE_HDR_LEN + srv->req->h.len);
@@ -173,19 +176,24 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	conn_close(arg);               /* EOF or error */
 }
 
-/* The journal committed: what each connection held may go. */
+/* The journal committed: what each connection held may go, and the
+ * requests that waited while stored_held() are served. */
 static void on_committed(void *arg)
 {
 	struct stored_srv *srv = arg;
-
 	struct conn *c, *next;
 
 	for (c = srv->conns; c; c = next) {
 		next = c->next;
 		if (c->held && evbuffer_get_length(c->held) &&
 		    evbuffer_add_buffer(bufferevent_get_output(c->bev),
-					c->held))
+					c->held)) {
 			refuse(c, "no memory for its replies");
+			continue;
+		}
+		if (c->bev && (bufferevent_get_enabled(c->bev) & EV_READ) &&
+		    evbuffer_get_length(bufferevent_get_input(c->bev)))
+			serve(c);
 	}
 }
 

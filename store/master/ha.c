@@ -19,6 +19,9 @@
 #include "store/master/ha_internal.h"
 #include "util/log_internal.h"
 
+#define RETRY_MIN_MS 20            /* following again after a loss */
+#define RETRY_MAX_MS 400
+
 enum role { CANDIDATE, STANDBY, LEADER };
 
 struct ha {
@@ -36,7 +39,8 @@ struct ha {
 					  our journal synced, or time */
 	int64_t confirmed_ms;          /* the leader's key last seen ours */
 	int64_t lost_ms;               /* when the leader was last lost */
-	struct event *tick;
+	int retry_ms;                  /* to follow again after a loss */
+	struct event *tick, *retry;
 };
 
 static void ask(struct ha *ha);
@@ -91,10 +95,15 @@ static void campaigned(int err, const char *value, size_t len, void *arg)
 		    memcmp(value, ha->cfg.self, len))) {
 		/* (our own address: a key of ours from before a restart,
 		 * waiting for its lease to expire) */
-		if (ha->role != STANDBY || strlen(ha->leader) != len ||
-		    memcmp(ha->leader, value, len)) {
+		bool moved = strlen(ha->leader) != len ||
+			     memcmp(ha->leader, value, len);
+
+		if (moved) {
 			memcpy(ha->leader, value, len);
 			ha->leader[len] = 0;
+			ha->retry_ms = RETRY_MIN_MS;
+		}
+		if (moved || ha->role != STANDBY) {
 			ha->role = STANDBY;
 			xfer_log(XFER_LOG_INFO, "xfer-stored: standby of %s",
 				 ha->leader);
@@ -158,6 +167,13 @@ static void on_changed(const char *key, void *arg)
 		ask(ha);
 }
 
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	ask(arg);
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct ha *ha = arg;
@@ -193,8 +209,10 @@ struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg)
 		.base = base, .prefix = ha->prefix, .changed = on_changed,
 		.arg = ha,
 	};
+	ha->retry_ms = RETRY_MIN_MS;
 	ha->tick = event_new(base, -1, EV_PERSIST, on_tick, ha);
-	if (!ha->tick || event_add(ha->tick, &tv)) {
+	ha->retry = evtimer_new(base, on_retry, ha);
+	if (!ha->tick || !ha->retry || event_add(ha->tick, &tv)) {
 		fprintf(stderr, "xfer-stored: out of memory\n");
 		goto err;
 	}
@@ -209,17 +227,39 @@ struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg)
 err:
 	if (ha->tick)
 		event_free(ha->tick);
+	if (ha->retry)
+		event_free(ha->retry);
 	free(ha);
 	return NULL;
 }
 
-void ha_leader_lost(struct ha *ha)
+static void deposed(int err, const char *value, size_t len, void *arg)
 {
-	/* the next tick campaigns (the watch at once if the key goes):
-	 * not in a loop while a dead leader's key lives */
-	ha->leader[0] = 0;
+	struct ha *ha = arg;
+
+	(void)value;
+	(void)len;
+	if (!err)
+		ask(ha);
+}
+
+void ha_leader_lost(struct ha *ha, bool dead)
+{
+	struct timeval tv = { 0, ha->retry_ms * 1000 };
+
+	if (dead && ha->leader[0]) {
+		xfer_log(XFER_LOG_WARN, "xfer-stored: the leader %s is gone: "
+			 "deleting its key", ha->leader);
+		xfer_etcd_depose(ha->etcd, ha->key, ha->leader,
+				 strlen(ha->leader), deposed, ha);
+	}
+	/* soon (a new leader may not listen yet), but backing off while a
+	 * dead leader's key lives; the watch says at once when it goes */
 	ha->role = CANDIDATE;
 	ha->lost_ms = now_ms();
+	evtimer_add(ha->retry, &tv);
+	if (ha->retry_ms < RETRY_MAX_MS)
+		ha->retry_ms *= 2;
 }
 
 bool ha_failed(const struct ha *ha)
@@ -244,6 +284,7 @@ void ha_free(struct ha *ha)
 	if (!ha)
 		return;
 	event_free(ha->tick);
+	event_free(ha->retry);
 	if (ha->role == LEADER && !ha->failed) {
 		ha->etcd->ops->del(ha->etcd, ha->key, gave_up, ha);
 		event_base_loopexit(ha->base, &tv);

@@ -40,8 +40,11 @@ struct ha_cfg {
  *  stderr (a malformed --etcd_endpoints, no memory). */
 struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg);
 
-/** The stream from the leader ended: campaign again (within TTL/4). */
-void ha_leader_lost(struct ha *ha);
+/** The stream from the leader ended: campaign again soon (20 ms,
+ *  doubling to 400 ms while it goes on failing). @p dead: the leader's
+ *  process is gone (stream_new()'s lost): its key is deleted if it
+ *  still names it, rather than left for its lease to expire. */
+void ha_leader_lost(struct ha *ha, bool dead);
 
 /** Did we stop because leadership was lost? */
 bool ha_failed(const struct ha *ha);

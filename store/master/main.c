@@ -217,7 +217,7 @@ static void follow(void *arg, const char *addr)
 	printf("xfer-stored: standby of %s\n", addr);
 	fflush(stdout);
 	if (stream_follow(m->stream, addr))
-		ha_leader_lost(m->ha);
+		ha_leader_lost(m->ha, false);
 }
 
 static bool synced(void *arg)
@@ -227,11 +227,11 @@ static bool synced(void *arg)
 	return stream_synced(m->stream);
 }
 
-static void leader_lost(void *arg)
+static void leader_lost(void *arg, bool dead)
 {
 	struct master *m = arg;
 
-	ha_leader_lost(m->ha);
+	ha_leader_lost(m->ha, dead);
 }
 
 /* Campaign; lead() once elected. @return 0, or -1 (a message out). */

@@ -43,7 +43,7 @@ struct peer {
 struct stream {
 	struct event_base *base;
 	struct journal *j;
-	void (*lost)(void *arg);
+	void (*lost)(void *arg, bool dead);
 	void *lost_arg;
 	/* the leader */
 	struct stored *state;          /* NULL: not leading */
@@ -60,6 +60,9 @@ struct stream {
 					  last one followed, up to when its
 					  stream ended) */
 	bool waiting_logged;
+	bool connected;                /* this stream's connect succeeded */
+	char addr[300];                /* the leader followed */
+	bool addr_up;                  /* a stream from it ran */
 };
 
 /* ---- records ---- */
@@ -407,16 +410,16 @@ static void up_close(struct stream *st)
 	if (st->up)
 		bufferevent_free(st->up);
 	st->up = NULL;
-	st->hello = st->copied = false;
+	st->hello = st->copied = st->connected = false;
 	journal_rollback(st->j);
 }
 
-static void up_lost(struct stream *st, const char *why)
+static void up_lost(struct stream *st, const char *why, bool refused)
 {
 	xfer_log(XFER_LOG_WARN, "xfer-stored: the stream from the leader "
 		 "ended: %s", why);
 	up_close(st);
-	st->lost(st->lost_arg);
+	st->lost(st->lost_arg, refused && st->addr_up);
 }
 
 /* Replay record @p r (its op byte next). @return 0, -EPROTO, -EIO. */
@@ -511,17 +514,17 @@ static void up_read(struct bufferevent *bev, void *arg)
 		r->p = evbuffer_pullup(in, STORE_HDR_LEN + st->msg->h.len);
 		if (store_msg_decode(r->p + STORE_HDR_LEN, st->msg) ||
 		    st->msg->err) {
-			up_lost(st, "the leader refused to stream");
+			up_lost(st, "the leader refused to stream", false);
 			return;
 		}
 		evbuffer_drain(in, STORE_HDR_LEN + st->msg->h.len);
-		st->hello = true;
+		st->hello = st->addr_up = true;
 	}
 	while (evbuffer_copyout(in, hdr, 4) == 4) {
 		len = (size_t)hdr[0] | (size_t)hdr[1] << 8 |
 		      (size_t)hdr[2] << 16 | (size_t)hdr[3] << 24;
 		if (!len || len > REC_MAX - 4) {
-			up_lost(st, "a record that is not one");
+			up_lost(st, "a record that is not one", false);
 			return;
 		}
 		if (evbuffer_get_length(in) < 4 + len)
@@ -532,7 +535,7 @@ static void up_read(struct bufferevent *bev, void *arg)
 		ret = replay(st, r);
 		if (ret) {
 			up_lost(st, ret == -EIO ? "the journal cannot be "
-				"written" : "a record that is not one");
+				"written" : "a record that is not one", false);
 			return;
 		}
 		evbuffer_drain(in, 4 + len);
@@ -541,7 +544,7 @@ static void up_read(struct bufferevent *bev, void *arg)
 wait_or_bad:
 	if (store_hdr_decode(hdr, &st->msg->h) ||
 	    st->msg->h.type != STORE_HA_FOLLOW)
-		up_lost(st, "not an answer to ha_follow");
+		up_lost(st, "not an answer to ha_follow", false);
 }
 
 static void up_event(struct bufferevent *bev, short what, void *arg)
@@ -549,9 +552,16 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 	struct stream *st = arg;
 
 	(void)bev;
-	if (what & BEV_EVENT_CONNECTED)
+	if (what & BEV_EVENT_CONNECTED) {
+		st->connected = true;
 		return;
-	up_lost(st, what & BEV_EVENT_EOF ? "closed" : "connection error");
+	}
+	/* refused: nothing listens there (a partition would time out) */
+	if (!st->connected && EVUTIL_SOCKET_ERROR() == ECONNREFUSED)
+		up_lost(st, "refused", true);
+	else
+		up_lost(st, what & BEV_EVENT_EOF ? "closed" :
+			"connection error", false);
 }
 
 int stream_follow(struct stream *st, const char *addr)
@@ -565,7 +575,11 @@ int stream_follow(struct stream *st, const char *addr)
 	int one = 1;
 
 	up_close(st);
-	st->synced = false;            /* until this leader's copy is in */
+	if (strcmp(addr, st->addr)) {
+		snprintf(st->addr, sizeof(st->addr), "%s", addr);
+		st->addr_up = false;
+		st->synced = false;    /* until this leader's copy is in */
+	}
 	if (xfer_split_host_port(addr, host, sizeof(host), &port) ||
 	    xfer_net_parse(host, port, &ss, &len))
 		return -EINVAL;
@@ -602,7 +616,7 @@ bool stream_synced(const struct stream *st)
 }
 
 struct stream *stream_new(struct event_base *base, struct journal *j,
-			  void (*lost)(void *arg), void *arg)
+			  void (*lost)(void *arg, bool dead), void *arg)
 {
 	struct stream *st = calloc(1, sizeof(*st));
 

@@ -1,0 +1,383 @@
+/*
+ * xfer-stored's --enable_ha against a real etcd: masters as real
+ * processes elect a leader under mooncake-store/<cluster_id>/master_view,
+ * clients given etcd:// find it; the leader stopped cleanly gives the key
+ * up and a standby leads at once with the objects it had; with
+ * --sync_standby, the leader SIGKILLed under writer processes is
+ * replaced, puts succeed again within 3 s, and every put acknowledged
+ * before any kill is read back with its bytes. Flags it needs are
+ * refused by name. $XFER_TEST_HA_KILLS sets the number of kills (3; the
+ * report's figures come from 20).
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "include/xfer/store.h"
+#include "test/helpers.h"
+#include "test/th_etcd.h"
+#include "test/th_store.h"
+
+#define MASTERS 3
+#define WRITERS 2
+#define NKEYS 4000               /* per writer: well inside its segment */
+#define LEN 4096
+#define SEG (32u << 20)
+#define STAGE (1u << 20)
+#define FAILOVER_MS 3000         /* the target */
+
+static char dir[] = "/tmp/it_etcd_store_ha.XXXXXX";
+static char cluster[48];
+
+struct master {
+	pid_t pid;
+	uint16_t port;
+	char journal[128];
+};
+static struct master ms[MASTERS];
+static bool sync_standby;
+
+/* What writers share with the test (MAP_SHARED). */
+struct shared {
+	volatile int stop;
+	volatile int64_t last_ok_ms[WRITERS];
+	volatile int64_t acked_n[WRITERS], fails[WRITERS];
+	volatile uint8_t acked[WRITERS][NKEYS];
+};
+static struct shared *sh;
+
+static void key_of(char *buf, size_t len, int w, int i)
+{
+	snprintf(buf, len, "%s-w%d-%d", cluster, w, i);
+}
+
+static void master_start(int i)
+{
+	char flags[6][256];
+	const char *argv[12];
+	int n = 0;
+
+	snprintf(flags[0], sizeof(flags[0]), "--port=%u", ms[i].port);
+	snprintf(flags[1], sizeof(flags[1]), "--etcd_endpoints=%s",
+		 th_cluster.conn);
+	snprintf(flags[2], sizeof(flags[2]), "--journal=%s", ms[i].journal);
+	snprintf(flags[3], sizeof(flags[3]), "--cluster_id=%s", cluster);
+	argv[n++] = th_stored_path();
+	for (int k = 0; k < 4; k++)
+		argv[n++] = flags[k];
+	argv[n++] = "--enable_ha";
+	argv[n++] = "--rpc_address=127.0.0.1";
+	argv[n++] = "--metrics_port=0";
+	if (sync_standby)
+		argv[n++] = "--sync_standby";
+	argv[n] = NULL;
+	ms[i].pid = fork();
+	assert_true(ms[i].pid >= 0);
+	if (!ms[i].pid) {
+		const char *log = getenv("XFER_TEST_STORED_LOG");
+		int fd = open(log ? log : "/dev/null",
+			      O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], (char **)argv);
+		_exit(127);
+	}
+}
+
+/* The master that serves (only a leader listens), within @p ms_max; -1
+ * if none does. */
+static int leader(int ms_max)
+{
+	int64_t end = th_now_ms() + ms_max;
+
+	do {
+		for (int i = 0; i < MASTERS; i++) {
+			int fd;
+
+			if (!ms[i].pid || (fd = th_connect_try(ms[i].port)) < 0)
+				continue;
+			close(fd);
+			return i;
+		}
+		usleep(10000);
+	} while (th_now_ms() < end);
+	return -1;
+}
+
+/* @p n masters on fresh journals, for cluster @p name. */
+static void cluster_start(const char *name, int n, bool sync)
+{
+	snprintf(cluster, sizeof(cluster), "%s-%d", name, (int)getpid());
+	setenv("MC_STORE_CLUSTER_ID", cluster, 1);
+	sync_standby = sync;
+	memset(ms, 0, sizeof(ms));
+	for (int i = 0; i < n; i++) {
+		ms[i].port = th_free_port();
+		snprintf(ms[i].journal, sizeof(ms[i].journal), "%s/%s-%d.db",
+			 dir, name, i);
+		master_start(i);
+	}
+	/* the clients' master address: etcd */
+	assert_true(strlen(th_cluster.conn) < sizeof(th_master.addr));
+	memcpy(th_master.addr, th_cluster.conn, strlen(th_cluster.conn) + 1);
+	assert_int_not_equal(leader(10000), -1);
+}
+
+static void cluster_stop(void)
+{
+	for (int i = 0; i < MASTERS; i++)
+		if (ms[i].pid) {
+			th_kill(ms[i].pid);
+			ms[i].pid = 0;
+		}
+}
+
+static void kill_master(int i)
+{
+	th_kill(ms[i].pid);
+	ms[i].pid = 0;
+}
+
+/* ---- tests ---- */
+
+static void test_refused(void **state)
+{
+	static const char *const bad[][4] = {
+		{ "--enable_ha", "--journal=/tmp/x.db",
+		  "--rpc_address=127.0.0.1", NULL },       /* no etcd */
+		{ "--enable_ha", "--etcd_endpoints=127.0.0.1:1",
+		  "--rpc_address=127.0.0.1", NULL },       /* no journal */
+		{ "--enable_ha", "--etcd_endpoints=127.0.0.1:1",
+		  "--journal=/tmp/x.db", NULL },           /* 0.0.0.0 */
+		{ "--sync_standby", NULL },                /* no HA */
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		const char *argv[6] = { th_stored_path() };
+		pid_t pid;
+		int n = 1;
+
+		for (int j = 0; bad[k][j]; j++)
+			argv[n++] = bad[k][j];
+		pid = fork();
+		assert_true(pid >= 0);
+		if (!pid) {
+			int null = open("/dev/null", O_WRONLY);
+
+			dup2(null, 2);
+			execv(argv[0], (char **)argv);
+			_exit(127);
+		}
+		assert_int_equal(th_wait_exit(pid, 5000), 2 << 8);
+	}
+}
+
+/* One leader, the key holds its address, a client finds it; stopped
+ * cleanly, it gives the key up and a standby leads at once, serving the
+ * objects the first one had (the client mounts its segment there). */
+static void test_elect_and_handover(void **state)
+{
+	char want[64], key[128];
+	struct xfer_kv *kv;
+	yajl_val v;
+	int l, l2;
+	int64_t t0, ret;
+
+	(void)state;
+	cluster_start("handover", 2, false);
+	l = leader(0);
+	snprintf(want, sizeof(want), "127.0.0.1:%u", ms[l].port);
+	snprintf(key, sizeof(key), "mooncake-store/%s/master_view", cluster);
+	v = th_etcdctl(&th_cluster, "get %s -w json", key);
+	assert_non_null(v);
+	yajl_tree_free(v);
+	assert_true(th_etcd_key_lease(&th_cluster, key) > 0);
+	assert_true(th_connect_try(ms[!l].port) < 0);  /* a standby */
+
+	kv = th_kv(SEG, STAGE);
+	assert_int_equal(th_put_pattern(kv, "a", LEN, 1, 1, false), 0);
+	th_stored_stop(ms[l].pid);
+	ms[l].pid = 0;
+	t0 = th_now_ms();
+	l2 = leader(5000);
+	assert_int_equal(l2, !l);
+	/* the key was given up: far quicker than its lease's TTL */
+	assert_true(th_now_ms() - t0 < 1500);
+	do {
+		usleep(20000);
+		ret = th_get_pattern(kv, "a", LEN, 1, false);
+	} while (ret != LEN && th_now_ms() - t0 < 5000);
+	assert_int_equal(ret, LEN);
+	assert_int_equal(th_put_pattern(kv, "b", LEN, 1, 1, false), 0);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	cluster_stop();
+}
+
+static int writer(int in, int out, void *arg)
+{
+	int w = (int)(intptr_t)arg;
+	struct xfer_kv *kv = th_kv_try(SEG, STAGE);
+	char key[96], line[16];
+
+	(void)out;
+	if (!kv) {
+		fprintf(stderr, "writer %d: no client: %s\n", w,
+			strerror(errno));
+		return 1;
+	}
+	for (int i = 0; i < NKEYS && !sh->stop; i++) {
+		key_of(key, sizeof(key), w, i);
+		if (th_put_pattern(kv, key, LEN, 1, 1, false)) {
+			sh->fails[w]++;
+			usleep(10000);
+			continue;
+		}
+		sh->acked[w][i] = 1;
+		sh->acked_n[w]++;
+		sh->last_ok_ms[w] = th_now_ms();
+	}
+	/* its segment holds its objects: serve them until told */
+	th_line_recv(in, line, sizeof(line), 300000);
+	return xfer_kv_free(kv) ? 2 : 0;
+}
+
+static int64_t acked_total(void)
+{
+	int64_t n = 0;
+
+	for (int w = 0; w < WRITERS; w++)
+		n += sh->acked_n[w];
+	return n;
+}
+
+static int64_t last_ok(void)
+{
+	int64_t t = 0;
+
+	for (int w = 0; w < WRITERS; w++)
+		if (sh->last_ok_ms[w] > t)
+			t = sh->last_ok_ms[w];
+	return t;
+}
+
+/* Progress of @p n puts within @p ms_max. */
+static bool progress(int64_t n, int ms_max)
+{
+	int64_t want = acked_total() + n, end = th_now_ms() + ms_max;
+
+	while (acked_total() < want && th_now_ms() < end)
+		usleep(5000);
+	return acked_total() >= want;
+}
+
+static void test_sigkill_sync_standby(void **state)
+{
+	const char *env = getenv("XFER_TEST_HA_KILLS");
+	int kills = env ? atoi(env) : 3, lost = 0, bad = 0;
+	int64_t worst = 0, sum = 0, acked;
+	struct th_proc wp[WRITERS];
+	struct xfer_kv *kv;
+	char key[96];
+
+	(void)state;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	memset((void *)sh, 0, sizeof(*sh));
+	cluster_start("kill", MASTERS, true);
+	for (int w = 0; w < WRITERS; w++)
+		th_spawn(&wp[w], writer, (void *)(intptr_t)w);
+	assert_true(progress(100, 20000));
+	for (int k = 0; k < kills; k++) {
+		int l = leader(10000);
+		int64_t t0, dt;
+
+		assert_int_not_equal(l, -1);
+		kill_master(l);
+		t0 = th_now_ms();
+		while (last_ok() <= t0 && th_now_ms() - t0 < 15000)
+			usleep(2000);
+		dt = last_ok() - t0;
+		assert_true(dt > 0);
+		sum += dt;
+		if (dt > worst)
+			worst = dt;
+		master_start(l);       /* back, as a standby */
+		/* writers on, and the one back caught up before the next */
+		assert_true(progress(200, 20000));
+		usleep(300000);
+	}
+	sh->stop = 1;
+	usleep(200000);
+	acked = acked_total();
+
+	kv = th_kv(0, STAGE);
+	for (int w = 0; w < WRITERS; w++)
+		for (int i = 0; i < NKEYS; i++) {
+			int64_t ret;
+
+			if (!sh->acked[w][i])
+				continue;
+			key_of(key, sizeof(key), w, i);
+			ret = th_get_pattern(kv, key, LEN, 1, false);
+			if (ret == -9999)
+				bad++;
+			else if (ret != LEN)
+				lost++;
+		}
+	print_message("  %d kills: puts back after %lld ms at worst, %lld "
+		      "on average; %lld puts acknowledged, %lld failed, %d "
+		      "lost, %d with wrong bytes\n", kills, (long long)worst,
+		      (long long)(sum / (kills ? kills : 1)), (long long)acked,
+		      (long long)(sh->fails[0] + sh->fails[1]), lost, bad);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	for (int w = 0; w < WRITERS; w++) {
+		th_line_send(wp[w].to, "q");
+		assert_int_equal(th_proc_exit(&wp[w], 30000), 0);
+	}
+	cluster_stop();
+	munmap((void *)sh, sizeof(*sh));
+	assert_int_equal(lost, 0);
+	assert_int_equal(bad, 0);
+	assert_true(worst < FAILOVER_MS);
+}
+
+static int group_setup(void **state)
+{
+	if (!mkdtemp(dir))
+		return 1;
+	return th_etcd_setup1(state);
+}
+
+static int group_teardown(void **state)
+{
+	cluster_stop();
+	th_rm_tree(dir);
+	return th_etcd_teardown(state);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_elect_and_handover),
+		cmocka_unit_test(test_sigkill_sync_standby),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
