@@ -93,6 +93,7 @@ static int check_ha(const struct flags *f, const char *secret)
 {
 	const char *why = NULL;
 
+	(void)secret;
 	if (!f->ha)
 		why = f->sync_standby ? "--sync_standby needs --enable_ha" :
 		      NULL;
