@@ -228,6 +228,66 @@ static void test_elect_and_handover(void **state)
 	cluster_stop();
 }
 
+/* With --sync_standby, a put is not answered while no standby follows;
+ * once one is back (and has the leader's journal), it is. */
+static void test_sync_waits_for_standby(void **state)
+{
+	struct th_sizes sz = { SEG, STAGE };
+	char name[64], line[32];
+	struct th_proc p;
+	int l;
+
+	(void)state;
+	cluster_start("wait", 2, true);
+	l = leader(0);
+	th_kv_proc_start(&p, &sz, name);
+	assert_int_equal(th_kv_cmd(&p, "put k1 %d 1", LEN), 0);
+	kill_master(!l);
+	assert_int_equal(th_line_send(p.to, "put k2 4096 1"), 0);
+	assert_int_equal(th_line_recv(p.from, line, sizeof(line), 1500), -1);
+	master_start(!l);
+	assert_true(th_line_recv(p.from, line, sizeof(line), 10000) > 0);
+	assert_string_equal(line, "0");
+	assert_int_equal(th_kv_cmd(&p, "get k2 %d 1", LEN), LEN);
+	th_kv_proc_stop(&p);
+	cluster_stop();
+}
+
+/* A leader that hangs (SIGSTOP: its connections are not refused) is
+ * replaced once its lease expires, and the client moves, within 3 s;
+ * resumed, it finds the key another's and stops (exit 1). */
+static void test_stopped_leader(void **state)
+{
+	struct xfer_kv *kv;
+	int64_t t0, dt, ret;
+	int l, l2;
+
+	(void)state;
+	cluster_start("stopped", 2, false);
+	l = leader(0);
+	kv = th_kv(SEG, STAGE);
+	assert_int_equal(th_put_pattern(kv, "a", LEN, 1, 1, false), 0);
+	kill(ms[l].pid, SIGSTOP);
+	t0 = th_now_ms();
+	do {
+		usleep(20000);
+		ret = th_put_pattern(kv, "b", LEN, 1, 1, false);
+	} while (ret && th_now_ms() - t0 < 15000);
+	dt = th_now_ms() - t0;
+	print_message("  a hung leader replaced: puts back after %lld ms\n",
+		      (long long)dt);
+	assert_int_equal(ret, 0);
+	assert_true(dt < FAILOVER_MS);
+	l2 = leader(0);
+	assert_int_equal(l2, !l);
+	assert_int_equal(th_get_pattern(kv, "a", LEN, 1, false), LEN);
+	kill(ms[l].pid, SIGCONT);
+	assert_int_equal(th_wait_exit(ms[l].pid, 5000), 1 << 8);
+	ms[l].pid = 0;
+	assert_int_equal(xfer_kv_free(kv), 0);
+	cluster_stop();
+}
+
 static int writer(int in, int out, void *arg)
 {
 	int w = (int)(intptr_t)arg;
@@ -376,6 +436,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_elect_and_handover),
+		cmocka_unit_test(test_sync_waits_for_standby),
+		cmocka_unit_test(test_stopped_leader),
 		cmocka_unit_test(test_sigkill_sync_standby),
 	};
 
