@@ -80,7 +80,10 @@ static void connected(struct xfer_kv *kv)
 
 static void connect_failed(struct xfer_kv *kv, int err)
 {
-	if (kv->ready_wait)
+	/* a master found in etcd may be about to listen: wait on */
+	if (kv->disc)
+		kv_disc_retry(kv);
+	if (kv->ready_wait && !kv->disc)
 		ready(kv, err);
 	else
 		xfer_log(XFER_LOG_DEBUG, "xfer store client: no connection to "

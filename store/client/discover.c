@@ -15,11 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "store/client/kv_internal.h"
 #include "util/log_internal.h"
 #include "util/net_internal.h"
 
 #define ETCD_PREFIX "etcd://"
+/* A new leader may not listen yet when its key appears: connect again
+ * after 25 ms, doubling to the tick's 1 s. */
+#define RETRY_MIN_MS 25
+#define RETRY_MAX_MS 1000
 
 #ifdef XFER_HAVE_ETCD
 #include "metadata/backends_internal.h"
@@ -31,6 +37,8 @@ struct kv_disc {
 	char prefix[300], key[320];
 	char addr[300];                /* the master we connect to */
 	bool asking, again;
+	struct event *retry;           /* connect again (kv_disc_retry) */
+	int retry_ms;
 };
 
 static void ask(struct xfer_kv *kv);
@@ -55,6 +63,7 @@ static void got(int err, const char *value, size_t len, void *arg)
 		} else {
 			xfer_log(XFER_LOG_INFO, "xfer store client: the "
 				 "master is %s", d->addr);
+			d->retry_ms = RETRY_MIN_MS;
 			kv_conn_close(kv, "the master moved");
 			if (!kv->closing)
 				kv_conn_start(kv);
@@ -105,11 +114,39 @@ int kv_disc_new(struct xfer_kv *kv, const char *master)
 	return 0;
 }
 
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct xfer_kv *kv = arg;
+
+	(void)fd;
+	(void)what;
+	if (!kv->bev && !kv->closing && kv->addr_len)
+		kv_conn_start(kv);
+}
+
+void kv_disc_retry(struct xfer_kv *kv)
+{
+	struct kv_disc *d = kv->disc;
+	struct timeval tv;
+
+	if (!d || !d->retry)
+		return;
+	tv.tv_sec = d->retry_ms / 1000;
+	tv.tv_usec = d->retry_ms % 1000 * 1000;
+	evtimer_add(d->retry, &tv);
+	if (d->retry_ms < RETRY_MAX_MS)
+		d->retry_ms *= 2;
+}
+
 int kv_disc_start(struct xfer_kv *kv)
 {
 	struct kv_disc *d = kv->disc;
 	int ret;
 
+	d->retry_ms = RETRY_MIN_MS;
+	d->retry = evtimer_new(kv->r->base, on_retry, kv);
+	if (!d->retry)
+		return -ENOMEM;
 	d->env = (struct xfer_store_env){
 		.base = kv->r->base, .prefix = d->prefix,
 		.changed = on_changed, .arg = kv,
@@ -134,6 +171,8 @@ void kv_disc_free(struct xfer_kv *kv)
 		return;
 	if (d->etcd)
 		d->etcd->ops->close(d->etcd);
+	if (d->retry)
+		event_free(d->retry);
 	free(d->endpoints);
 	free(d);
 	kv->disc = NULL;
@@ -156,6 +195,11 @@ int kv_disc_start(struct xfer_kv *kv)
 }
 
 void kv_disc_check(struct xfer_kv *kv)
+{
+	(void)kv;
+}
+
+void kv_disc_retry(struct xfer_kv *kv)
 {
 	(void)kv;
 }

@@ -238,6 +238,10 @@ int kv_disc_start(struct xfer_kv *kv);
 /** Read the address again (the tick, while not connected). */
 void kv_disc_check(struct xfer_kv *kv);
 
+/** A connection to the master found failed: try again soon (25 ms,
+ *  doubling to 1 s while it fails), not on the next tick. */
+void kv_disc_retry(struct xfer_kv *kv);
+
 /** Close etcd (on the reactor; no kv->disc is fine). */
 void kv_disc_free(struct xfer_kv *kv);
 
