@@ -41,6 +41,9 @@
 /* a hung leader: its lease's TTL, etcd's expiry check (every 500 ms),
  * then as above; under load on a shared machine */
 #define HUNG_MS 4500
+/* etcd's leader lost: its election (1 s timeout), our requests moving to
+ * another member, a leader that may step down meanwhile */
+#define ETCD_OUTAGE_MS 8000
 
 static char dir[] = "/tmp/it_etcd_store_ha.XXXXXX";
 static char cluster[48];
@@ -135,8 +138,9 @@ static void cluster_start(const char *name, int n, bool sync)
 		master_start(i);
 	}
 	/* the clients' master address: etcd */
-	assert_true(strlen(th_cluster.conn) < sizeof(th_master.addr));
-	memcpy(th_master.addr, th_cluster.conn, strlen(th_cluster.conn) + 1);
+	if (strlen(th_cluster.conn) < sizeof(th_master.addr))
+		memcpy(th_master.addr, th_cluster.conn,
+		       strlen(th_cluster.conn) + 1);
 	assert_int_not_equal(leader(10000), -1);
 }
 
@@ -420,19 +424,73 @@ static void test_sigkill_sync_standby(void **state)
 	assert_true(worst < FAILOVER_MS);
 }
 
-static int group_setup(void **state)
+/* A client of the masters on etcd's members, for a connection string
+ * longer than th_master.addr holds. */
+static struct xfer_kv *kv_etcd(void)
 {
-	if (!mkdtemp(dir))
-		return 1;
-	return th_etcd_setup1(state);
+	struct xfer_config *cfg = xfer_config_new();
+	struct xfer_kv *kv;
+
+	assert_non_null(cfg);
+	th_set(cfg, "bind_addr", "127.0.0.1");
+	th_set(cfg, "local_server_name", "127.0.0.1");
+	th_set(cfg, "workers", "1");
+	kv = xfer_kv_new(NULL, cfg, th_cluster.conn, SEG, STAGE);
+	xfer_config_free(cfg);
+	assert_non_null(kv);
+	return kv;
+}
+
+/* etcd of three members: its leader SIGKILLed while a client puts; the
+ * masters go on (the leader, or a standby that takes over), puts work
+ * again within ETCD_OUTAGE_MS, and every acknowledged one is read back. */
+static void test_etcd_leader_killed(void **state)
+{
+	int64_t t0, gap = 0, last = 0, now;
+	char key[32];
+	struct xfer_kv *kv;
+	int e, n = 0, acked[400] = { 0 };
+
+	(void)state;
+	cluster_start("etcd3", MASTERS, true);
+	kv = kv_etcd();
+	e = th_etcd_leader(&th_cluster);
+	assert_int_not_equal(e, -1);
+	t0 = th_now_ms();
+	for (int i = 0; i < 400 && th_now_ms() - t0 < 15000; i++) {
+		if (i == 50)
+			th_etcd_kill(&th_cluster, e, SIGKILL);
+		snprintf(key, sizeof(key), "e%d", i);
+		if (th_put_pattern(kv, key, LEN, 1, 1, false))
+			continue;
+		now = th_now_ms();
+		if (last && now - last > gap)
+			gap = now - last;
+		last = now;
+		acked[i] = 1;
+		n++;
+		usleep(10000);
+	}
+	print_message("  etcd's leader killed: %d puts acknowledged, the "
+		      "longest gap between two %lld ms\n", n, (long long)gap);
+	assert_true(gap < ETCD_OUTAGE_MS);
+	for (int i = 0; i < 400; i++) {
+		if (!acked[i])
+			continue;
+		snprintf(key, sizeof(key), "e%d", i);
+		assert_int_equal(th_get_pattern(kv, key, LEN, 1, false), LEN);
+	}
+	assert_int_equal(xfer_kv_free(kv), 0);
+	cluster_stop();
+	th_etcd_restart(&th_cluster, e);
 }
 
 static int group_teardown(void **state)
 {
 	cluster_stop();
-	th_rm_tree(dir);
 	return th_etcd_teardown(state);
 }
+
 
 int main(void)
 {
@@ -444,5 +502,16 @@ int main(void)
 		cmocka_unit_test(test_sigkill_sync_standby),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	const struct CMUnitTest tests3[] = {
+		cmocka_unit_test(test_etcd_leader_killed),
+	};
+
+	int ret;
+
+	if (!mkdtemp(dir))
+		return 1;
+	ret = cmocka_run_group_tests(tests, th_etcd_setup1, group_teardown);
+	ret |= cmocka_run_group_tests(tests3, th_etcd_setup3, group_teardown);
+	th_rm_tree(dir);
+	return ret;
 }

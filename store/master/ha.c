@@ -4,8 +4,8 @@
  * holder); the loser follows the holder; the winner leads. A watch on
  * the cluster's prefix says when the key changes; a timer every
  * TTL/4 covers a watch that missed it, and has the leader confirm its
- * key: seen gone or another's, or not confirmed for a whole TTL (etcd
- * out of reach: our lease may be expiring), it stops the master.
+ * key: seen gone or another's, or not confirmed for 3 TTLs (etcd out of
+ * reach: our lease may be gone), it stops the master.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +21,7 @@
 
 #define RETRY_MIN_MS 20            /* following again after a loss */
 #define RETRY_MAX_MS 400
+#define STEP_DOWN_TTLS 3
 
 enum role { CANDIDATE, STANDBY, LEADER };
 
@@ -180,9 +181,13 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/* etcd extends leases over its own elections: only an outage of
+	 * a few TTLs says ours may be gone (--sync_standby keeps answers
+	 * safe meanwhile: standbys that moved on stop acknowledging) */
 	if (ha->role == LEADER &&
-	    now_ms() - ha->confirmed_ms > ha->cfg.ttl_s * 1000) {
-		step_down(ha, "etcd did not confirm it within the lease's TTL");
+	    now_ms() - ha->confirmed_ms > STEP_DOWN_TTLS * 1000 *
+					  ha->cfg.ttl_s) {
+		step_down(ha, "etcd did not confirm it for 3 TTLs");
 		return;
 	}
 	ask(ha);

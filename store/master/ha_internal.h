@@ -6,8 +6,8 @@
  * follow the leader's journal (stream_internal.h) and campaign again
  * whenever the key goes away (its lease expired: the leader died) or
  * their stream ends. A leader that sees the key gone or another's, or
- * cannot confirm it with etcd within the lease's TTL, stops (exit 1):
- * a standby may lead by then. Only with WITH_ETCD (XFER_HAVE_ETCD).
+ * cannot confirm it with etcd for 3 TTLs, stops (exit 1): a standby may
+ * lead by then. Only with WITH_ETCD (XFER_HAVE_ETCD).
  */
 #ifndef XFER_STORED_HA_INTERNAL_H
 #define XFER_STORED_HA_INTERNAL_H
