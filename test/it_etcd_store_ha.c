@@ -7,7 +7,8 @@
  * replaced, puts succeed again within 3 s, and every put acknowledged
  * before any kill is read back with its bytes. Flags it needs are
  * refused by name. $XFER_TEST_HA_KILLS sets the number of kills (3; the
- * report's figures come from 20).
+ * report's figures come from 20); $XFER_TEST_WRAP runs the masters behind
+ * a command (valgrind); $XFER_TEST_STORED_LOG keeps their output.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -70,11 +71,17 @@ static void key_of(char *buf, size_t len, int w, int i)
 	snprintf(buf, len, "%s-w%d-%d", cluster, w, i);
 }
 
+/* Master @p i, behind the command in $XFER_TEST_WRAP if set (words
+ * split at spaces: XFER_TEST_WRAP="valgrind -q --error-exitcode=9"). */
 static void master_start(int i)
 {
-	char flags[6][256];
-	const char *argv[12];
+	char flags[6][256], wrap[256];
+	const char *argv[24], *w = getenv("XFER_TEST_WRAP");
 	int n = 0;
+
+	snprintf(wrap, sizeof(wrap), "%s", w ? w : "");
+	for (char *t = strtok(wrap, " "); t && n < 8; t = strtok(NULL, " "))
+		argv[n++] = t;
 
 	snprintf(flags[0], sizeof(flags[0]), "--port=%u", ms[i].port);
 	snprintf(flags[1], sizeof(flags[1]), "--etcd_endpoints=%s",
@@ -99,7 +106,7 @@ static void master_start(int i)
 
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execv(argv[0], (char **)argv);
+		execvp(argv[0], (char **)argv);
 		_exit(127);
 	}
 }
@@ -141,7 +148,7 @@ static void cluster_start(const char *name, int n, bool sync)
 	if (strlen(th_cluster.conn) < sizeof(th_master.addr))
 		memcpy(th_master.addr, th_cluster.conn,
 		       strlen(th_cluster.conn) + 1);
-	assert_int_not_equal(leader(10000), -1);
+	assert_int_not_equal(leader(30000), -1);
 }
 
 static void cluster_stop(void)

@@ -70,7 +70,7 @@ static void conn_close(struct conn *c)
 		evbuffer_free(c->held);
 	if (c->bev)
 		bufferevent_free(c->bev);  /* closes the socket */
-	else
+	else if (c->fd >= 0)
 		close(c->fd);
 	free(c);
 }

@@ -314,20 +314,19 @@ out:
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
+	/* the master's parts first: what runs while ha_free() gives the
+	 * key up must find none of them */
+	stored_srv_free(m.srv);
+	stream_free(m.stream);
+	stored_admin_free(m.admin);
+	stored_free(m.state);
 #ifdef XFER_HAVE_ETCD
 	if (m.ha && ha_failed(m.ha))
 		ret = 1;
-	/* listeners closed first: a standby that takes over finds none */
-	stored_srv_free(m.srv);
-	m.srv = NULL;
 	ha_free(m.ha);
 #endif
-	stream_free(m.stream);
-	stored_admin_free(m.admin);
 	metad_http_free(meta_http);
 	metad_store_free(meta_store);
-	stored_srv_free(m.srv);
-	stored_free(m.state);
 	if (m.base)
 		event_base_free(m.base);
 	journal_close(m.journal);
