@@ -170,7 +170,7 @@ static void kill_master(int i)
 
 static void test_refused(void **state)
 {
-	static const char *const bad[][4] = {
+	static const char *const bad[][5] = {
 		{ "--enable_ha", "--journal=/tmp/x.db",
 		  "--rpc_address=127.0.0.1", NULL },       /* no etcd */
 		{ "--enable_ha", "--etcd_endpoints=127.0.0.1:1",
@@ -178,6 +178,8 @@ static void test_refused(void **state)
 		{ "--enable_ha", "--etcd_endpoints=127.0.0.1:1",
 		  "--journal=/tmp/x.db", NULL },           /* 0.0.0.0 */
 		{ "--sync_standby", NULL },                /* no HA */
+		{ "--enable_ha", "--ha_backend_type=redis",
+		  "--ha_backend_connstring=127.0.0.1:1", NULL },
 	};
 
 	(void)state;

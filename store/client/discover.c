@@ -99,6 +99,7 @@ int kv_disc_new(struct xfer_kv *kv, const char *master)
 {
 	const char *cid = getenv("MC_STORE_CLUSTER_ID");
 	struct kv_disc *d;
+	size_t n;
 
 	if (strncmp(master, ETCD_PREFIX, strlen(ETCD_PREFIX)))
 		return 1;
@@ -107,8 +108,13 @@ int kv_disc_new(struct xfer_kv *kv, const char *master)
 		free(d);
 		return -ENOMEM;
 	}
-	snprintf(d->prefix, sizeof(d->prefix), "mooncake-store/%s/",
-		 cid && *cid ? cid : "mooncake_cluster");
+	if (!cid || !*cid)
+		cid = "mooncake_cluster";
+	/* Mooncake's: one '/' that ends the id is dropped */
+	n = strlen(cid);
+	n -= cid[n - 1] == '/';
+	snprintf(d->prefix, sizeof(d->prefix), "mooncake-store/%.*s/",
+		 (int)n, cid);
 	snprintf(d->key, sizeof(d->key), "%smaster_view", d->prefix);
 	kv->disc = d;
 	return 0;

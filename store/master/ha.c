@@ -197,6 +197,7 @@ struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg)
 {
 	struct timeval tv = { 0, cfg->ttl_s * 1000000 / 4 };
 	struct ha *ha = calloc(1, sizeof(*ha));
+	size_t n;
 
 	if (!ha) {
 		fprintf(stderr, "xfer-stored: out of memory\n");
@@ -207,8 +208,11 @@ struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg)
 	ha->base = base;
 	ha->cfg = *cfg;
 	ha->lost_ms = now_ms();        /* a restarted master is behind */
-	snprintf(ha->prefix, sizeof(ha->prefix), "mooncake-store/%s/",
-		 cfg->cluster_id);
+	/* Mooncake's: one '/' that ends the id is dropped */
+	n = strlen(cfg->cluster_id);
+	n -= n && cfg->cluster_id[n - 1] == '/';
+	snprintf(ha->prefix, sizeof(ha->prefix), "mooncake-store/%.*s/",
+		 (int)n, cfg->cluster_id);
 	snprintf(ha->key, sizeof(ha->key), "%smaster_view", ha->prefix);
 	ha->env = (struct xfer_store_env){
 		.base = base, .prefix = ha->prefix, .changed = on_changed,

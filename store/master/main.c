@@ -34,7 +34,7 @@ struct flags {
 	long long metrics_port, meta_port;
 	long long max_threads, rpc_thread_num, ha_ttl;
 	const char *rpc_address, *lease_ttl, *journal, *cluster_id;
-	const char *etcd_endpoints;
+	const char *etcd_endpoints, *ha_type, *ha_conn;
 	const char *metrics_host, *meta_host;
 	char *secret;
 	double evict_ratio, high_watermark;
@@ -102,7 +102,9 @@ static int check_ha(const struct flags *f, const char *secret)
 		why = "--enable_ha: this xfer-stored was built without etcd "
 		      "(WITH_ETCD=no)";
 #else
-	else if (!f->etcd_endpoints || !*f->etcd_endpoints)
+	else if (strcmp(f->ha_type, "etcd"))
+		why = "--ha_backend_type: only etcd is implemented";
+	else if (!*f->ha_conn)
 		why = "--enable_ha needs --etcd_endpoints";
 	else if (!f->journal)
 		why = "--enable_ha needs --journal (a standby keeps the "
@@ -240,7 +242,7 @@ static int ha_start(struct master *m)
 {
 	char self[300];
 	struct ha_cfg hc = {
-		.endpoints = m->f->etcd_endpoints,
+		.endpoints = m->f->ha_conn,
 		.cluster_id = m->f->cluster_id, .self = self,
 		.ttl_s = (int)m->f->ha_ttl, .lead = lead, .follow = follow,
 		.synced = synced, .arg = m,
@@ -344,7 +346,7 @@ int main(int argc, char **argv)
 		.client_ttl = 10, .discard_s = 30, .release_s = 600,
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
-		.ha_ttl = 2,
+		.ha_ttl = 2, .ha_type = "etcd",
 	};
 	const char *secret = NULL, *env = getenv("XFER_AUTH_SECRET");
 	const struct xfer_gflag flags[] = {
@@ -390,6 +392,10 @@ int main(int argc, char **argv)
 		  "elect a leader among masters on etcd; the others follow "
 		  "its journal and take over (needs --journal, "
 		  "--etcd_endpoints, --rpc_address; false)" },
+		{ "ha_backend_type", XFER_GF_STRING, &f.ha_type, 0, 0,
+		  "where --enable_ha elects: etcd (etcd)" },
+		{ "ha_backend_connstring", XFER_GF_STRING, &f.ha_conn, 0, 0,
+		  "its members; unset: --etcd_endpoints (none)" },
 		{ "etcd_endpoints", XFER_GF_STRING, &f.etcd_endpoints, 0, 0,
 		  "etcd members for --enable_ha: host:port[;host:port]... "
 		  "or etcd://host:port[,host:port]... (none)" },
@@ -453,6 +459,8 @@ int main(int argc, char **argv)
 	}
 	if (!secret && env && *env)
 		secret = env;
+	if (!f.ha_conn || !*f.ha_conn)
+		f.ha_conn = f.etcd_endpoints ? f.etcd_endpoints : "";
 	if (check_ha(&f, secret))
 		return 2;
 	if (secret && !*secret) {
