@@ -304,6 +304,33 @@ static void test_stopped_leader(void **state)
 	cluster_stop();
 }
 
+/* With a cluster secret (masters and clients from $XFER_AUTH_SECRET),
+ * a standby proves it to follow: with --sync_standby a put is answered,
+ * and is there once the leader is killed. */
+static void test_secret(void **state)
+{
+	struct xfer_kv *kv;
+	int64_t t0, ret;
+	int l;
+
+	(void)state;
+	setenv("XFER_AUTH_SECRET", "it-etcd-store-ha", 1);
+	cluster_start("secret", 3, true);
+	l = leader(0);
+	kv = th_kv(SEG, STAGE);
+	assert_int_equal(th_put_pattern(kv, "s", LEN, 1, 1, false), 0);
+	kill_master(l);
+	t0 = th_now_ms();
+	do {
+		usleep(20000);
+		ret = th_get_pattern(kv, "s", LEN, 1, false);
+	} while (ret != LEN && th_now_ms() - t0 < 10000);
+	assert_int_equal(ret, LEN);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	cluster_stop();
+	unsetenv("XFER_AUTH_SECRET");
+}
+
 static int writer(int in, int out, void *arg)
 {
 	int w = (int)(intptr_t)arg;
@@ -508,6 +535,7 @@ int main(void)
 		cmocka_unit_test(test_elect_and_handover),
 		cmocka_unit_test(test_sync_waits_for_standby),
 		cmocka_unit_test(test_stopped_leader),
+		cmocka_unit_test(test_secret),
 		cmocka_unit_test(test_sigkill_sync_standby),
 	};
 

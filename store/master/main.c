@@ -89,11 +89,10 @@ static int parse_duration_ms(const char *s, uint64_t *ms)
 }
 
 /* --enable_ha's needs. @return 0, or -1 with a message on stderr. */
-static int check_ha(const struct flags *f, const char *secret)
+static int check_ha(const struct flags *f)
 {
 	const char *why = NULL;
 
-	(void)secret;
 	if (!f->ha)
 		why = f->sync_standby ? "--sync_standby needs --enable_ha" :
 		      NULL;
@@ -115,8 +114,6 @@ static int check_ha(const struct flags *f, const char *secret)
 		      "and standbys reach this master at";
 	else if (!f->port && !f->rpc_port)
 		why = "--enable_ha needs a --port other than 0";
-	else if (secret)
-		why = "--enable_ha with --auth_secret is not supported yet";
 #endif
 	if (why)
 		fprintf(stderr, "xfer-stored: %s\n", why);
@@ -251,7 +248,7 @@ static int ha_start(struct master *m)
 	snprintf(self, sizeof(self), "%s%s%s:%u",
 		 strchr(m->f->rpc_address, ':') ? "[" : "", m->f->rpc_address,
 		 strchr(m->f->rpc_address, ':') ? "]" : "", m->port);
-	m->stream = stream_new(m->base, m->journal, leader_lost, m);
+	m->stream = stream_new(m->base, m->journal, m->auth, leader_lost, m);
 	if (!m->stream) {
 		fprintf(stderr, "xfer-stored: out of memory\n");
 		return -1;
@@ -461,7 +458,7 @@ int main(int argc, char **argv)
 		secret = env;
 	if (!f.ha_conn || !*f.ha_conn)
 		f.ha_conn = f.etcd_endpoints ? f.etcd_endpoints : "";
-	if (check_ha(&f, secret))
+	if (check_ha(&f))
 		return 2;
 	if (secret && !*secret) {
 		fprintf(stderr, "xfer-stored: empty --auth_secret\n");

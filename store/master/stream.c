@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -26,11 +27,13 @@
 #include "store/master/journal_internal.h"
 #include "store/master/master_internal.h"
 #include "store/master/stream_internal.h"
+#include "util/auth_internal.h"
 #include "util/log_internal.h"
 #include "util/net_internal.h"
 
 #define REC_MAX 8192               /* a record's bytes, its length after */
 #define PEER_OUT_MAX (256u << 20)  /* a standby this far behind is cut */
+#define UP_TIMEOUT_S 5             /* connect, and prove the secret */
 
 struct peer {
 	struct peer *next;
@@ -52,7 +55,11 @@ struct stream {
 	uint64_t seq;                  /* commits sent */
 	struct peer *peers;
 	/* the standby */
-	struct bufferevent *up;        /* to the leader */
+	const struct xfer_auth *auth;  /* the secret to prove, or NULL */
+	int fd;                        /* connecting or proving, or -1 */
+	struct event *conn_ev;
+	struct xfer_auth_cli auth_cli;
+	struct bufferevent *up;        /* to the leader, once proved */
 	struct store_msg *msg;
 	bool hello;                    /* the leader took our ha_follow */
 	bool copied;                   /* this stream brought a copy */
@@ -60,7 +67,7 @@ struct stream {
 					  last one followed, up to when its
 					  stream ended) */
 	bool waiting_logged;
-	bool connected;                /* this stream's connect succeeded */
+	int conn_err;                  /* connect()'s own failure */
 	char addr[300];                /* the leader followed */
 	bool addr_up;                  /* a stream from it ran */
 };
@@ -407,10 +414,16 @@ void stream_lead(struct stream *st, struct stored *state, bool sync)
 
 static void up_close(struct stream *st)
 {
+	if (st->conn_ev)
+		event_free(st->conn_ev);
+	st->conn_ev = NULL;
+	if (st->fd >= 0)
+		close(st->fd);
+	st->fd = -1;
 	if (st->up)
 		bufferevent_free(st->up);
 	st->up = NULL;
-	st->hello = st->copied = st->connected = false;
+	st->hello = st->copied = false;
 	journal_rollback(st->j);
 }
 
@@ -549,25 +562,91 @@ wait_or_bad:
 
 static void up_event(struct bufferevent *bev, short what, void *arg)
 {
-	struct stream *st = arg;
-
 	(void)bev;
-	if (what & BEV_EVENT_CONNECTED) {
-		st->connected = true;
+	up_lost(arg, what & BEV_EVENT_EOF ? "closed" : "connection error",
+		false);
+}
+
+/* Connected, and proved if there is a secret: ask for the stream. */
+static void up_start(struct stream *st)
+{
+	struct store_msg *m = st->msg;
+	struct store_buf b = { 0 };
+	int ret;
+
+	event_free(st->conn_ev);
+	st->conn_ev = NULL;
+	st->up = bufferevent_socket_new(st->base, st->fd,
+					BEV_OPT_CLOSE_ON_FREE);
+	if (!st->up) {
+		up_lost(st, "no memory", false);
 		return;
 	}
-	/* refused: nothing listens there (a partition would time out) */
-	if (!st->connected && EVUTIL_SOCKET_ERROR() == ECONNREFUSED)
-		up_lost(st, "refused", true);
-	else
-		up_lost(st, what & BEV_EVENT_EOF ? "closed" :
-			"connection error", false);
+	st->fd = -1;
+	memset(m, 0, sizeof(m->h) + sizeof(m->client));
+	m->h.type = STORE_HA_FOLLOW;
+	ret = store_msg_encode(&b, m) ||
+	      bufferevent_write(st->up, b.p, b.len);
+	store_buf_free(&b);
+	bufferevent_setcb(st->up, up_read, NULL, up_event, st);
+	if (ret || bufferevent_enable(st->up, EV_READ | EV_WRITE))
+		up_lost(st, "no memory", false);
+}
+
+static void on_auth(evutil_socket_t fd, short what, void *arg)
+{
+	struct stream *st = arg;
+	int ret;
+
+	if (what & EV_TIMEOUT) {
+		up_lost(st, "the leader did not answer the secret's proof",
+			false);
+		return;
+	}
+	ret = xfer_auth_cli_step(st->auth, &st->auth_cli, fd,
+				 "xfer-stored's leader");
+	if (ret < 0)
+		up_lost(st, "the secret's proof failed", false);
+	else if (ret == 0)
+		up_start(st);
+}
+
+static void on_connect(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval tv = { UP_TIMEOUT_S, 0 };
+	struct stream *st = arg;
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (what & EV_TIMEOUT) {
+		up_lost(st, "connect timed out", false);
+		return;
+	}
+	if (st->conn_err || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) ||
+	    err) {
+		if (st->conn_err)
+			err = st->conn_err;
+		/* refused: nothing listens there (a partition would time
+		 * out instead) */
+		up_lost(st, err == ECONNREFUSED ? "refused" :
+			"connection error", err == ECONNREFUSED);
+		return;
+	}
+	if (!st->auth) {
+		up_start(st);
+		return;
+	}
+	event_free(st->conn_ev);
+	st->conn_ev = event_new(st->base, fd, EV_READ | EV_PERSIST, on_auth,
+				st);
+	if (!st->conn_ev || event_add(st->conn_ev, &tv) ||
+	    xfer_auth_cli_start(&st->auth_cli, fd))
+		up_lost(st, "cannot prove the secret", false);
 }
 
 int stream_follow(struct stream *st, const char *addr)
 {
-	struct store_msg *m = st->msg;
-	struct store_buf b = { 0 };
+	struct timeval tv = { UP_TIMEOUT_S, 0 };
 	struct sockaddr_storage ss;
 	char host[256];
 	uint16_t port;
@@ -583,25 +662,23 @@ int stream_follow(struct stream *st, const char *addr)
 	if (xfer_split_host_port(addr, host, sizeof(host), &port) ||
 	    xfer_net_parse(host, port, &ss, &len))
 		return -EINVAL;
-	st->up = bufferevent_socket_new(st->base, -1, BEV_OPT_CLOSE_ON_FREE);
-	memset(m, 0, sizeof(m->h) + sizeof(m->client));
-	m->h.type = STORE_HA_FOLLOW;
-	if (!st->up || store_msg_encode(&b, m) ||
-	    bufferevent_write(st->up, b.p, b.len)) {
-		store_buf_free(&b);
+	st->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+			SOCK_CLOEXEC, 0);
+	if (st->fd < 0)
+		return -errno;
+	setsockopt(st->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	st->conn_err = 0;
+	if (connect(st->fd, (struct sockaddr *)&ss, len) &&
+	    errno != EINPROGRESS)
+		st->conn_err = errno;
+	st->conn_ev = event_new(st->base, st->fd, EV_WRITE, on_connect, st);
+	if (!st->conn_ev || event_add(st->conn_ev, &tv)) {
 		up_close(st);
 		return -ENOMEM;
 	}
-	store_buf_free(&b);
-	bufferevent_setcb(st->up, up_read, NULL, up_event, st);
-	bufferevent_enable(st->up, EV_READ | EV_WRITE);
-	if (bufferevent_socket_connect(st->up, (struct sockaddr *)&ss,
-				       (int)len)) {
-		up_close(st);
-		return -ECONNREFUSED;
-	}
-	setsockopt(bufferevent_getfd(st->up), IPPROTO_TCP, TCP_NODELAY, &one,
-		   sizeof(one));
+	/* a refusal can come at once (loopback): told from the loop */
+	if (st->conn_err)
+		event_active(st->conn_ev, EV_WRITE, 0);
 	return 0;
 }
 
@@ -616,6 +693,7 @@ bool stream_synced(const struct stream *st)
 }
 
 struct stream *stream_new(struct event_base *base, struct journal *j,
+			  const struct xfer_auth *auth,
 			  void (*lost)(void *arg, bool dead), void *arg)
 {
 	struct stream *st = calloc(1, sizeof(*st));
@@ -623,6 +701,8 @@ struct stream *stream_new(struct event_base *base, struct journal *j,
 	if (!st)
 		return NULL;
 	st->base = base;
+	st->auth = auth;
+	st->fd = -1;
 	st->j = j;
 	st->lost = lost;
 	st->lost_arg = arg;
@@ -642,8 +722,7 @@ void stream_free(struct stream *st)
 	st->state = NULL;              /* answers are not released now */
 	while (st->peers)
 		peer_free(st->peers);
-	if (st->up)
-		bufferevent_free(st->up);
+	up_close(st);
 	if (st->j)
 		journal_set_tap(st->j, NULL, NULL);
 	if (st->batch)

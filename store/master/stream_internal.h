@@ -20,11 +20,14 @@ struct store_msg;
 struct stored;
 struct stream;
 
-/** A stream over @p j (kept, not owned) on @p base; @p lost(@p arg,
- *  dead) runs when a standby's connection to its leader ends: @p dead
- *  when a leader whose stream ran before now refuses connections (its
- *  process is gone; a partition would time out instead). NULL: ENOMEM. */
+/** A stream over @p j (kept, not owned) on @p base; a standby proves
+ *  @p auth (kept; NULL: none) to its leader. @p lost(@p arg, dead) runs
+ *  when a standby's connection to its leader ends: @p dead when a leader
+ *  whose stream ran before now refuses connections (its process is
+ *  gone; a partition would time out instead). NULL: ENOMEM. */
+struct xfer_auth;
 struct stream *stream_new(struct event_base *base, struct journal *j,
+			  const struct xfer_auth *auth,
 			  void (*lost)(void *arg, bool dead), void *arg);
 
 /** Close every connection (NULL is fine). */
