@@ -191,7 +191,7 @@ int kv_disc_new(struct xfer_kv *kv, const char *master)
 		return 1;
 	xfer_log(XFER_LOG_ERROR, "xfer store client: an etcd:// master needs "
 		 "etcd, and this build has none (WITH_ETCD=no)");
-	return -EPROTONOSUPPORT;
+	return -EINVAL;
 }
 
 int kv_disc_start(struct xfer_kv *kv)

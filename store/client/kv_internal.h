@@ -226,8 +226,8 @@ void kv_conn_check(struct xfer_kv *kv, int64_t now);
 /* ---- discover.c ---- */
 
 /** A master address of "etcd://...": set up kv->disc. @return 0; 1 (not
- *  one: a plain host:port); -ENOMEM; -EPROTONOSUPPORT (built without
- *  etcd). */
+ *  one: a plain host:port); -ENOMEM; -EINVAL (built without etcd,
+ *  logged). */
 int kv_disc_new(struct xfer_kv *kv, const char *master);
 
 /** On the reactor: open etcd, read and watch the leader's address; each
