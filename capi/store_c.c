@@ -14,7 +14,6 @@
 #include <xfer/store_c.h>
 
 #define MC_INTERNAL_ERROR (-1)
-#define MC_NOT_SUPPORTED (-1012)
 
 struct ms {
 	struct xfer_kv *kv;
@@ -288,10 +287,9 @@ int mooncake_store_remove(mooncake_store_t store, const char *key, int force)
 int64_t mooncake_store_remove_by_regex(mooncake_store_t store,
 				       const char *pattern, int force)
 {
-	(void)force;
 	if (!kv_of(store) || !pattern)
 		return MC_INTERNAL_ERROR;
-	return MC_NOT_SUPPORTED;
+	return mc(xfer_kv_remove_by_regex(kv_of(store), pattern, force != 0));
 }
 
 int64_t mooncake_store_remove_all(mooncake_store_t store, int force)

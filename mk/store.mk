@@ -66,7 +66,8 @@ $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_store*.c)): \
 $(BUILD)/test/it_meta: | $(STORED)
 test-integration: $(STORED)
 $(patsubst %,$(BUILD)/test/%,it_store_master it_store_persist \
-	it_store_admin): $(BUILD)/test/th_master.o
+	it_store_admin it_store_upsert): $(BUILD)/test/th_master.o
+$(BUILD)/test/it_store_upsert: TEST_LIBS += $(shell pkg-config --libs sqlite3)
 # test/it_etcd_store_ha.c: masters electing on etcd (th_etcd.o, by its
 # name) with the store's clients (th_store.o)
 $(BUILD)/test/it_etcd_store_ha: $(BUILD)/test/th_store.o \

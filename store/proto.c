@@ -5,8 +5,9 @@
  * apart. Letters: c client id, s segment id (16 bytes each), b base,
  * z size (u64), N name (str 1..255), p preferred segment (str 0..255),
  * r replicas, f flags, F force (u8, F only 0 or 1), e error (i32),
- * C count (i64), [ ] a batch (u32 count, then its items); in an item:
- * k key (str 0..4096), l length, t lease (u64), e error, R replicas (u8
+ * C count (i64), V min_version (u64), x pattern (str 1..4096),
+ * [ ] a batch (u32 count, then its items); in an item:
+ * k key (str 0..4096), l length, t lease, v version (u64), e error, R replicas (u8
  * count up to 16, each u64 address, u64 length, str endpoint 1..255).
  * A str is a u16 length and its bytes. Integers are little-endian.
  */
@@ -26,10 +27,13 @@ static const struct {
 	[STORE_PUT_START] = { "put_start", "crfp[kl]", "e[eR]" },
 	[STORE_PUT_END] = { "put_end", "c[k]", "e[e]" },
 	[STORE_PUT_REVOKE] = { "put_revoke", "c[k]", "e[e]" },
-	[STORE_QUERY] = { "query", "[k]", "e[eltR]" },
+	[STORE_QUERY] = { "query", "V[k]", "e[eltvR]" },
 	[STORE_EXIST] = { "exist", "[k]", "e[e]" },
 	[STORE_REMOVE] = { "remove", "F[k]", "e[e]" },
 	[STORE_REMOVE_ALL] = { "remove_all", "F", "eC" },
+	[STORE_SYNC] = { "sync", "", "eC" },
+	[STORE_REMOVE_REGEX] = { "remove_regex", "Fx", "eC" },
+	[STORE_REPLICA_CLEAR] = { "replica_clear", "cp[k]", "e[e]" },
 	[STORE_HA_FOLLOW] = { "ha_follow", "c", "e" },
 };
 
@@ -202,6 +206,7 @@ static void item_field(struct walk *w, char f, struct store_item *it)
 	case 'k': str(w, &it->key, 0, STORE_KEY_MAX); break;
 	case 'l': NUM(w, it->len, 8); break;
 	case 't': NUM(w, it->lease_ms, 8); break;
+	case 'v': NUM(w, it->version, 8); break;
 	case 'e': NUM(w, it->err, 4); break;
 	case 'R': replicas(w, it); break;
 	default: fail(w, -EINVAL);
@@ -226,6 +231,8 @@ static void field(struct walk *w, char f, struct store_msg *m)
 		break;
 	case 'e': NUM(w, m->err, 4); break;
 	case 'C': NUM(w, m->count, 8); break;
+	case 'V': NUM(w, m->min_version, 8); break;
+	case 'x': str(w, &m->pattern, 1, STORE_PATTERN_MAX); break;
 	default: fail(w, -EINVAL);
 	}
 }

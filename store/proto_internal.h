@@ -22,6 +22,7 @@
 #define STORE_BATCH_MAX 1024           /* keys in one request */
 #define STORE_REPLICA_MAX 16           /* replicas of one object */
 #define STORE_ID_LEN 16                /* client and segment ids */
+#define STORE_PATTERN_MAX 4096         /* remove_regex pattern bytes */
 
 #define STORE_F_REPLY 1                /* header flags */
 
@@ -36,6 +37,9 @@ enum store_type {
 	STORE_EXIST,
 	STORE_REMOVE,
 	STORE_REMOVE_ALL,
+	STORE_SYNC,
+	STORE_REMOVE_REGEX,
+	STORE_REPLICA_CLEAR,
 	STORE_HA_FOLLOW,               /* a standby's journal stream */
 	STORE_TYPE_END
 };
@@ -63,6 +67,7 @@ struct store_item {
 	uint64_t len;                    /* value bytes */
 	int32_t err;                     /* 0 or a Mooncake ErrorCode */
 	uint64_t lease_ms;
+	uint64_t version;                /* of the put that made it */
 	uint8_t nrep;
 	struct store_replica rep[STORE_REPLICA_MAX];
 };
@@ -73,6 +78,8 @@ struct store_msg {
 	uint8_t client[STORE_ID_LEN], segment[STORE_ID_LEN];
 	uint64_t base, size;
 	struct store_str name, preferred;
+	struct store_str pattern;        /* remove_regex: POSIX ERE */
+	uint64_t min_version;            /* query: 0, or the least wanted */
 	uint8_t replicas, flags, force;
 	int32_t err;
 	int64_t count;

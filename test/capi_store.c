@@ -185,8 +185,10 @@ int main(int argc, char **argv)
 					    res) == 0);
 	CHECK(mooncake_store_batch_put_from(b, NULL, bufs, sizes, N, &rc,
 					    res) == -1);
-	CHECK(mooncake_store_remove_by_regex(a, "^b", 1) == -1012);
-	CHECK(mooncake_store_remove_all(a, 1) == N);
+	CHECK(mooncake_store_remove_by_regex(a, "^b0$", 1) == 1);
+	CHECK(mooncake_store_remove_by_regex(a, "(", 1) == -600);
+	CHECK(mooncake_store_remove_by_regex(a, NULL, 1) == -1);
+	CHECK(mooncake_store_remove_all(a, 1) == N - 1);
 	CHECK(mooncake_store_unregister_buffer(b, dst) == 0);
 	CHECK(mooncake_store_unregister_buffer(b, dst) == -600);
 

@@ -212,7 +212,7 @@ static void test_elect_and_handover(void **state)
 	struct xfer_kv *kv;
 	yajl_val v;
 	int l, l2;
-	int64_t t0, ret;
+	int64_t t0, ret, v1;
 
 	(void)state;
 	cluster_start("handover", 2, false);
@@ -227,6 +227,11 @@ static void test_elect_and_handover(void **state)
 
 	kv = th_kv(SEG, STAGE);
 	assert_int_equal(th_put_pattern(kv, "a", LEN, 1, 1, false), 0);
+	/* the last version given held by no object any more */
+	assert_int_equal(th_put_pattern(kv, "x", LEN, 1, 1, false), 0);
+	assert_int_equal(xfer_kv_remove(kv, "x", true), 0);
+	v1 = xfer_kv_sync(kv);
+	assert_true(v1 >= 2);
 	th_stored_stop(ms[l].pid);
 	ms[l].pid = 0;
 	t0 = th_now_ms();
@@ -240,6 +245,8 @@ static void test_elect_and_handover(void **state)
 	} while (ret != LEN && th_now_ms() - t0 < 5000);
 	assert_int_equal(ret, LEN);
 	assert_int_equal(th_put_pattern(kv, "b", LEN, 1, 1, false), 0);
+	/* versions go on past the last the old leader gave */
+	assert_true(xfer_kv_sync(kv) > v1);
 	assert_int_equal(xfer_kv_free(kv), 0);
 	cluster_stop();
 }

@@ -253,10 +253,27 @@ static int64_t race(struct xfer_kv *kv, const char *prefix, int n,
 	return failed;
 }
 
+/* Upsert @p key as variants 1 .. @p n in turn: 0, or the first error. */
+static int64_t upserts(struct xfer_kv *kv, const char *key, size_t len,
+		       uint64_t n)
+{
+	struct xfer_kv_replicate rc = { .replica_num = 1 };
+	uint8_t *buf = malloc(len);
+	int64_t ret = buf ? 0 : -ENOMEM;
+
+	for (uint64_t v = 1; v <= n && !ret; v++) {
+		th_fill(buf, len, th_seed(key, v));
+		ret = xfer_kv_upsert(kv, key, buf, len, &rc);
+	}
+	free(buf);
+	return ret;
+}
+
 /*
  * A client process: says its engine's name, then answers each line
  *   put|putz|get|getz KEY LEN VARIANT [REPLICAS]   (z: zero-copy)
  *   race PREFIX N LEN VARIANT
+ *   upsn KEY LEN N                 (upserts of variants 1 .. N)
  * with the call's result, until "q".
  */
 static int role_client(int in, int out, void *arg)
@@ -277,7 +294,9 @@ static int role_client(int in, int out, void *arg)
 		if (sscanf(line, "%7s %127s %llu %llu %u", op, key, &len, &v,
 			   &repl) < 4)
 			return 11;
-		if (!strcmp(op, "race"))
+		if (!strcmp(op, "upsn"))
+			ret = upserts(kv, key, len, v);
+		else if (!strcmp(op, "race"))
 			ret = race(kv, key, (int)len, (size_t)v, repl);
 		else if (op[0] == 'p')
 			ret = th_put_pattern(kv, key, len, v, repl,

@@ -65,6 +65,8 @@ static void test_round_trip(void **state)
 			m->size = 1 << 30;
 			m->name = S("127.0.0.1:12345");
 			m->preferred = S("");
+			m->pattern = S("^some/");
+			m->min_version = 7;
 			m->replicas = 2;
 			m->flags = 1;
 			m->force = 1;
@@ -78,6 +80,7 @@ static void test_round_trip(void **state)
 				it->len = 4096u * (i + 1);
 				it->err = i == 2 ? -200 : (int)i;
 				it->lease_ms = 10000;
+				it->version = 40 + i;
 				it->nrep = (uint8_t)i;
 				for (unsigned r = 0; r < i; r++)
 					it->rep[r] = (struct store_replica){
@@ -108,8 +111,21 @@ static void test_round_trip(void **state)
 				assert_memory_equal(d->segment, m->segment,
 						    STORE_ID_LEN);
 			}
-			if (t == STORE_REMOVE_ALL && reply)
+			if ((t == STORE_REMOVE_ALL || t == STORE_SYNC ||
+			     t == STORE_REMOVE_REGEX) && reply)
 				assert_int_equal(d->count, -3);
+			if (t == STORE_QUERY) {
+				assert_int_equal(d->n, 3);
+				if (reply)
+					assert_int_equal(d->items[2].version,
+							 42);
+				else
+					assert_int_equal(d->min_version, 7);
+			}
+			if (t == STORE_REMOVE_REGEX && !reply)
+				assert_memory_equal(d->pattern.p, "^some/", 6);
+			if (t == STORE_REPLICA_CLEAR && !reply)
+				assert_int_equal(d->preferred.len, 0);
 			store_buf_free(&b);
 			store_buf_free(&b2);
 			free(m);
@@ -226,6 +242,11 @@ static void bad_force(struct store_msg *m)
 	m->force = 2;
 }
 
+static void empty_pattern(struct store_msg *m)
+{
+	m->pattern = S("");
+}
+
 static void empty_name(struct store_msg *m)
 {
 	m->name = S("");
@@ -248,8 +269,15 @@ static void test_limits(void **state)
 
 	m = msg(STORE_QUERY, true);
 	m->n = 1;
-	/* body: i32 err, u32 n, i32 err, u64 len, u64 lease, u8 nrep */
-	refuse_both(m, many_replicas, 28, 1, STORE_REPLICA_MAX + 1);
+	/* body: i32 err, u32 n, i32 err, u64 len, u64 lease, u64 version,
+	 * u8 nrep */
+	refuse_both(m, many_replicas, 36, 1, STORE_REPLICA_MAX + 1);
+	free(m);
+
+	m = msg(STORE_REMOVE_REGEX, false);
+	m->pattern = S("x");
+	/* body: u8 force, u16 pattern length */
+	refuse_both(m, empty_pattern, 1, 2, 0);
 	free(m);
 
 	m = msg(STORE_REMOVE_ALL, false);

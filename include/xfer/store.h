@@ -4,7 +4,8 @@
  * (docs/STORE.md), their bytes moved by the transfer engine. The model is
  * Mooncake Store's (its Client and RealClient): a client lends a segment
  * of its memory to the store and puts, gets, tests and removes objects by
- * key; an object is immutable once its put ends.
+ * key; an object is immutable once its put ends (an upsert replaces it
+ * with a new object, a new version, whole).
  *
  * A client (struct xfer_kv) is an engine (the caller's or its own) and a
  * connection to the master on the engine's control reactor, which also
@@ -79,6 +80,9 @@ enum xfer_kv_error {
 	XFER_KV_OBJECT_ALREADY_EXISTS = -705,
 	XFER_KV_OBJECT_HAS_LEASE = -706,     /**< leased: remove refused */
 	XFER_KV_LEASE_EXPIRED = -707,        /**< the read outlived its lease */
+	XFER_KV_REPLICA_NOT_FOUND = -710,    /**< none in that segment */
+	/** xfer's own: no version of the object as new as a get asked */
+	XFER_KV_VERSION_TOO_OLD = -720,
 	XFER_KV_TRANSFER_FAIL = -800,        /**< a transfer failed */
 	XFER_KV_RPC_FAIL = -900,             /**< the master is unreachable */
 };
@@ -408,6 +412,245 @@ int xfer_kv_remove_all_async(struct xfer_kv *kv, bool force, xfer_kv_cb cb,
 /** xfer_kv_remove_all_async() and wait, as xfer_kv_put(). */
 XFER_EXPORT
 int64_t xfer_kv_remove_all(struct xfer_kv *kv, bool force);
+
+/* ---- upsert (Mooncake's upsert, upsert_from, batch_upsert_from) ---- */
+
+/**
+ * Put the object @p key, replacing the one there (Mooncake's upsert): as
+ * xfer_kv_put_async(), but an object of the key is replaced rather than
+ * kept. The new value goes to new space; until its put ends readers get
+ * the old object whole, after it the new one whole (a new version), and
+ * the old object's space is freed only when the leases of its readers
+ * have run out, so no reader sees torn bytes. An upsert preempts a put or
+ * upsert of the key still in progress (that one's end then fails with
+ * XFER_KV_OBJECT_NOT_FOUND or XFER_KV_INVALID_WRITE; Mooncake's too).
+ * While an upsert is in progress a remove of the key removes the old
+ * object. Pins and the replica count are the new object's.
+ * @p cb gets 0 or an error of xfer_kv_put_async()'s callback; an upsert
+ * never answers XFER_KV_OBJECT_ALREADY_EXISTS.
+ * @return as xfer_kv_put_async(). Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_upsert_async(struct xfer_kv *kv, const char *key,
+			 const void *value, size_t len,
+			 const struct xfer_kv_replicate *rc, xfer_kv_cb cb,
+			 void *arg);
+
+/** xfer_kv_upsert_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int xfer_kv_upsert(struct xfer_kv *kv, const char *key, const void *value,
+		   size_t len, const struct xfer_kv_replicate *rc);
+
+/** xfer_kv_upsert_async() from registered memory without staging
+ *  (Mooncake's upsert_from), as xfer_kv_put_from_async(). */
+XFER_EXPORT
+int xfer_kv_upsert_from_async(struct xfer_kv *kv, const char *key,
+			      const void *buf, size_t len,
+			      const struct xfer_kv_replicate *rc,
+			      xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_upsert_from_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int xfer_kv_upsert_from(struct xfer_kv *kv, const char *key, const void *buf,
+			size_t len, const struct xfer_kv_replicate *rc);
+
+/** xfer_kv_batch_put_async() whose keys are upserts (Mooncake's
+ *  batch_upsert_from with XFER_KV_ZERO_COPY, upsert_batch and
+ *  upsert_parts without): same arguments, results and errors. */
+XFER_EXPORT
+int xfer_kv_batch_upsert_async(struct xfer_kv *kv, size_t n,
+			       const char *const *keys,
+			       const struct iovec *iov, const size_t *iovcnt,
+			       unsigned flags,
+			       const struct xfer_kv_replicate *rc,
+			       int64_t *results, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_upsert_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_upsert(struct xfer_kv *kv, size_t n,
+			 const char *const *keys, const struct iovec *iov,
+			 const size_t *iovcnt, unsigned flags,
+			 const struct xfer_kv_replicate *rc, int64_t *results);
+
+/**
+ * Read byte ranges of objects (what Mooncake's get_into_ranges reads):
+ * entry i is the dst[i].iov_len bytes of object keys[i] from byte
+ * src_offsets[i] on, into dst[i].iov_base. A key may come in several
+ * entries; each is queried (leased) and read as a get is, in one query
+ * per 1024 entries and one xfer batch per staging-buffer-full (or one,
+ * XFER_KV_ZERO_COPY).
+ * @param results each entry's bytes read (dst[i].iov_len), or what
+ *                xfer_kv_get_async() gives, XFER_KV_INVALID_PARAMS for a
+ *                range past the object's end
+ * @p cb gets 0 if every entry was read, else the first error.
+ * @return as xfer_kv_batch_put_async(); XFER_KV_INVALID_PARAMS for NULL
+ *         @p src_offsets or @p dst. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_get_ranges_async(struct xfer_kv *kv, size_t n,
+				   const char *const *keys,
+				   const uint64_t *src_offsets,
+				   const struct iovec *dst, unsigned flags,
+				   int64_t *results, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_get_ranges_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_get_ranges(struct xfer_kv *kv, size_t n,
+			     const char *const *keys,
+			     const uint64_t *src_offsets,
+			     const struct iovec *dst, unsigned flags,
+			     int64_t *results);
+
+/* ---- replica descriptors (Mooncake's get_replica_desc) ---- */
+
+/** Replicas of one object, at most: the entries of a key's descriptors. */
+#define XFER_KV_REPLICA_MAX 16
+
+/** Where one replica of an object lies (Mooncake's Replica::Descriptor
+ *  of a memory replica, its buffer descriptor's fields). */
+struct xfer_kv_replica_desc {
+	uint64_t addr;                 /**< buffer_address, in the owner */
+	uint64_t size;                 /**< bytes: the object's length */
+	char endpoint[256];            /**< transport_endpoint: the segment's
+					    name (its owner engine's), NUL-ended */
+};
+
+/**
+ * The complete replicas of @p n objects (Mooncake's
+ * batch_get_replica_desc, and get_replica_desc for one): one query per
+ * 1024 keys, which leases each object found, as a get's does.
+ * @param desc    XFER_KV_REPLICA_MAX entries per key (key i's from
+ *                desc[XFER_KV_REPLICA_MAX * i]), the
+ *                caller's until the callback; entries past a key's count
+ *                are left as they were
+ * @param results each key's count of replicas (1..16; those in segments
+ *                that are not mounted are left out), or
+ *                XFER_KV_OBJECT_NOT_FOUND, XFER_KV_REPLICA_IS_NOT_READY,
+ *                XFER_KV_INVALID_PARAMS (a bad key), XFER_KV_RPC_FAIL
+ * @p cb gets 0 if every key was found, else the first error.
+ * @return as xfer_kv_batch_put_async(); XFER_KV_INVALID_PARAMS for a NULL
+ *         @p desc. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_get_replica_desc_async(struct xfer_kv *kv, size_t n,
+					 const char *const *keys,
+					 struct xfer_kv_replica_desc *desc,
+					 int64_t *results, xfer_kv_cb cb,
+					 void *arg);
+
+/** xfer_kv_batch_get_replica_desc_async() and wait, as
+ *  xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_get_replica_desc(struct xfer_kv *kv, size_t n,
+				   const char *const *keys,
+				   struct xfer_kv_replica_desc *desc,
+				   int64_t *results);
+
+/** The replicas of @p key into @p desc (XFER_KV_REPLICA_MAX entries):
+ *  their count, or a
+ *  key's error of xfer_kv_batch_get_replica_desc(), or what it returns.
+ *  Any thread but the callback base (-EDEADLK). */
+XFER_EXPORT
+int xfer_kv_get_replica_desc(struct xfer_kv *kv, const char *key,
+			     struct xfer_kv_replica_desc *desc);
+
+/**
+ * Drop replicas of @p n objects (Mooncake's batch_replica_clear): those
+ * in segment @p segment (an engine's name; NULL or "": every replica,
+ * the object removed). An object left with none is removed. Only
+ * complete objects this client put (or upserted), not leased, are
+ * touched. One request per 1024 keys.
+ * @param results each key's 0 (cleared), or XFER_KV_OBJECT_NOT_FOUND,
+ *                XFER_KV_REPLICA_IS_NOT_READY, XFER_KV_ILLEGAL_CLIENT
+ *                (another client put it), XFER_KV_OBJECT_HAS_LEASE,
+ *                XFER_KV_REPLICA_NOT_FOUND (none in @p segment),
+ *                XFER_KV_INVALID_PARAMS (a bad key), XFER_KV_RPC_FAIL
+ * @p cb gets 0 if every key was cleared, else the first error.
+ * @return as xfer_kv_batch_put_async(); XFER_KV_INVALID_PARAMS for a
+ *         @p segment over 255 bytes. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_batch_replica_clear_async(struct xfer_kv *kv, size_t n,
+				      const char *const *keys,
+				      const char *segment, int64_t *results,
+				      xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_batch_replica_clear_async() and wait, as xfer_kv_batch_put(). */
+XFER_EXPORT
+int xfer_kv_batch_replica_clear(struct xfer_kv *kv, size_t n,
+				const char *const *keys, const char *segment,
+				int64_t *results);
+
+/* ---- versions and sync (xfer's own, after the store's design) ---- */
+
+/**
+ * Versions: every put or upsert that ends gets the next number of one
+ * counter of the master's (1, 2, ...), which its journal keeps across
+ * restarts; a later put of any key has a larger version. A restored
+ * object keeps its version (objects of a journal written before versions
+ * have 0).
+ *
+ * Read object @p key as xfer_kv_get_async() does (@p flags 0 or
+ * XFER_KV_ZERO_COPY: xfer_kv_get_into_async()), if its version is at
+ * least @p min_version (0: any).
+ * @param version NULL, or where the callback's caller stores, before the
+ *                callback runs, the version read; with
+ *                XFER_KV_VERSION_TOO_OLD the largest version readable
+ *                (the object's, which was not read); 0 when there is none
+ * @p cb gets what xfer_kv_get_async()'s gets, or XFER_KV_VERSION_TOO_OLD
+ * (the object is older than @p min_version; no lease is granted).
+ * @return as xfer_kv_put_async(), and XFER_KV_INVALID_PARAMS for unknown
+ *         @p flags. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_get_version_async(struct xfer_kv *kv, const char *key, void *buf,
+			      size_t cap, unsigned flags,
+			      uint64_t min_version, uint64_t *version,
+			      xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_get_version_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_get_version(struct xfer_kv *kv, const char *key, void *buf,
+			    size_t cap, unsigned flags, uint64_t min_version,
+			    uint64_t *version);
+
+/**
+ * Sync with the master (ZooKeeper's sync, as the store's design asks):
+ * answered after every request the master took before it, and after its
+ * journal has them. Every put that ended before the call began has a
+ * version no larger than the one answered, and a get issued after the
+ * callback sees it (or a later put of its key), whichever client put it.
+ * @p cb gets the last version given (0: no put has ended yet), or
+ * XFER_KV_RPC_FAIL.
+ * @return 0; XFER_KV_INVALID_PARAMS (NULL @p cb); -ENOMEM; -ESHUTDOWN.
+ *         Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_sync_async(struct xfer_kv *kv, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_sync_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_sync(struct xfer_kv *kv);
+
+/**
+ * Remove every complete object whose key @p pattern matches anywhere
+ * (Mooncake's remove_by_regex, which searches with ECMAScript regexes;
+ * ours are POSIX extended, the same for the common cases: classes,
+ * anchors, alternation, repetition), leased ones too if @p force.
+ * @p cb gets how many were removed; XFER_KV_INVALID_PARAMS (the pattern
+ * does not compile); XFER_KV_INTERNAL_ERROR (the master ran out of
+ * memory); XFER_KV_RPC_FAIL.
+ * @return as xfer_kv_put_async(); XFER_KV_INVALID_PARAMS for a NULL or
+ *         empty @p pattern or one over 4096 bytes. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_remove_by_regex_async(struct xfer_kv *kv, const char *pattern,
+				  bool force, xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_remove_by_regex_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_remove_by_regex(struct xfer_kv *kv, const char *pattern,
+				bool force);
 
 #ifdef __cplusplus
 }

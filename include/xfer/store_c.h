@@ -149,7 +149,8 @@ int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out,
 XFER_TE_EXPORT
 int mooncake_store_remove(mooncake_store_t store, const char *key, int force);
 
-/** Not in xfer's master yet: -1012 NOT_SUPPORTED (-1 for NULL). */
+/** xfer_kv_remove_by_regex() (POSIX extended patterns): how many, or an
+ *  ErrorCode (-600 a pattern that does not compile; -1 for NULL). */
 XFER_TE_EXPORT
 int64_t mooncake_store_remove_by_regex(mooncake_store_t store,
 				       const char *pattern, int force);

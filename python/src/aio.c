@@ -152,9 +152,11 @@ void xpy_fut_settle(PyObject *fut, PyObject *value, PyObject *exc)
 	int yes = done ? PyObject_IsTrue(done) : -1;
 
 	Py_XDECREF(done);
+	/* "(O)": a lone tuple given as "O" would be the argument list */
 	if (yes == 0)
-		r = exc ? PyObject_CallMethod(fut, "set_exception", "O", exc) :
-			  PyObject_CallMethod(fut, "set_result", "O",
+		r = exc ? PyObject_CallMethod(fut, "set_exception", "(O)",
+					      exc) :
+			  PyObject_CallMethod(fut, "set_result", "(O)",
 					      value ? value : Py_None);
 	if (yes < 0 || (yes == 0 && !r))
 		PyErr_Clear();

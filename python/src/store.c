@@ -231,10 +231,16 @@ KV_CALL(kv_exist, XPY_KV_EXIST)
 KV_CALL(kv_size, XPY_KV_SIZE)
 KV_CALL(kv_remove, XPY_KV_REMOVE)
 KV_CALL(kv_remove_all, XPY_KV_REMOVE_ALL)
+KV_CALL(kv_get_version, XPY_KV_GETV)
+KV_CALL(kv_sync, XPY_KV_SYNC)
+KV_CALL(kv_remove_by_regex, XPY_KV_REMOVE_REGEX)
+KV_CALL(kv_replica_desc, XPY_KV_DESC)
+KV_CALL(kv_replica_clear, XPY_KV_REPLICA_CLEAR)
 
 PyDoc_STRVAR(kv_put_doc,
 "put(keys, parts, counts=None, lens=None, rc=None, zero_copy=False,\n"
-"    future=None) -> [int]\n\n"
+"    upsert=False, future=None) -> [int]\n\n"
+"upsert: replace what is there (xfer_kv_batch_upsert).\n"
 "Put one object per key (xfer_kv_batch_put): the concatenation of its\n"
 "counts[i] parts (one each without counts); a part is a buffer object\n"
 "or an integer address whose length is lens[j]. rc: (replica_num,\n"
@@ -243,9 +249,11 @@ PyDoc_STRVAR(kv_put_doc,
 
 PyDoc_STRVAR(kv_get_doc,
 "get(keys, parts, counts=None, lens=None, zero_copy=False,\n"
-"    future=None) -> [int]\n\n"
+"    src_offsets=None, future=None) -> [int]\n\n"
 "Read each key into its parts (writable buffer objects or addresses);\n"
-"each key's result: its length in bytes, or a negative ErrorCode.");
+"each key's result: its length in bytes, or a negative ErrorCode. With\n"
+"src_offsets (one part each): the part's length of bytes from that\n"
+"offset of the object (xfer_kv_batch_get_ranges).");
 
 PyDoc_STRVAR(kv_fetch_doc,
 "fetch(keys, as_bytes=True, future=None) -> [bytes | KVBuffer | int]\n\n"
@@ -263,6 +271,34 @@ PyDoc_STRVAR(kv_remove_all_doc,
 "remove_all(force=False, future=None) -> int\n\n"
 "Remove every object (leased ones too if force): how many, or a\n"
 "negative ErrorCode.");
+
+PyDoc_STRVAR(kv_get_version_doc,
+"get_version(key, parts, lens=None, zero_copy=False, min_version=0,\n"
+"            future=None) -> (int, int)\n\n"
+"Read key into its one part if its version is at least min_version\n"
+"(xfer_kv_get_version): (its length or a negative ErrorCode, the\n"
+"version read, or with -720 the largest there, or 0).");
+
+PyDoc_STRVAR(kv_sync_doc,
+"sync(future=None) -> int\n\n"
+"The last version given, after everything the master took before\n"
+"(xfer_kv_sync); or a negative ErrorCode.");
+
+PyDoc_STRVAR(kv_remove_by_regex_doc,
+"remove_by_regex(pattern, force=False, future=None) -> int\n\n"
+"Remove the objects whose keys the POSIX extended pattern matches\n"
+"(leased ones too if force): how many, or a negative ErrorCode.");
+
+PyDoc_STRVAR(kv_replica_desc_doc,
+"replica_desc(keys, future=None) -> [[(int, int, str)] | int]\n\n"
+"Each key's complete replicas (xfer_kv_batch_get_replica_desc, which\n"
+"leases): (address, size, endpoint) each, or a negative ErrorCode.");
+
+PyDoc_STRVAR(kv_replica_clear_doc,
+"replica_clear(keys, segment=\"\", future=None) -> [int]\n\n"
+"Drop each key's replicas in segment (every one: \"\"), of objects this\n"
+"client put, not leased (xfer_kv_batch_replica_clear): 0 or a negative\n"
+"ErrorCode each.");
 
 #define KW_METHOD(name, fn, doc)                                           \
 	{ name, (PyCFunction)(void (*)(void))fn,                            \
@@ -283,6 +319,12 @@ static PyMethodDef kv_methods[] = {
 	KW_METHOD("size", kv_size, kv_keys_doc),
 	KW_METHOD("remove", kv_remove, kv_keys_doc),
 	KW_METHOD("remove_all", kv_remove_all, kv_remove_all_doc),
+	KW_METHOD("get_version", kv_get_version, kv_get_version_doc),
+	KW_METHOD("sync", kv_sync, kv_sync_doc),
+	KW_METHOD("replica_desc", kv_replica_desc, kv_replica_desc_doc),
+	KW_METHOD("replica_clear", kv_replica_clear, kv_replica_clear_doc),
+	KW_METHOD("remove_by_regex", kv_remove_by_regex,
+		  kv_remove_by_regex_doc),
 	{ "_aio_fileno", (PyCFunction)kv_fileno, METH_NOARGS, NULL },
 	{ "_aio_drain", (PyCFunction)kv_drain, METH_NOARGS, NULL },
 	{ NULL, NULL, 0, NULL },

@@ -46,12 +46,16 @@ struct kvc {
 	struct iovec *iov;
 	size_t *iovcnt;                 /* NULL: one part per key */
 	unsigned flags;
-	bool force, as_bytes;
+	bool force, as_bytes, upsert;
 	bool has_rc;
+	uint64_t min_version, version;  /* getv: asked, and read */
+	uint64_t *src;                  /* a ranged get: n offsets */
+	char *pattern;                  /* remove_regex, replica_clear */
+	struct xfer_kv_replica_desc *desc; /* desc: 16 a key */
 	struct xfer_kv_replicate rc;
 	char *preferred;
 	struct xpy_hold hold;           /* the buffer objects' views */
-	int64_t *results;               /* n, or one (remove_all) */
+	int64_t *results;               /* n, or one (single) */
 	/* a fetch */
 	atomic_size_t left;             /* length queries not answered */
 	struct kvc_slot *slots;
@@ -65,6 +69,20 @@ struct kvc {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 };
+
+/* Calls of no key or of one, whose callback carries the result. */
+static bool single(enum xpy_kv_kind kind)
+{
+	return kind == XPY_KV_REMOVE_ALL || kind == XPY_KV_GETV ||
+	       kind == XPY_KV_SYNC || kind == XPY_KV_REMOVE_REGEX;
+}
+
+/* No keys to parse. */
+static bool keyless(enum xpy_kv_kind kind)
+{
+	return kind == XPY_KV_REMOVE_ALL || kind == XPY_KV_SYNC ||
+	       kind == XPY_KV_REMOVE_REGEX;
+}
 
 /* The client's answer as Mooncake's binding gives it: a local errno
  * (-ENOMEM, -EDEADLK, -ESHUTDOWN) is its INTERNAL_ERROR, -1. */
@@ -95,7 +113,7 @@ static void on_end(struct xfer_kv *k, int64_t result, void *arg)
 	struct kvc *c = arg;
 
 	(void)k;
-	if (c->kind == XPY_KV_REMOVE_ALL)
+	if (single(c->kind))
 		c->results[0] = result;
 	kvc_end(c);
 }
@@ -173,12 +191,38 @@ static void kvc_start(struct kvc *c)
 
 	switch (c->kind) {
 	case XPY_KV_PUT:
-		r = xfer_kv_batch_put_async(k, n, c->keys, c->iov, c->iovcnt,
-					    c->flags, rc, c->results, on_end,
-					    c);
+		r = (c->upsert ? xfer_kv_batch_upsert_async :
+				 xfer_kv_batch_put_async)(
+			k, n, c->keys, c->iov, c->iovcnt, c->flags, rc,
+			c->results, on_end, c);
+		break;
+	case XPY_KV_GETV:
+		r = xfer_kv_get_version_async(k, c->keys[0], c->iov[0].iov_base,
+					      c->iov[0].iov_len, c->flags,
+					      c->min_version, &c->version,
+					      on_end, c);
+		break;
+	case XPY_KV_SYNC:
+		r = xfer_kv_sync_async(k, on_end, c);
+		break;
+	case XPY_KV_REPLICA_CLEAR:
+		r = xfer_kv_batch_replica_clear_async(k, n, c->keys, c->pattern,
+						      c->results, on_end, c);
+		break;
+	case XPY_KV_DESC:
+		r = xfer_kv_batch_get_replica_desc_async(k, n, c->keys, c->desc,
+							 c->results, on_end,
+							 c);
+		break;
+	case XPY_KV_REMOVE_REGEX:
+		r = xfer_kv_remove_by_regex_async(k, c->pattern, c->force,
+						  on_end, c);
 		break;
 	case XPY_KV_GET:
-		r = xfer_kv_batch_get_async(k, n, c->keys, c->iov, c->iovcnt,
+		r = c->src ? xfer_kv_batch_get_ranges_async(
+				k, n, c->keys, c->src, c->iov, c->flags,
+				c->results, on_end, c) :
+		    xfer_kv_batch_get_async(k, n, c->keys, c->iov, c->iovcnt,
 					    c->flags, c->results, on_end, c);
 		break;
 	case XPY_KV_EXIST:
@@ -191,8 +235,6 @@ static void kvc_start(struct kvc *c)
 		break;
 	case XPY_KV_REMOVE_ALL:
 		r = xfer_kv_remove_all_async(k, c->force, on_end, c);
-		if (r)
-			c->results[0] = r;
 		break;
 	case XPY_KV_SIZE:
 	case XPY_KV_FETCH:
@@ -210,7 +252,9 @@ static void kvc_start(struct kvc *c)
 		}
 		return;
 	}
-	if (r && c->kind != XPY_KV_REMOVE_ALL)
+	if (r && single(c->kind))
+		c->results[0] = r;
+	else if (r)
 		for (size_t i = 0; i < n; i++)
 			c->results[i] = r;
 	if (r) /* the callback never runs */
@@ -221,8 +265,10 @@ static void kvc_start(struct kvc *c)
 
 /* What the methods take (all but keys optional). */
 struct kvc_in {
-	PyObject *keys, *parts, *counts, *lens, *rc, *fut;
-	int zero_copy, force, as_bytes;
+	PyObject *keys, *parts, *counts, *lens, *rc, *fut, *src;
+	int zero_copy, force, as_bytes, upsert;
+	unsigned long long min_version;
+	const char *pattern;
 };
 
 static void kvc_free(struct kvc *c)
@@ -241,6 +287,9 @@ static void kvc_free(struct kvc *c)
 	free(c->iov);
 	free(c->iovcnt);
 	free(c->preferred);
+	free(c->pattern);
+	free(c->desc);
+	free(c->src);
 	free(c->results);
 	free(c->slots);
 	free(c->mem);
@@ -383,6 +432,25 @@ out:
 	return ret;
 }
 
+/* A ranged get's source offsets, one per key, one part each. */
+static int parse_src(struct kvc *c, const struct kvc_in *in)
+{
+	if (in->counts != Py_None ||
+	    PySequence_Size(in->src) != (Py_ssize_t)c->n) {
+		PyErr_SetString(PyExc_ValueError, "src_offsets must have one "
+				"offset per key, each of one part");
+		return -1;
+	}
+	if (!(c->src = calloc(c->n + 1, sizeof(*c->src)))) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (size_t i = 0; i < c->n; i++)
+		if (seq_size(in->src, i, &c->src[i]) < 0)
+			return -1;
+	return 0;
+}
+
 /* (replica_num, soft_pin, hard_pin, preferred_segment or None) */
 static int parse_rc(struct kvc *c, PyObject *rc)
 {
@@ -414,8 +482,15 @@ static int parse_rc(struct kvc *c, PyObject *rc)
 static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 		      struct kvc_in *in)
 {
-	static char *kw_move[] = { "keys", "parts", "counts", "lens", "rc",
-				   "zero_copy", "future", NULL };
+	static char *kw_put[] = { "keys", "parts", "counts", "lens", "rc",
+				  "zero_copy", "upsert", "future", NULL };
+	static char *kw_getv[] = { "key", "parts", "lens", "zero_copy",
+				   "min_version", "future", NULL };
+	static char *kw_sync[] = { "future", NULL };
+	static char *kw_regex[] = { "pattern", "force", "future", NULL };
+	static char *kw_clear[] = { "keys", "segment", "future", NULL };
+	static char *kw_get[] = { "keys", "parts", "counts", "lens", "rc",
+				  "zero_copy", "src_offsets", "future", NULL };
 	static char *kw_fetch[] = { "keys", "as_bytes", "future", NULL };
 	static char *kw_keys[] = { "keys", "future", NULL };
 	static char *kw_remove[] = { "keys", "force", "future", NULL };
@@ -423,17 +498,38 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 
 	switch (kind) {
 	case XPY_KV_PUT:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "OO|OOOppO:put", kw_put, &in->keys,
+			&in->parts, &in->counts, &in->lens, &in->rc,
+			&in->zero_copy, &in->upsert, &in->fut);
+	case XPY_KV_GETV:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "OO|OpKO:get_version", kw_getv, &in->keys,
+			&in->parts, &in->lens, &in->zero_copy,
+			&in->min_version, &in->fut);
+	case XPY_KV_SYNC:
+		return PyArg_ParseTupleAndKeywords(args, kw, "|O:sync",
+						   kw_sync, &in->fut);
+	case XPY_KV_REPLICA_CLEAR:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "O|sO:replica_clear", kw_clear, &in->keys,
+			&in->pattern, &in->fut);
+	case XPY_KV_REMOVE_REGEX:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "s|pO:remove_by_regex", kw_regex,
+			&in->pattern, &in->force, &in->fut);
 	case XPY_KV_GET:
 		return PyArg_ParseTupleAndKeywords(
-			args, kw, "OO|OOOpO:call", kw_move, &in->keys,
+			args, kw, "OO|OOOpOO:get", kw_get, &in->keys,
 			&in->parts, &in->counts, &in->lens, &in->rc,
-			&in->zero_copy, &in->fut);
+			&in->zero_copy, &in->src, &in->fut);
 	case XPY_KV_FETCH:
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "O|pO:fetch", kw_fetch, &in->keys,
 			&in->as_bytes, &in->fut);
 	case XPY_KV_EXIST:
 	case XPY_KV_SIZE:
+	case XPY_KV_DESC:
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "O|O:call", kw_keys, &in->keys, &in->fut);
 	case XPY_KV_REMOVE:
@@ -486,7 +582,18 @@ static struct kvc *kvc_new(KVObject *kv, enum xpy_kv_kind kind,
 	c->flags = in->zero_copy ? XFER_KV_ZERO_COPY : 0;
 	c->force = in->force;
 	c->as_bytes = in->as_bytes;
-	if (kind != XPY_KV_REMOVE_ALL) {
+	c->upsert = in->upsert;
+	c->min_version = in->min_version;
+	if (in->pattern && !(c->pattern = strdup(in->pattern))) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	if (kind == XPY_KV_GETV) {
+		keys = PyTuple_Pack(1, in->keys);
+		if (!keys || parse_keys(c, keys) < 0 ||
+		    parse_parts(c, in, true) < 0)
+			goto out;
+	} else if (!keyless(kind)) {
 		keys = PySequence_Fast(in->keys, "keys must be a list");
 		if (!keys || parse_keys(c, keys) < 0)
 			goto out;
@@ -502,6 +609,13 @@ static struct kvc *kvc_new(KVObject *kv, enum xpy_kv_kind kind,
 	if ((kind == XPY_KV_FETCH || kind == XPY_KV_SIZE) &&
 	    fetch_alloc(c) < 0)
 		goto out;
+	if (in->src != Py_None && parse_src(c, in) < 0)
+		goto out;
+	if (kind == XPY_KV_DESC &&
+	    !(c->desc = calloc(c->n * XFER_KV_REPLICA_MAX + 1, sizeof(*c->desc)))) {
+		PyErr_NoMemory();
+		goto out;
+	}
 	ret = 0;
 out:
 	Py_XDECREF(keys);
@@ -514,17 +628,43 @@ out:
 
 /* ---- results: with the GIL ---------------------------------------------- */
 
+/* Key @p i's replicas: a list of (address, size, endpoint). */
+static PyObject *desc_list(struct kvc *c, size_t i)
+{
+	const struct xfer_kv_replica_desc *d = &c->desc[i * XFER_KV_REPLICA_MAX];
+	PyObject *list = PyList_New((Py_ssize_t)c->results[i]);
+
+	for (Py_ssize_t j = 0; list && j < PyList_GET_SIZE(list); j++) {
+		PyObject *t = Py_BuildValue("(KKs)",
+					    (unsigned long long)d[j].addr,
+					    (unsigned long long)d[j].size,
+					    d[j].endpoint);
+
+		if (!t) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, j, t);
+	}
+	return list;
+}
+
 static PyObject *kvc_result(struct kvc *c)
 {
 	PyObject *list, *o;
 
-	if (c->kind == XPY_KV_REMOVE_ALL)
+	if (c->kind == XPY_KV_GETV)
+		return Py_BuildValue("(LK)", (long long)mc(c->results[0]),
+				     (unsigned long long)c->version);
+	if (single(c->kind))
 		return PyLong_FromLongLong(mc(c->results[0]));
 	list = PyList_New((Py_ssize_t)c->n);
 	for (size_t i = 0; list && i < c->n; i++) {
 		int64_t r = c->results[i];
 
-		if (c->kind != XPY_KV_FETCH || r < 0)
+		if (c->kind == XPY_KV_DESC && r >= 0)
+			o = desc_list(c, i);
+		else if (c->kind != XPY_KV_FETCH || r < 0)
 			o = PyLong_FromLongLong(mc(r));
 		else if (c->as_bytes)
 			o = PyBytes_FromStringAndSize(c->mem[i], r);
@@ -543,7 +683,8 @@ PyObject *xpy_kv_call(KVObject *kv, enum xpy_kv_kind kind, PyObject *args,
 		      PyObject *kw)
 {
 	struct kvc_in in = { .counts = Py_None, .lens = Py_None,
-			     .rc = Py_None, .fut = Py_None, .as_bytes = 1 };
+			     .rc = Py_None, .fut = Py_None, .src = Py_None,
+			     .as_bytes = 1 };
 	struct kvc *c;
 	PyObject *r;
 

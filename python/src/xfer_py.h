@@ -168,6 +168,11 @@ enum xpy_kv_kind {
 	XPY_KV_SIZE,
 	XPY_KV_REMOVE,
 	XPY_KV_REMOVE_ALL,
+	XPY_KV_GETV,         /* one key into one part, with min_version */
+	XPY_KV_SYNC,
+	XPY_KV_REMOVE_REGEX,
+	XPY_KV_DESC,         /* replica descriptors */
+	XPY_KV_REPLICA_CLEAR,
 };
 
 /* module.c */

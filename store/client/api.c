@@ -13,42 +13,35 @@
 #include "store/client/kv_internal.h"
 #include "util/wait_internal.h"
 
-struct call {
-	enum kv_kind kind;
-	size_t n;
-	const char *const *keys;
-	const struct iovec *iov;
-	const size_t *iovcnt;
-	unsigned flags;
-	const struct xfer_kv_replicate *rc;
-	bool force, batch;             /* batch: results[] wanted */
-	int64_t *results;
-	xfer_kv_cb cb;
-	void *arg;
-};
-
-static bool bad_args(const struct call *c)
+static bool bad_args(const struct kv_call *c)
 {
 	const struct xfer_kv_replicate *rc = c->rc;
 
 	if (!c->cb || (c->flags & ~XFER_KV_ZERO_COPY))
 		return true;
-	if (c->kind == KV_REMOVE_ALL)
+	if (c->kind == KV_REMOVE_ALL || c->kind == KV_SYNC)
 		return false;
+	if (c->kind == KV_REMOVE_REGEX)
+		return !c->pattern || !*c->pattern ||
+		       strlen(c->pattern) > STORE_PATTERN_MAX;
 	if (!c->n || !c->keys || ((c->kind == KV_PUT || c->kind == KV_GET) &&
-				  !c->iov) || (c->batch && !c->results))
+				  !c->iov) || (c->batch && !c->results) ||
+	    (c->kind == KV_DESC && !c->desc))
 		return true;
 	for (size_t i = 0; i < c->n; i++)
 		if (!c->keys[i])
 			return true;
+	if (c->segment && strlen(c->segment) > STORE_NAME_MAX)
+		return true;
 	return rc && (!rc->replica_num || rc->replica_num > STORE_REPLICA_MAX ||
 		      (rc->preferred_segment &&
 		       strlen(rc->preferred_segment) > STORE_NAME_MAX));
 }
 
-static int call(struct xfer_kv *kv, const struct call *c)
+int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 {
 	const struct xfer_kv_replicate *rc = c->rc;
+	const char *pref;
 	struct kv_op *op;
 
 	if (atomic_load(&kv->closing))
@@ -62,10 +55,21 @@ static int call(struct xfer_kv *kv, const struct call *c)
 	op->flags = c->flags;
 	op->force = c->force;
 	op->replicas = rc ? (uint8_t)rc->replica_num : 1;
-	op->pin = rc ? (rc->with_soft_pin ? 1 : 0) |
-		       (rc->with_hard_pin ? 2 : 0) : 0;
-	if (rc && rc->preferred_segment && *rc->preferred_segment &&
-	    !(op->preferred = strdup(rc->preferred_segment))) {
+	op->pin = (rc ? (rc->with_soft_pin ? 1 : 0) |
+			(rc->with_hard_pin ? 2 : 0) : 0) | (c->upsert ? 4 : 0);
+	op->min_version = c->min_version;
+	op->version = c->version;
+	op->desc = c->desc;
+	for (size_t i = 0; c->src_offsets && i < c->n; i++) {
+		op->keys[i].ranged = true;
+		op->keys[i].src_off = c->src_offsets[i];
+	}
+	if (c->pattern && !(op->pattern = strdup(c->pattern))) {
+		kv_op_free(op);
+		return -ENOMEM;
+	}
+	pref = c->segment ? c->segment : rc ? rc->preferred_segment : NULL;
+	if (pref && *pref && !(op->preferred = strdup(pref))) {
 		kv_op_free(op);
 		return -ENOMEM;
 	}
@@ -100,8 +104,7 @@ static int64_t wait_end(struct xfer_wait *w, int started)
 	return started;
 }
 
-/* Run the call @p c with a waiter as its callback; @return its result. */
-static int64_t call_wait(struct xfer_kv *kv, struct call *c)
+int64_t kv_call_wait(struct xfer_kv *kv, struct kv_call *c)
 {
 	struct xfer_wait *w;
 	int ret = wait_begin(kv, &w);
@@ -110,18 +113,18 @@ static int64_t call_wait(struct xfer_kv *kv, struct call *c)
 		return ret;
 	c->cb = wait_cb;
 	c->arg = w;
-	return wait_end(w, call(kv, c));
+	return wait_end(w, kv_call(kv, c));
 }
 
 /* ---- put ---- */
 
-static struct call put1(const char *key, const void *value, size_t len,
+static struct kv_call put1(const char *key, const void *value, size_t len,
 			unsigned flags, const struct xfer_kv_replicate *rc,
 			const char **k, struct iovec *iov)
 {
 	*k = key;
 	*iov = (struct iovec){ (void *)value, len };
-	return (struct call){ .kind = KV_PUT, .n = 1, .keys = k, .iov = iov,
+	return (struct kv_call){ .kind = KV_PUT, .n = 1, .keys = k, .iov = iov,
 			      .flags = flags, .rc = rc };
 }
 
@@ -131,11 +134,11 @@ int xfer_kv_put_async(struct xfer_kv *kv, const char *key, const void *value,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = put1(key, value, len, 0, rc, &k, &iov);
+	struct kv_call c = put1(key, value, len, 0, rc, &k, &iov);
 
 	c.cb = cb;
 	c.arg = arg;
-	return call(kv, &c);
+	return kv_call(kv, &c);
 }
 
 int xfer_kv_put(struct xfer_kv *kv, const char *key, const void *value,
@@ -143,9 +146,9 @@ int xfer_kv_put(struct xfer_kv *kv, const char *key, const void *value,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = put1(key, value, len, 0, rc, &k, &iov);
+	struct kv_call c = put1(key, value, len, 0, rc, &k, &iov);
 
-	return (int)call_wait(kv, &c);
+	return (int)kv_call_wait(kv, &c);
 }
 
 int xfer_kv_put_from_async(struct xfer_kv *kv, const char *key,
@@ -155,11 +158,11 @@ int xfer_kv_put_from_async(struct xfer_kv *kv, const char *key,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = put1(key, buf, len, XFER_KV_ZERO_COPY, rc, &k, &iov);
+	struct kv_call c = put1(key, buf, len, XFER_KV_ZERO_COPY, rc, &k, &iov);
 
 	c.cb = cb;
 	c.arg = arg;
-	return call(kv, &c);
+	return kv_call(kv, &c);
 }
 
 int xfer_kv_put_from(struct xfer_kv *kv, const char *key, const void *buf,
@@ -167,9 +170,9 @@ int xfer_kv_put_from(struct xfer_kv *kv, const char *key, const void *buf,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = put1(key, buf, len, XFER_KV_ZERO_COPY, rc, &k, &iov);
+	struct kv_call c = put1(key, buf, len, XFER_KV_ZERO_COPY, rc, &k, &iov);
 
-	return (int)call_wait(kv, &c);
+	return (int)kv_call_wait(kv, &c);
 }
 
 int xfer_kv_batch_put_async(struct xfer_kv *kv, size_t n,
@@ -178,7 +181,7 @@ int xfer_kv_batch_put_async(struct xfer_kv *kv, size_t n,
 			    const struct xfer_kv_replicate *rc,
 			    int64_t *results, xfer_kv_cb cb, void *arg)
 {
-	return call(kv, &(struct call){
+	return kv_call(kv, &(struct kv_call){
 		.kind = KV_PUT, .n = n, .keys = keys, .iov = iov,
 		.iovcnt = iovcnt, .flags = flags, .rc = rc,
 		.batch = true, .results = results, .cb = cb, .arg = arg });
@@ -189,7 +192,7 @@ int xfer_kv_batch_put(struct xfer_kv *kv, size_t n, const char *const *keys,
 		      unsigned flags, const struct xfer_kv_replicate *rc,
 		      int64_t *results)
 {
-	return (int)call_wait(kv, &(struct call){
+	return (int)kv_call_wait(kv, &(struct kv_call){
 		.kind = KV_PUT, .n = n, .keys = keys, .iov = iov,
 		.iovcnt = iovcnt, .flags = flags, .rc = rc,
 		.batch = true, .results = results });
@@ -197,12 +200,12 @@ int xfer_kv_batch_put(struct xfer_kv *kv, size_t n, const char *const *keys,
 
 /* ---- get ---- */
 
-static struct call get1(const char *key, void *buf, size_t cap,
+static struct kv_call get1(const char *key, void *buf, size_t cap,
 			unsigned flags, const char **k, struct iovec *iov)
 {
 	*k = key;
 	*iov = (struct iovec){ buf, cap };
-	return (struct call){ .kind = KV_GET, .n = 1, .keys = k, .iov = iov,
+	return (struct kv_call){ .kind = KV_GET, .n = 1, .keys = k, .iov = iov,
 			      .flags = flags };
 }
 
@@ -211,11 +214,11 @@ int xfer_kv_get_async(struct xfer_kv *kv, const char *key, void *buf,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = get1(key, buf, cap, 0, &k, &iov);
+	struct kv_call c = get1(key, buf, cap, 0, &k, &iov);
 
 	c.cb = cb;
 	c.arg = arg;
-	return call(kv, &c);
+	return kv_call(kv, &c);
 }
 
 int64_t xfer_kv_get(struct xfer_kv *kv, const char *key, void *buf,
@@ -223,9 +226,9 @@ int64_t xfer_kv_get(struct xfer_kv *kv, const char *key, void *buf,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = get1(key, buf, cap, 0, &k, &iov);
+	struct kv_call c = get1(key, buf, cap, 0, &k, &iov);
 
-	return call_wait(kv, &c);
+	return kv_call_wait(kv, &c);
 }
 
 int xfer_kv_get_into_async(struct xfer_kv *kv, const char *key, void *buf,
@@ -233,11 +236,11 @@ int xfer_kv_get_into_async(struct xfer_kv *kv, const char *key, void *buf,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = get1(key, buf, cap, XFER_KV_ZERO_COPY, &k, &iov);
+	struct kv_call c = get1(key, buf, cap, XFER_KV_ZERO_COPY, &k, &iov);
 
 	c.cb = cb;
 	c.arg = arg;
-	return call(kv, &c);
+	return kv_call(kv, &c);
 }
 
 int64_t xfer_kv_get_into(struct xfer_kv *kv, const char *key, void *buf,
@@ -245,9 +248,9 @@ int64_t xfer_kv_get_into(struct xfer_kv *kv, const char *key, void *buf,
 {
 	struct iovec iov;
 	const char *k;
-	struct call c = get1(key, buf, cap, XFER_KV_ZERO_COPY, &k, &iov);
+	struct kv_call c = get1(key, buf, cap, XFER_KV_ZERO_COPY, &k, &iov);
 
-	return call_wait(kv, &c);
+	return kv_call_wait(kv, &c);
 }
 
 int xfer_kv_batch_get_async(struct xfer_kv *kv, size_t n,
@@ -255,7 +258,7 @@ int xfer_kv_batch_get_async(struct xfer_kv *kv, size_t n,
 			    const size_t *iovcnt, unsigned flags,
 			    int64_t *results, xfer_kv_cb cb, void *arg)
 {
-	return call(kv, &(struct call){
+	return kv_call(kv, &(struct kv_call){
 		.kind = KV_GET, .n = n, .keys = keys, .iov = iov,
 		.iovcnt = iovcnt, .flags = flags, .batch = true,
 		.results = results,
@@ -266,7 +269,7 @@ int xfer_kv_batch_get(struct xfer_kv *kv, size_t n, const char *const *keys,
 		      const struct iovec *iov, const size_t *iovcnt,
 		      unsigned flags, int64_t *results)
 {
-	return (int)call_wait(kv, &(struct call){
+	return (int)kv_call_wait(kv, &(struct kv_call){
 		.kind = KV_GET, .n = n, .keys = keys, .iov = iov,
 		.iovcnt = iovcnt, .flags = flags, .batch = true,
 		.results = results });
@@ -277,13 +280,13 @@ int xfer_kv_batch_get(struct xfer_kv *kv, size_t n, const char *const *keys,
 int xfer_kv_exist_async(struct xfer_kv *kv, const char *key, xfer_kv_cb cb,
 			void *arg)
 {
-	return call(kv, &(struct call){ .kind = KV_EXIST, .n = 1,
+	return kv_call(kv, &(struct kv_call){ .kind = KV_EXIST, .n = 1,
 					.keys = &key, .cb = cb, .arg = arg });
 }
 
 int xfer_kv_exist(struct xfer_kv *kv, const char *key)
 {
-	return (int)call_wait(kv, &(struct call){ .kind = KV_EXIST, .n = 1,
+	return (int)kv_call_wait(kv, &(struct kv_call){ .kind = KV_EXIST, .n = 1,
 						  .keys = &key });
 }
 
@@ -291,7 +294,7 @@ int xfer_kv_batch_exist_async(struct xfer_kv *kv, size_t n,
 			      const char *const *keys, int64_t *results,
 			      xfer_kv_cb cb, void *arg)
 {
-	return call(kv, &(struct call){ .kind = KV_EXIST, .n = n,
+	return kv_call(kv, &(struct kv_call){ .kind = KV_EXIST, .n = n,
 					.keys = keys, .batch = true,
 					.results = results,
 					.cb = cb, .arg = arg });
@@ -300,7 +303,7 @@ int xfer_kv_batch_exist_async(struct xfer_kv *kv, size_t n,
 int xfer_kv_batch_exist(struct xfer_kv *kv, size_t n, const char *const *keys,
 			int64_t *results)
 {
-	return (int)call_wait(kv, &(struct call){
+	return (int)kv_call_wait(kv, &(struct kv_call){
 		.kind = KV_EXIST, .n = n, .keys = keys, .batch = true,
 		.results = results });
 }
@@ -308,27 +311,27 @@ int xfer_kv_batch_exist(struct xfer_kv *kv, size_t n, const char *const *keys,
 int xfer_kv_get_size_async(struct xfer_kv *kv, const char *key, xfer_kv_cb cb,
 			   void *arg)
 {
-	return call(kv, &(struct call){ .kind = KV_SIZE, .n = 1,
+	return kv_call(kv, &(struct kv_call){ .kind = KV_SIZE, .n = 1,
 					.keys = &key, .cb = cb, .arg = arg });
 }
 
 int64_t xfer_kv_get_size(struct xfer_kv *kv, const char *key)
 {
-	return call_wait(kv, &(struct call){ .kind = KV_SIZE, .n = 1,
+	return kv_call_wait(kv, &(struct kv_call){ .kind = KV_SIZE, .n = 1,
 					     .keys = &key });
 }
 
 int xfer_kv_remove_async(struct xfer_kv *kv, const char *key, bool force,
 			 xfer_kv_cb cb, void *arg)
 {
-	return call(kv, &(struct call){ .kind = KV_REMOVE, .n = 1,
+	return kv_call(kv, &(struct kv_call){ .kind = KV_REMOVE, .n = 1,
 					.keys = &key, .force = force,
 					.cb = cb, .arg = arg });
 }
 
 int xfer_kv_remove(struct xfer_kv *kv, const char *key, bool force)
 {
-	return (int)call_wait(kv, &(struct call){
+	return (int)kv_call_wait(kv, &(struct kv_call){
 		.kind = KV_REMOVE, .n = 1, .keys = &key, .force = force });
 }
 
@@ -336,7 +339,7 @@ int xfer_kv_batch_remove_async(struct xfer_kv *kv, size_t n,
 			       const char *const *keys, bool force,
 			       int64_t *results, xfer_kv_cb cb, void *arg)
 {
-	return call(kv, &(struct call){ .kind = KV_REMOVE, .n = n,
+	return kv_call(kv, &(struct kv_call){ .kind = KV_REMOVE, .n = n,
 					.keys = keys, .force = force,
 					.batch = true, .results = results,
 					.cb = cb,
@@ -347,7 +350,7 @@ int xfer_kv_batch_remove(struct xfer_kv *kv, size_t n,
 			 const char *const *keys, bool force,
 			 int64_t *results)
 {
-	return (int)call_wait(kv, &(struct call){
+	return (int)kv_call_wait(kv, &(struct kv_call){
 		.kind = KV_REMOVE, .n = n, .keys = keys, .force = force,
 		.batch = true, .results = results });
 }
@@ -355,12 +358,12 @@ int xfer_kv_batch_remove(struct xfer_kv *kv, size_t n,
 int xfer_kv_remove_all_async(struct xfer_kv *kv, bool force, xfer_kv_cb cb,
 			     void *arg)
 {
-	return call(kv, &(struct call){ .kind = KV_REMOVE_ALL, .force = force,
+	return kv_call(kv, &(struct kv_call){ .kind = KV_REMOVE_ALL, .force = force,
 					.cb = cb, .arg = arg });
 }
 
 int64_t xfer_kv_remove_all(struct xfer_kv *kv, bool force)
 {
-	return call_wait(kv, &(struct call){ .kind = KV_REMOVE_ALL,
+	return kv_call_wait(kv, &(struct kv_call){ .kind = KV_REMOVE_ALL,
 					     .force = force });
 }

@@ -10,6 +10,8 @@
  *   move.c    the bytes of puts and gets: segments opened by name,
  *             rounds of one xfer batch each through the staging buffer
  *   api.c     the public calls, asynchronous and blocking
+ *   api_more.c the calls beyond put, get, exist and remove: upsert,
+ *             versions, sync, remove by pattern (through api.c's kv_call)
  *
  * Files call down this list only (conn.c lowest, then move.c, op.c, and
  * client.c and api.c on top: test/check_layers.py); what goes up goes
@@ -96,10 +98,14 @@ struct kv_key {
 	uint64_t moved;                /* bytes of rep[cur] (get) or of
 					  every replica (put) moved */
 	int64_t lease_until_ms;
+	uint64_t version;              /* get: read, or the largest there */
+	uint64_t src_off;              /* a ranged get: from this byte */
+	bool ranged;                   /* read cap bytes from src_off */
 	struct kv_rep rep[STORE_REPLICA_MAX];
 };
 
-enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL };
+enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL,
+	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR };
 
 /* One piece of a round: key @p k's bytes [off, off + len) at staging
  * offset @p pos. */
@@ -117,8 +123,13 @@ struct kv_op {
 	enum kv_kind kind;
 	unsigned flags;                /* XFER_KV_ZERO_COPY */
 	bool force, waiting;
-	uint8_t replicas, pin;
-	char *preferred;
+	uint8_t replicas, pin;         /* pin: put_start's flags */
+	char *preferred;               /* or replica_clear's segment */
+	char *pattern;                 /* remove_regex */
+	uint64_t min_version;          /* get: 0, or the least to read */
+	uint64_t *version;             /* get: the caller's, set at the end */
+	struct xfer_kv_replica_desc *desc; /* desc: the caller's, per key
+					      XFER_KV_REPLICA_MAX */
 	size_t n;
 	struct kv_key *keys;
 	char *arena;                   /* the keys' bytes */
@@ -197,6 +208,38 @@ static inline int64_t kv_now_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* ---- api.c, for api_more.c ---- */
+
+/* A call's arguments, checked by kv_call(). */
+struct kv_call {
+	enum kv_kind kind;
+	size_t n;
+	const char *const *keys;
+	const struct iovec *iov;
+	const size_t *iovcnt;
+	unsigned flags;
+	const struct xfer_kv_replicate *rc;
+	bool force, batch;             /* batch: results[] wanted */
+	bool upsert;                   /* put: replace what is there */
+	uint64_t min_version;
+	uint64_t *version;
+	const char *pattern;
+	const char *segment;           /* replica_clear: NULL or a name */
+	const uint64_t *src_offsets;   /* a ranged get: one per key */
+	struct xfer_kv_replica_desc *desc;
+	int64_t *results;
+	xfer_kv_cb cb;
+	void *arg;
+};
+
+/** Check @p c, make its op and post it. @return 0, or as
+ *  xfer_kv_put_async() returns. Any thread. */
+int kv_call(struct xfer_kv *kv, const struct kv_call *c);
+
+/** kv_call() with a waiter as the callback: @return its result, or what
+ *  kv_call() returned, or -EDEADLK on the reactor. */
+int64_t kv_call_wait(struct xfer_kv *kv, struct kv_call *c);
 
 /* ---- conn.c ---- */
 

@@ -6,8 +6,9 @@
  *
  *   put:    put_start -> move.c writes -> put_end + put_revoke
  *   get:    query -> move.c reads (lease checked per key)
- *   size:   query
- *   exist, remove, remove_all: one phase
+ *   size, desc: query
+ *   exist, remove, replica_clear, remove_all, sync, remove_regex: one
+ *           phase
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -51,6 +52,39 @@ static bool replicas_take(struct xfer_kv *kv, struct kv_key *k,
 	return k->nrep > 0;
 }
 
+_Static_assert(XFER_KV_REPLICA_MAX == STORE_REPLICA_MAX, "one limit");
+
+/* The replicas of a query's answer into the caller's descriptors: @return
+ * how many. */
+static int64_t desc_take(struct kv_op *op, struct kv_key *k,
+			 const struct store_item *it)
+{
+	struct xfer_kv_replica_desc *d =
+		&op->desc[(size_t)(k - op->keys) * XFER_KV_REPLICA_MAX];
+
+	for (unsigned i = 0; i < it->nrep; i++) {
+		d[i].addr = it->rep[i].addr;
+		d[i].size = it->rep[i].len;
+		memcpy(d[i].endpoint, it->rep[i].endpoint.p,
+		       it->rep[i].endpoint.len);
+		d[i].endpoint[it->rep[i].endpoint.len] = 0;
+	}
+	return it->nrep;
+}
+
+static void key_done(struct kv_op *op, struct kv_key *k, int64_t v);
+
+/* A ranged get reads cap bytes from src_off of each replica (checked to
+ * lie in the object); an empty range is read at once. */
+static void take_range(struct kv_op *op, struct kv_key *k)
+{
+	for (unsigned i = 0; i < k->nrep; i++)
+		k->rep[i].addr += k->src_off;
+	k->len = k->cap;
+	if (!k->len)
+		key_done(op, k, 0);
+}
+
 static void set_result(struct kv_op *op, struct kv_key *k, int64_t v)
 {
 	op->results[k - op->keys] = v;
@@ -85,18 +119,25 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 		k->state = KEY_DONE;   /* the result says why */
 		break;
 	case STORE_QUERY:
+		k->version = it ? it->version : 0;
 		if (err) {
 			key_done(op, k, err);
 			break;
 		}
 		k->len = it->len;
 		k->lease_until_ms = op->sent_ms + (int64_t)it->lease_ms;
-		if (op->kind == KV_SIZE)
+		if (op->kind == KV_DESC)
+			key_done(op, k, desc_take(op, k, it));
+		else if (op->kind == KV_SIZE)
 			key_done(op, k, (int64_t)it->len);
-		else if (it->len > k->cap)
+		else if (k->ranged ? k->src_off > it->len ||
+				     k->cap > it->len - k->src_off :
+				     it->len > k->cap)
 			key_done(op, k, XFER_KV_INVALID_PARAMS);
 		else if (!replicas_take(op->kv, k, it, it->len))
 			key_done(op, k, XFER_KV_INTERNAL_ERROR);
+		else if (k->ranged)
+			take_range(op, k);
 		break;
 	default:                       /* exist, remove */
 		key_done(op, k, err);
@@ -107,7 +148,8 @@ static void on_reply(struct kv_rpc *r, const struct store_msg *rep)
 {
 	struct kv_op *op = r->op;
 
-	if (r->type == STORE_REMOVE_ALL) {
+	if (r->type == STORE_REMOVE_ALL || r->type == STORE_SYNC ||
+	    r->type == STORE_REMOVE_REGEX) {
 		op->results[0] = !rep ? XFER_KV_RPC_FAIL :
 				 rep->err ? rep->err : rep->count;
 	} else {
@@ -145,6 +187,7 @@ static void send_keys(struct kv_op *op, uint16_t type, size_t from,
 		m->replicas = op->replicas;
 		m->flags = op->pin;
 		m->force = op->force;
+		m->min_version = op->min_version;
 		m->preferred = (struct store_str){
 			op->preferred, (uint16_t)(op->preferred ?
 						  strlen(op->preferred) : 0) };
@@ -240,6 +283,7 @@ static void op_start(struct xfer_job *job)
 		phase(op, STORE_QUERY, get_move);
 		break;
 	case KV_SIZE:
+	case KV_DESC:
 		phase(op, STORE_QUERY, finish);
 		break;
 	case KV_EXIST:
@@ -248,12 +292,22 @@ static void op_start(struct xfer_job *job)
 	case KV_REMOVE:
 		phase(op, STORE_REMOVE, finish);
 		break;
+	case KV_REPLICA_CLEAR:
+		phase(op, STORE_REPLICA_CLEAR, finish);
+		break;
 	case KV_REMOVE_ALL:
+	case KV_SYNC:
+	case KV_REMOVE_REGEX:
 		op->then = finish;
 		op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
 		kv->req->force = op->force;
+		kv->req->pattern = (struct store_str){
+			op->pattern, (uint16_t)(op->pattern ?
+						strlen(op->pattern) : 0) };
 		op->rpcs_out = 1;
-		kv_rpc_send(kv, &op->rpcs[0], STORE_REMOVE_ALL);
+		kv_rpc_send(kv, &op->rpcs[0], op->kind == KV_SYNC ? STORE_SYNC :
+			    op->kind == KV_REMOVE_REGEX ? STORE_REMOVE_REGEX :
+			    STORE_REMOVE_ALL);
 		break;
 	}
 }
@@ -267,6 +321,7 @@ void kv_op_post(struct kv_op *op)
 void kv_op_free(struct kv_op *op)
 {
 	free(op->preferred);
+	free(op->pattern);
 	free(op->arena);
 	free(op->iov);
 	free(op->keys);
@@ -291,6 +346,8 @@ static void finish(struct kv_op *op)
 			if (op->results[i] < 0)
 				res = op->results[i];
 	}
+	if (op->version && op->n)
+		*op->version = op->keys[0].version;
 	if (op->prev)
 		op->prev->next = op->next;
 	else

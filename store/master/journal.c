@@ -20,7 +20,7 @@
 static const char schema[] =
 	"BEGIN;"
 	"PRAGMA application_id = 1481853489;"
-	"PRAGMA user_version = 1;"
+	"PRAGMA user_version = 2;"
 	"CREATE TABLE meta (name TEXT NOT NULL PRIMARY KEY, value);"
 	"CREATE TABLE segments (sid INTEGER PRIMARY KEY AUTOINCREMENT,"
 	"  id BLOB NOT NULL UNIQUE, client BLOB NOT NULL, name BLOB NOT NULL,"
@@ -28,10 +28,18 @@ static const char schema[] =
 	"CREATE TABLE objects (key BLOB NOT NULL PRIMARY KEY,"
 	"  len INTEGER NOT NULL, flags INTEGER NOT NULL,"
 	"  state INTEGER NOT NULL, writer BLOB NOT NULL,"
-	"  replicas BLOB NOT NULL) WITHOUT ROWID;";
+	"  replicas BLOB NOT NULL, version INTEGER NOT NULL DEFAULT 0)"
+	"  WITHOUT ROWID;";
+
+/* A journal of user_version 1 gets the objects' versions (0: before). */
+static const char upgrade_v1[] =
+	"BEGIN;"
+	"ALTER TABLE objects ADD COLUMN version INTEGER NOT NULL DEFAULT 0;"
+	"PRAGMA user_version = 2;"
+	"COMMIT;";
 
 enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_MOUNT_AS, ST_UNMOUNT, ST_PUT,
-       ST_COMPLETE, ST_DEL, ST_COUNT };
+       ST_COMPLETE, ST_DEL, ST_VERSION, ST_COUNT };
 
 static const char *const stmt_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN",
@@ -43,10 +51,12 @@ static const char *const stmt_sql[ST_COUNT] = {
 			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_UNMOUNT] = "DELETE FROM segments WHERE sid = ?1",
 	[ST_PUT] = "INSERT OR REPLACE INTO objects "
-		   "(key, len, flags, state, writer, replicas) "
-		   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	[ST_COMPLETE] = "UPDATE objects SET state = 1 WHERE key = ?1",
+		   "(key, len, flags, state, writer, replicas, version) "
+		   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_COMPLETE] = "UPDATE objects SET state = 1, version = ?2 "
+			"WHERE key = ?1",
 	[ST_DEL] = "DELETE FROM objects WHERE key = ?1",
+	[ST_VERSION] = "INSERT OR REPLACE INTO meta VALUES ('version', ?1)",
 };
 
 struct journal {
@@ -151,7 +161,7 @@ static int sync_parent(const char *path)
 static const char *setup(struct journal *j, const char *cluster_id,
 			 char *buf, size_t buflen)
 {
-	int64_t app = 0, tables = 0;
+	int64_t app = 0, tables = 0, uv = 0;
 	char mode[16], cid[128];
 	bool fresh;
 	int rc;
@@ -211,6 +221,13 @@ static const char *setup(struct journal *j, const char *cluster_id,
 			 "%.60s", cid, cluster_id);
 		return buf;
 	}
+	rc = one_value(j->db, "PRAGMA user_version", &uv, NULL, 0);
+	if (!rc && uv == 1)
+		rc = sqlite3_exec(j->db, upgrade_v1, NULL, NULL, NULL);
+	else if (!rc && uv != 2)
+		return "written by another version of xfer-stored";
+	if (rc)
+		goto sqlite_err;
 	return NULL;
 
 sqlite_err:
@@ -331,6 +348,7 @@ static int load_object(sqlite3_stmt *st, const struct journal_load_cb *cb,
 	flags = sqlite3_column_int64(st, 2);
 	state = sqlite3_column_int64(st, 3);
 	o.writer = blob(st, 4, STORE_ID_LEN, STORE_ID_LEN, &n);
+	o.version = (uint64_t)sqlite3_column_int64(st, 6);
 	reps = blob(st, 5, REP_BYTES, REP_BYTES * STORE_REPLICA_MAX, &len);
 	if (!o.key || !o.len || flags < 0 || flags > 255 || state < 0 ||
 	    state > 1 || !o.writer || !reps || len % REP_BYTES)
@@ -351,7 +369,8 @@ int journal_load(struct journal *j, const struct journal_load_cb *cb,
 	static const char *const sql[2] = {
 		"SELECT sid, id, client, name, base, size FROM segments "
 		"ORDER BY sid",
-		"SELECT key, len, flags, state, writer, replicas FROM objects",
+		"SELECT key, len, flags, state, writer, replicas, version "
+		"FROM objects",
 	};
 	sqlite3_stmt *st;
 	int rc, ret = 0;
@@ -429,6 +448,7 @@ void journal_put(struct journal *j, const struct journal_object *o)
 	sqlite3_bind_int(st, 4, o->state);
 	sqlite3_bind_blob(st, 5, o->writer, STORE_ID_LEN, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 6, reps, o->nrep * REP_BYTES, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 7, (sqlite3_int64)o->version);
 	if (!step(j, ST_PUT) && j->tap)
 		j->tap->put(j->tap_arg, o);
 }
@@ -438,19 +458,46 @@ static void by_key(struct journal *j, int i, const char *key, uint16_t klen)
 	if (!begin(j))
 		return;
 	sqlite3_bind_blob(j->st[i], 1, key, klen, SQLITE_STATIC);
-	if (!step(j, i) && j->tap)
-		j->tap->by_key(j->tap_arg, i == ST_DEL ? JOURNAL_DEL :
-			       JOURNAL_COMPLETE, key, klen);
+	step(j, i);
 }
 
-void journal_complete(struct journal *j, const char *key, uint16_t klen)
+void journal_complete(struct journal *j, const char *key, uint16_t klen,
+		      uint64_t version)
 {
-	by_key(j, ST_COMPLETE, key, klen);
+	if (!begin(j))
+		return;
+	sqlite3_bind_blob(j->st[ST_COMPLETE], 1, key, klen, SQLITE_STATIC);
+	sqlite3_bind_int64(j->st[ST_COMPLETE], 2, (sqlite3_int64)version);
+	step(j, ST_COMPLETE);
+	sqlite3_bind_int64(j->st[ST_VERSION], 1, (sqlite3_int64)version);
+	if (!step(j, ST_VERSION) && j->tap)
+		j->tap->complete(j->tap_arg, key, klen, version);
+}
+
+void journal_set_version(struct journal *j, uint64_t version)
+{
+	if (!begin(j))
+		return;
+	sqlite3_bind_int64(j->st[ST_VERSION], 1, (sqlite3_int64)version);
+	step(j, ST_VERSION);
+}
+
+int journal_version(struct journal *j, uint64_t *version)
+{
+	int64_t v = 0;
+	int rc = one_value(j->db, "SELECT max(coalesce((SELECT value FROM "
+			   "meta WHERE name = 'version'), 0), coalesce((SELECT "
+			   "max(version) FROM objects), 0))", &v, NULL, 0);
+
+	*version = (uint64_t)v;
+	return rc ? -EIO : 0;
 }
 
 void journal_del(struct journal *j, const char *key, uint16_t klen)
 {
 	by_key(j, ST_DEL, key, klen);
+	if (!j->err && j->tap)
+		j->tap->del(j->tap_arg, key, klen);
 }
 
 bool journal_dirty(const struct journal *j)

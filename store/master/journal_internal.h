@@ -7,12 +7,15 @@
  * pass costs one fsync together. The journal knows nothing of the
  * state: loading hands each row back through callbacks.
  *
- * Tables (application_id "XSJ1", user_version 1):
- *   meta     (name TEXT PRIMARY KEY, value)  'cluster_id': the cluster's
+ * Tables (application_id "XSJ1", user_version 2; a file of version 1
+ * gets objects.version, 0 in its rows, when opened):
+ *   meta     (name TEXT PRIMARY KEY, value)  'cluster_id': the cluster's;
+ *                                            'version': the last put's
  *   segments (sid INTEGER PRIMARY KEY AUTOINCREMENT, id, client, name,
  *             base, size)                    mounted segments; a sid is
  *                                            never used twice
- *   objects  (key PRIMARY KEY, len, flags, state, writer, replicas)
+ *   objects  (key PRIMARY KEY, len, flags, state, writer, replicas,
+ *             version)
  *            replicas: per replica u64 sid, u64 offset (little-endian);
  *            a sid with no segment row is a replica that went with its
  *            segment
@@ -50,6 +53,7 @@ struct journal_object {
 	uint8_t flags, state;          /* state: 0 a put in progress, 1 done */
 	uint8_t nrep;
 	uint64_t len;
+	uint64_t version;              /* 0 until its put ends */
 	const uint8_t *writer;         /* STORE_ID_LEN bytes */
 	struct journal_replica rep[STORE_REPLICA_MAX];
 };
@@ -99,9 +103,19 @@ int64_t journal_mount(struct journal *j, const struct journal_segment *g);
 void journal_unmount(struct journal *j, int64_t sid);
 /** Record object @p o, replacing any row of its key. */
 void journal_put(struct journal *j, const struct journal_object *o);
-/** Mark the put of @p key done. */
-void journal_complete(struct journal *j, const char *key, uint16_t klen);
+/** Mark the put of @p key done, as @p version, which is recorded as the
+ *  last version given too. */
+void journal_complete(struct journal *j, const char *key, uint16_t klen,
+		      uint64_t version);
+
+/** The last version given (meta 'version', or the largest of an object
+ *  if larger) into *@p version. @return 0, -EIO. */
+int journal_version(struct journal *j, uint64_t *version);
 void journal_del(struct journal *j, const char *key, uint16_t klen);
+
+/** Record @p version as the last given (a standby copying its leader's
+ *  journal, whose objects may not hold the last). */
+void journal_set_version(struct journal *j, uint64_t version);
 
 /** Empty the segments and objects (a standby about to load its leader's
  *  whole journal). */
@@ -112,12 +126,13 @@ void journal_rollback(struct journal *j);
 
 /* What journal_set_tap() hears: each change once made in the open
  * transaction (mount: with its sid), and each commit once durable. */
-enum { JOURNAL_COMPLETE, JOURNAL_DEL };
 struct journal_tap {
 	void (*mount)(void *arg, const struct journal_segment *g);
 	void (*unmount)(void *arg, int64_t sid);
 	void (*put)(void *arg, const struct journal_object *o);
-	void (*by_key)(void *arg, int what, const char *key, uint16_t klen);
+	void (*complete)(void *arg, const char *key, uint16_t klen,
+			 uint64_t version);
+	void (*del)(void *arg, const char *key, uint16_t klen);
 	void (*committed)(void *arg);
 };
 

@@ -27,12 +27,18 @@ enum {
 	MC_OBJECT_NOT_FOUND = -704,
 	MC_OBJECT_ALREADY_EXISTS = -705,
 	MC_OBJECT_HAS_LEASE = -706,
+	MC_REPLICA_NOT_FOUND = -710,
+	/* xfer's own: no version of the object is as new as asked */
+	MC_VERSION_TOO_OLD = -720,
 };
 
 /* put_start flags (ReplicateConfig): pins keep an object from eviction,
  * a soft pin only until nothing else is left to evict. */
 #define STORED_SOFT_PIN 1
 #define STORED_HARD_PIN 2
+/* upsert: an object of the key is replaced by this put once it ends
+ * (readers see the old one until then), a put in progress preempted */
+#define STORED_UPSERT 4
 
 /* What the flags set (main.c). */
 struct stored_cfg {

@@ -84,6 +84,42 @@ static void hash_remove(struct stored *s, struct object *o)
 	s->nobjects--;
 }
 
+static void hash_add(struct stored *s, struct object *o)
+{
+	struct store_str key = { o->key, o->klen };
+	struct object **po = find(s, &key, o->hash);
+
+	o->hnext = *po;
+	*po = o;
+	s->nobjects++;
+}
+
+/* Upsert @p o is gone before its end: the object it was to replace is
+ * the key's again. */
+static void unshadow(struct stored *s, struct object *o)
+{
+	struct object *old = o->older;
+
+	if (!old)
+		return;
+	o->older = NULL;
+	old->newer = NULL;
+	hash_add(s, old);
+}
+
+/* Out of the table: @p o, and the object an upsert of it replaces comes
+ * back; an object an upsert shadows is not in it. */
+static void unhash(struct stored *s, struct object *o)
+{
+	if (o->newer) {
+		o->newer->older = NULL;
+		o->newer = NULL;
+		return;
+	}
+	hash_remove(s, o);
+	unshadow(s, o);
+}
+
 /* Give back @p r's range, if its segment is still there (an offline one
  * has no allocator yet). */
 static void replica_release(struct stored *s, struct replica *r)
@@ -109,15 +145,17 @@ static uint64_t obj_free(struct stored *s, struct object *o)
 	s->stats.soft_pinned -= !!(o->flags & STORED_SOFT_PIN);
 	list_del(&o->link);
 	if (o->state != OBJ_DISCARDED)
-		hash_remove(s, o);
+		unhash(s, o);
 	free(o);
 	return freed;
 }
 
-/* obj_free() of an object the journal holds. */
+/* obj_free() of an object the journal holds (an upsert in progress has
+ * no row: its key's is the older object's). */
 static uint64_t obj_delete(struct stored *s, struct object *o)
 {
-	persist_del(s, o);
+	if (!(o->flags & OBJ_UNLOGGED))
+		persist_del(s, o);
 	return obj_free(s, o);
 }
 
@@ -158,10 +196,12 @@ void objects_fini(struct stored *s)
  * be writing them). */
 static void discard(struct stored *s, struct object *o)
 {
-	persist_del(s, o);
-	hash_remove(s, o);
+	if (!(o->flags & OBJ_UNLOGGED))
+		persist_del(s, o);
+	unhash(s, o);
 	list_del(&o->link);
 	o->state = OBJ_DISCARDED;
+	o->free_at_ms = o->put_start_ms + (int64_t)s->cfg.release_ms;
 	s->stats.discarded++;
 	list_add_before(&o->link, &s->discarded);
 }
@@ -183,7 +223,7 @@ void objects_sweep(struct stored *s, int64_t now)
 		struct object *o = container_of(l, struct object, link);
 
 		next = l->next;
-		if (now - o->put_start_ms >= (int64_t)s->cfg.release_ms) {
+		if (now >= o->free_at_ms) {
 			obj_free(s, o);
 			s->stats.released++;
 		}
@@ -339,12 +379,7 @@ struct object *objects_alloc(const struct store_str *key, unsigned nrep)
 
 void objects_insert(struct stored *s, struct object *o)
 {
-	struct store_str key = { o->key, o->klen };
-	struct object **po = find(s, &key, o->hash);
-
-	o->hnext = *po;
-	*po = o;
-	s->nobjects++;
+	hash_add(s, o);
 	if (o->state == OBJ_PENDING)
 		list_add_before(&o->link, &s->pending);
 	else
@@ -358,16 +393,21 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 			 struct store_item *out)
 {
 	struct object *o = *find(s, &it->key, fnv1a(it->key.p, it->key.len));
+	struct object *old;
+
+	bool upsert = req->flags & STORED_UPSERT;
 
 	if (!it->key.len || !it->len || !req->replicas ||
 	    req->replicas > STORE_REPLICA_MAX)
 		return MC_INVALID_PARAMS;
-	if (o) {
-		if (o->state == OBJ_COMPLETE ||
-		    now - o->put_start_ms < (int64_t)s->cfg.discard_ms)
-			return MC_OBJECT_ALREADY_EXISTS;
+	/* a put waits out another put in progress; an upsert preempts it */
+	if (o && o->state == OBJ_PENDING &&
+	    (upsert || now - o->put_start_ms >= (int64_t)s->cfg.discard_ms)) {
 		discard(s, o);
+		o = objects_lookup(s, &it->key); /* what an upsert shadowed */
 	}
+	if (o && !upsert)
+		return MC_OBJECT_ALREADY_EXISTS;
 	o = objects_alloc(&it->key, req->replicas);
 	if (!o)
 		return MC_INTERNAL_ERROR;
@@ -385,9 +425,18 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 	o->flags = req->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
 	o->state = OBJ_PENDING;
 	s->stats.soft_pinned += !!(o->flags & STORED_SOFT_PIN);
-	/* eviction above may have changed the chain: found again */
+	/* eviction above may have changed the chain (or evicted the object
+	 * an upsert replaces): found again */
+	old = upsert ? objects_lookup(s, &it->key) : NULL;
+	if (old) {
+		hash_remove(s, old);
+		old->newer = o;
+		o->older = old;
+		o->flags |= OBJ_UNLOGGED;
+	}
 	objects_insert(s, o);
-	persist_put(s, o);
+	if (!old)
+		persist_put(s, o);
 	out->nrep = o->nrep;
 	for (unsigned i = 0; i < o->nrep; i++) {
 		struct segment *g = o->rep[i].seg;
@@ -420,6 +469,39 @@ struct object *objects_lookup(struct stored *s, const struct store_str *key)
 	return *find(s, key, fnv1a(key->p, key->len));
 }
 
+/* Retire @p old, replaced by an upsert: out of reach, and freed once
+ * the lease of its last reader runs out (no read sees its space reused).
+ * The journal's row of the key is the new object's already. */
+static void retire(struct stored *s, struct object *old)
+{
+	int64_t now = stored_now_ms();
+
+	old->newer = NULL;
+	list_del(&old->link);
+	old->state = OBJ_DISCARDED;
+	old->free_at_ms = old->lease_until_ms > now ? old->lease_until_ms :
+						      now;
+	list_add_before(&old->link, &s->discarded);
+}
+
+/* The put of @p o ended: visible, with the next version. */
+static void complete(struct stored *s, struct object *o)
+{
+	o->state = OBJ_COMPLETE;
+	o->version = ++s->version;
+	list_del(&o->link);
+	list_add_before(&o->link, s->lru.next);
+	if (o->older) {
+		retire(s, o->older);
+		o->older = NULL;
+	}
+	if (o->flags & OBJ_UNLOGGED) {
+		o->flags &= ~OBJ_UNLOGGED;
+		persist_put(s, o);
+	}
+	persist_complete(s, o);
+}
+
 void objects_put_end(struct stored *s, const struct store_msg *req,
 		     struct store_msg *rep, bool revoke)
 {
@@ -437,12 +519,8 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 			*err = MC_ILLEGAL_CLIENT;
 		else if (revoke)
 			obj_delete(s, o);
-		else {
-			o->state = OBJ_COMPLETE;
-			list_del(&o->link);
-			list_add_before(&o->link, s->lru.next);
-			persist_complete(s, o);
-		}
+		else
+			complete(s, o);
 	}
 }
 
@@ -461,11 +539,11 @@ void objects_query(struct stored *s, const struct store_msg *req,
 
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = objects_lookup(s, &req->items[i].key);
+		struct object *o = objects_readable(s, &req->items[i].key);
 		struct store_item *out = &rep->items[i];
 
 		out->nrep = 0;
-		out->len = out->lease_ms = 0;
+		out->len = out->lease_ms = out->version = 0;
 		/* an object whose segments are all offline is not there
 		 * until one comes back */
 		if (o && o->state == OBJ_COMPLETE && !objects_visible(o))
@@ -473,6 +551,11 @@ void objects_query(struct stored *s, const struct store_msg *req,
 		if (!o || o->state != OBJ_COMPLETE) {
 			out->err = exist ? 0 : !o ? MC_OBJECT_NOT_FOUND :
 						    MC_REPLICA_IS_NOT_READY;
+			continue;
+		}
+		out->version = o->version;
+		if (!exist && o->version < req->min_version) {
+			out->err = MC_VERSION_TOO_OLD;
 			continue;
 		}
 		touch(s, o, now);
@@ -500,20 +583,30 @@ void objects_remove(struct stored *s, const struct store_msg *req,
 	int64_t now = stored_now_ms();
 
 	rep->n = req->n;
-	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = objects_lookup(s, &req->items[i].key);
-		int32_t *err = &rep->items[i].err;
+	for (uint32_t i = 0; i < req->n; i++)
+		rep->items[i].err = objects_remove_one(
+			s, objects_readable(s, &req->items[i].key), req->force,
+			now);
+}
 
-		*err = 0;
-		if (!o)
-			*err = MC_OBJECT_NOT_FOUND;
-		else if (o->state != OBJ_COMPLETE)
-			*err = MC_REPLICA_IS_NOT_READY;
-		else if (!req->force && o->lease_until_ms > now)
-			*err = MC_OBJECT_HAS_LEASE;
-		else
-			obj_delete(s, o);
-	}
+int objects_remove_one(struct stored *s, struct object *o, bool force,
+		       int64_t now)
+{
+	if (!o)
+		return MC_OBJECT_NOT_FOUND;
+	if (o->state != OBJ_COMPLETE)
+		return MC_REPLICA_IS_NOT_READY;
+	if (!force && o->lease_until_ms > now)
+		return MC_OBJECT_HAS_LEASE;
+	obj_delete(s, o);
+	return 0;
+}
+
+struct object *objects_readable(struct stored *s, const struct store_str *key)
+{
+	struct object *o = objects_lookup(s, key);
+
+	return o && o->older ? o->older : o;
 }
 
 int64_t objects_remove_all(struct stored *s, bool force)

@@ -198,6 +198,7 @@ static int load_object(void *arg, const struct journal_object *jo)
 	o->len = jo->len;
 	o->flags = jo->flags & (STORED_SOFT_PIN | STORED_HARD_PIN);
 	o->state = jo->state ? OBJ_COMPLETE : OBJ_PENDING;
+	o->version = jo->version;
 	o->put_start_ms = ld->now;     /* its timeouts run from now */
 	ld->s->stats.soft_pinned += !!(o->flags & STORED_SOFT_PIN);
 	memcpy(o->writer, jo->writer, STORE_ID_LEN);
@@ -267,6 +268,8 @@ int persist_load(struct stored *s, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	ret = journal_load(s->journal, &cb, &ld, err, errlen);
+	if (!ret && (ret = journal_version(s->journal, &s->version)))
+		snprintf(err, errlen, "cannot read the journal's version");
 	for (size_t i = 0; !ret && i < ld.nsegs; i++) {
 		ret = sort_replicas(ld.segs[i]);
 		if (ret == -EINVAL)
@@ -341,7 +344,7 @@ void persist_put(struct stored *s, const struct object *o)
 	struct journal_object jo = {
 		.key = o->key, .klen = o->klen, .flags = o->flags,
 		.state = o->state == OBJ_COMPLETE, .len = o->len,
-		.writer = o->writer,
+		.version = o->version, .writer = o->writer,
 	};
 
 	if (!s->journal)
@@ -358,7 +361,7 @@ void persist_complete(struct stored *s, const struct object *o)
 {
 	if (!s->journal)
 		return;
-	journal_complete(s->journal, o->key, o->klen);
+	journal_complete(s->journal, o->key, o->klen, o->version);
 	changed(s);
 }
 

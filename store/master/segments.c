@@ -422,6 +422,16 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 	case STORE_REMOVE_ALL:
 		rep->count = objects_remove_all(s, req->force);
 		break;
+	case STORE_SYNC:
+		/* answered after the journal's commit, as every answer */
+		rep->count = (int64_t)s->version;
+		break;
+	case STORE_REMOVE_REGEX:
+		rep->count = versions_remove_regex(s, req);
+		break;
+	case STORE_REPLICA_CLEAR:
+		versions_replica_clear(s, req, rep);
+		break;
 	}
 	count(s, req, rep);
 }

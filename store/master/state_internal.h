@@ -92,6 +92,10 @@ struct replica {
 
 enum obj_state { OBJ_PENDING, OBJ_COMPLETE, OBJ_DISCARDED };
 
+/* object.flags beside the pins: an upsert in progress that has no
+ * journal row (the row of its key is the older object's until it ends) */
+#define OBJ_UNLOGGED 0x80
+
 struct object {
 	struct object *hnext;          /* hash chain (not when discarded) */
 	uint64_t hash;
@@ -99,7 +103,13 @@ struct object {
 	struct list link;
 	uint8_t writer[STORE_ID_LEN];
 	uint64_t len;
+	uint64_t version;              /* set when its put ends; 0 before */
 	int64_t put_start_ms, lease_until_ms;
+	int64_t free_at_ms;            /* when discarded: freed then */
+	/* an upsert in progress (newer, in the table) and the complete
+	 * object it replaces when it ends (older, out of the table, still
+	 * what readers of the key get) */
+	struct object *older, *newer;
 	uint8_t state, flags, nrep, nlive;
 	uint16_t klen;
 	struct replica *rep;           /* nrep, after the key */
@@ -148,6 +158,7 @@ struct stored {
 	size_t nbuckets, nobjects;
 	struct list pending, lru, discarded;
 	uint64_t rng;
+	uint64_t version;              /* the last put that ended */
 };
 
 /** Monotonic milliseconds. */
@@ -206,6 +217,31 @@ void objects_remove(struct stored *s, const struct store_msg *req,
 		    struct store_msg *rep);
 int64_t objects_remove_all(struct stored *s, bool force);
 
+/** The object readers of @p key get: a complete one, the one an upsert
+ *  in progress replaces, or one in progress; NULL if none. */
+struct object *objects_readable(struct stored *s, const struct store_str *key);
+
+/** Remove the object @p o (not leased, or @p force): the same checks and
+ *  codes as a remove of its key. @return 0 or an MC_ code. */
+int objects_remove_one(struct stored *s, struct object *o, bool force,
+		       int64_t now);
+
+/* ---- versions.c ---- */
+
+/** Remove every complete object whose key matches @p req->pattern
+ *  (POSIX extended, anywhere in the key), leased ones only if
+ *  req->force. @return how many, or MC_INVALID_PARAMS (a pattern that
+ *  does not compile). */
+int64_t versions_remove_regex(struct stored *s, const struct store_msg *req);
+
+/** Mooncake's BatchReplicaClear: per key, drop the replicas of a complete
+ *  object the client put, not leased, in segment req->preferred (all of
+ *  them, the object gone, when that is empty, or when none would be
+ *  left). Per key 0, or -704, -703, -601 (another client's), -706
+ *  (leased), -710 (none in that segment). */
+void versions_replica_clear(struct stored *s, const struct store_msg *req,
+			    struct store_msg *rep);
+
 /* ---- persist.c: the journal (no-ops without one) ---- */
 
 /** Load the journal into the empty state: clients, their segments
@@ -218,6 +254,8 @@ void persist_expire(struct stored *s, int64_t now);
 void persist_mount(struct stored *s, struct segment *g);
 void persist_unmount(struct stored *s, const struct segment *g);
 void persist_put(struct stored *s, const struct object *o);
+/** The put of @p o ended: its row complete, with its version, which is
+ *  also kept as the last one given (the counter outlives its objects). */
 void persist_complete(struct stored *s, const struct object *o);
 void persist_del(struct stored *s, const struct object *o);
 

@@ -8,8 +8,9 @@
  * put or deleted by key or sid), so a copy that overlaps a batch does
  * no harm. The standby replays each record on its journal and commits at
  * 'E', then sends the number back; a batch cut short by a lost leader is
- * rolled back. Nothing from the peer is trusted: a record that does not
- * decode closes the stream.
+ * rolled back. Objects carry their versions, and the copy the last
+ * version given, so a new leader never gives one twice. Nothing from the
+ * peer is trusted: a record that does not decode closes the stream.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -156,6 +157,7 @@ static void enc_object(struct rec *r, const struct journal_object *o)
 	put_n(r, o->flags, 1);
 	put_n(r, o->state, 1);
 	put_raw(r, o->writer, STORE_ID_LEN);
+	put_n(r, o->version, 8);
 	put_n(r, o->nrep, 1);
 	for (unsigned i = 0; i < o->nrep; i++) {
 		put_n(r, (uint64_t)o->rep[i].sid, 8);
@@ -227,12 +229,25 @@ static void tap_put(void *arg, const struct journal_object *o)
 	rec_add(r, st->batch);
 }
 
-static void tap_by_key(void *arg, int what, const char *key, uint16_t klen)
+static void tap_complete(void *arg, const char *key, uint16_t klen,
+			 uint64_t version)
 {
 	struct stream *st = arg;
 	struct rec *r = scratch();
 
-	rec_start(r, what == JOURNAL_DEL ? 'D' : 'C');
+	rec_start(r, 'C');
+	put_n(r, klen, 2);
+	put_raw(r, key, klen);
+	put_n(r, version, 8);
+	rec_add(r, st->batch);
+}
+
+static void tap_del(void *arg, const char *key, uint16_t klen)
+{
+	struct stream *st = arg;
+	struct rec *r = scratch();
+
+	rec_start(r, 'D');
 	put_n(r, klen, 2);
 	put_raw(r, key, klen);
 	rec_add(r, st->batch);
@@ -269,17 +284,24 @@ static void send_copy(struct peer *p)
 	const struct journal_load_cb cb = { copy_segment, copy_object };
 	struct evbuffer *out = bufferevent_get_output(p->bev);
 	struct rec *r = scratch();
+	uint64_t version;
 	char err[256];
 
 	p->want_copy = false;
 	rec_start(r, 'S');
-	if (rec_add(r, out) ||
-	    journal_load(p->st->j, &cb, out, err, sizeof(err)) ||
-	    end_record(p->st, out)) {
-		xfer_log(XFER_LOG_WARN, "xfer-stored: cannot copy the journal "
-			 "to a standby: dropping it");
-		peer_free(p);
-	}
+	if (rec_add(r, out) || journal_version(p->st->j, &version))
+		goto err;
+	/* the last version given, which no object may hold any more */
+	rec_start(r, 'V');
+	put_n(r, version, 8);
+	if (!rec_add(r, out) &&
+	    !journal_load(p->st->j, &cb, out, err, sizeof(err)) &&
+	    !end_record(p->st, out))
+		return;
+err:
+	xfer_log(XFER_LOG_WARN, "xfer-stored: cannot copy the journal to a "
+		 "standby: dropping it");
+	peer_free(p);
 }
 
 static void tap_committed(void *arg)
@@ -311,7 +333,8 @@ static void tap_committed(void *arg)
 
 static const struct journal_tap tap = {
 	.mount = tap_mount, .unmount = tap_unmount, .put = tap_put,
-	.by_key = tap_by_key, .committed = tap_committed,
+	.complete = tap_complete, .del = tap_del,
+	.committed = tap_committed,
 };
 
 /* With --sync_standby: hold the answers until every standby following
@@ -470,6 +493,7 @@ static int replay(struct stream *st, struct rec *r)
 		o.flags = (uint8_t)get_n(r, 1);
 		o.state = (uint8_t)get_n(r, 1);
 		o.writer = get_raw(r, STORE_ID_LEN);
+		o.version = get_n(r, 8);
 		o.nrep = (uint8_t)get_n(r, 1);
 		if (o.nrep > STORE_REPLICA_MAX || !o.klen ||
 		    o.klen > STORE_KEY_MAX)
@@ -486,12 +510,19 @@ static int replay(struct stream *st, struct rec *r)
 	case 'D':
 		o.klen = (uint16_t)get_n(r, 2);
 		o.key = (const char *)get_raw(r, o.klen);
+		o.version = op == 'C' ? get_n(r, 8) : 0;
 		if (r->bad)
 			return -EPROTO;
 		if (op == 'C')
-			journal_complete(st->j, o.key, o.klen);
+			journal_complete(st->j, o.key, o.klen, o.version);
 		else
 			journal_del(st->j, o.key, o.klen);
+		break;
+	case 'V':
+		o.version = get_n(r, 8);
+		if (r->bad)
+			return -EPROTO;
+		journal_set_version(st->j, o.version);
 		break;
 	case 'E':
 		memcpy(ack, r->p, r->end - r->p < 8 ? 0 : 8);

@@ -27,10 +27,13 @@ import os
 import re
 
 from .. import _xfer
+from .replica import (Descriptor, MemoryDescriptor, ReplicaDescriptor,
+                      ReplicaStatus)
 
 __all__ = [
     "MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction",
-    "ObjectDataType", "BufferHandle",
+    "ObjectDataType", "BufferHandle", "ReplicaDescriptor", "ReplicaStatus",
+    "MemoryDescriptor", "Descriptor",
 ]
 
 # Mooncake's ErrorCode numbers the calls return (its types.h)
@@ -203,6 +206,11 @@ class _Done:
 
     def __init__(self, value):
         self.value = value
+
+
+def _descs(d):
+    """A key's answer of replica_desc(): descriptors, or [] on error."""
+    return [] if isinstance(d, int) else [ReplicaDescriptor(*t) for t in d]
 
 
 def _first(results):
@@ -378,44 +386,99 @@ class MooncakeDistributedStore:
         return kv, method, args, kwargs, finish, idle
 
     def _plan_put(self, keys, parts, counts, lens, config, zero_copy,
-                  finish=_first, idle=INVALID_PARAMS):
+                  finish=_first, idle=INVALID_PARAMS, upsert=False):
         rc = (config if config is not None else _DEFAULT_CONFIG)._args()
         if rc is None:
             return _Done(finish([INVALID_PARAMS] * len(keys)))
         return self._plan(idle, "put", keys, parts, counts=counts,
                           lens=lens, rc=rc, zero_copy=zero_copy,
-                          finish=finish)
+                          upsert=upsert, finish=finish)
 
-    def _p_put(self, key, value, config=_DEFAULT_CONFIG):
-        return self._plan_put([key], [value], None, None, config, False)
+    def _p_put(self, key, value, config=_DEFAULT_CONFIG, upsert=False):
+        return self._plan_put([key], [value], None, None, config, False,
+                              upsert=upsert)
 
-    def _p_put_parts(self, key, *parts, config=_DEFAULT_CONFIG):
+    def _p_put_parts(self, key, *parts, config=_DEFAULT_CONFIG,
+                     upsert=False):
         return self._plan_put([key], list(parts), [len(parts)], None,
-                              config, False)
+                              config, False, upsert=upsert)
 
-    def _p_put_batch(self, keys, values, config=_DEFAULT_CONFIG):
+    def _p_put_batch(self, keys, values, config=_DEFAULT_CONFIG,
+                     upsert=False):
         if len(keys) != len(values):
             return _Done(INVALID_PARAMS)
         if not keys:
             return _Done(0)
         return self._plan_put(keys, values, None, None, config, False,
-                              finish=_first_error)
+                              finish=_first_error, upsert=upsert)
 
-    def _p_put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+    def _p_put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG,
+                    upsert=False):
         if self._kv is not None and size == 0:
             return _Done(0)  # Mooncake's: an empty put does nothing
         return self._plan_put([key], [buffer_ptr], None, [size], config,
-                              True)
+                              True, upsert=upsert)
 
     def _p_batch_put_from(self, keys, buffer_ptrs, sizes,
-                          config=_DEFAULT_CONFIG):
+                          config=_DEFAULT_CONFIG, upsert=False):
         if self._kv is None or not len(keys) == len(buffer_ptrs) == \
                 len(sizes):
             return _Done([INVALID_PARAMS] * len(keys))
         if not keys:
             return _Done([])
         return self._plan_put(keys, buffer_ptrs, None, sizes, config, True,
-                              finish=list, idle=[INVALID_PARAMS] * len(keys))
+                              finish=list, idle=[INVALID_PARAMS] * len(keys),
+                              upsert=upsert)
+
+    # upserts: the puts above replacing what is there (Mooncake's names)
+    def _p_upsert(self, key, value, config=_DEFAULT_CONFIG):
+        return self._p_put(key, value, config, upsert=True)
+
+    def _p_upsert_parts(self, key, *parts, config=_DEFAULT_CONFIG):
+        return self._p_put_parts(key, *parts, config=config, upsert=True)
+
+    def _p_upsert_batch(self, keys, values, config=_DEFAULT_CONFIG):
+        return self._p_put_batch(keys, values, config, upsert=True)
+
+    def _p_upsert_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+        return self._p_put_from(key, buffer_ptr, size, config, upsert=True)
+
+    def _p_batch_upsert_from(self, keys, buffer_ptrs, sizes,
+                             config=_DEFAULT_CONFIG):
+        return self._p_batch_put_from(keys, buffer_ptrs, sizes, config,
+                                      upsert=True)
+
+    # xfer's own: versions and sync
+    def _p_get_versioned(self, key, buffer, min_version=0):
+        return self._plan((INVALID_PARAMS, 0), "get_version", key, [buffer],
+                          min_version=min_version, finish=tuple)
+
+    def _p_get_into_versioned(self, key, buffer_ptr, size, min_version=0):
+        return self._plan((INVALID_PARAMS, 0), "get_version", key,
+                          [buffer_ptr], lens=[size], zero_copy=True,
+                          min_version=min_version, finish=tuple)
+
+    def _p_get_replica_desc(self, key):
+        return self._plan([], "replica_desc", [key],
+                          finish=lambda r: _descs(r[0]))
+
+    def _p_batch_get_replica_desc(self, keys):
+        return self._plan({}, "replica_desc", keys, finish=lambda r: {
+            k: _descs(d) for k, d in zip(keys, r) if not isinstance(d, int)})
+
+    def _p_batch_replica_clear(self, keys, segment_name=""):
+        if not keys:
+            return _Done([])
+        return self._plan([], "replica_clear", keys, segment_name,
+                          finish=lambda r: [k for k, e in zip(keys, r)
+                                            if e == 0])
+
+    def _p_sync(self):
+        return self._plan(INVALID_PARAMS, "sync", finish=int)
+
+    def _p_remove_by_regex(self, regex_pattern, force=False):
+        return self._plan(INVALID_PARAMS, "remove_by_regex", regex_pattern,
+                          force=force, finish=int)
 
     def _p_batch_put_from_multi_buffers(self, keys, all_buffer_ptrs,
                                         all_sizes, config=_DEFAULT_CONFIG):
@@ -486,6 +549,40 @@ class MooncakeDistributedStore:
         return self._plan([INVALID_PARAMS] * len(keys), "get", keys, ptrs,
                           counts=counts, lens=sizes, zero_copy=True,
                           finish=list)
+
+    def _p_get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets,
+                           all_src_offsets, all_sizes):
+        shape = [[[INVALID_PARAMS] * len(d) for d in dsts]
+                 for dsts in all_dst_offsets]
+        if self._kv is None or not len(buffer_ptrs) == len(all_keys) == \
+                len(all_dst_offsets) == len(all_src_offsets) == \
+                len(all_sizes):
+            return _Done(shape)
+        keys, srcs, ptrs, sizes, where = [], [], [], [], []
+        for b, base in enumerate(buffer_ptrs):
+            groups = (all_keys[b], all_dst_offsets[b], all_src_offsets[b],
+                      all_sizes[b])
+            if not len(groups[0]) == len(groups[1]) == len(groups[2]) == \
+                    len(groups[3]):
+                continue  # the buffer's ranges stay -600
+            for j, (key, dst, src, size) in enumerate(zip(*groups)):
+                if not len(dst) == len(src) == len(size):
+                    continue
+                for k in range(len(dst)):
+                    keys.append(key)
+                    srcs.append(src[k])
+                    ptrs.append(base + dst[k])
+                    sizes.append(size[k])
+                    where.append((b, j, k))
+        if not keys:
+            return _Done(shape)
+
+        def finish(results):
+            for (b, j, k), r in zip(where, results):
+                shape[b][j][k] = r
+            return shape
+        return self._plan(shape, "get", keys, ptrs, lens=sizes,
+                          zero_copy=True, src_offsets=srcs, finish=finish)
 
     def _p_is_exist(self, key):
         return self._plan(INVALID_PARAMS, "exist", [key])
@@ -590,6 +687,18 @@ class MooncakeDistributedStore:
         return self._call(self._p_batch_get_into_multi_buffers(
             keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node))
 
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets,
+                        all_src_offsets, all_sizes):
+        """Read byte ranges of objects into registered buffers, zero-copy:
+        for buffer b, its keys all_keys[b], and for key j its ranges k:
+        all_sizes[b][j][k] bytes of the object from all_src_offsets[b][j]
+        [k] on, to buffer_ptrs[b] + all_dst_offsets[b][j][k]. Returns the
+        same nesting of bytes read / negative (-600 a range past the
+        object's end, or lists whose lengths do not match)."""
+        return self._call(self._p_get_into_ranges(
+            buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+            all_sizes))
+
     def is_exist(self, key):
         """1 if a complete object ``key`` exists (it is then leased), 0 if
         not, negative on error."""
@@ -618,6 +727,73 @@ class MooncakeDistributedStore:
         """Remove every complete object not leased (leased ones too with
         ``force``): how many, or negative."""
         return self._call(self._p_remove_all(force))
+
+    def upsert(self, key, value, config=_DEFAULT_CONFIG):
+        """put() that replaces an object of the key: readers get the old
+        value whole until the new one is whole, then the new one (a new
+        version); a put or upsert of the key in progress is preempted.
+        Returns 0 or as put() (never -705)."""
+        return self._call(self._p_upsert(key, value, config))
+
+    def upsert_parts(self, key, *parts, config=_DEFAULT_CONFIG):
+        """put_parts() as an upsert."""
+        return self._call(self._p_upsert_parts(key, *parts, config=config))
+
+    def upsert_batch(self, keys, values, config=_DEFAULT_CONFIG):
+        """put_batch() as upserts: 0 or the first error."""
+        return self._call(self._p_upsert_batch(keys, values, config))
+
+    def upsert_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+        """put_from() as an upsert (registered memory, zero-copy)."""
+        return self._call(self._p_upsert_from(key, buffer_ptr, size, config))
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes,
+                          config=_DEFAULT_CONFIG):
+        """batch_put_from() as upserts: a list of 0 / negative."""
+        return self._call(self._p_batch_upsert_from(keys, buffer_ptrs,
+                                                    sizes, config))
+
+    def remove_by_regex(self, regex_pattern, force=False):
+        """Remove every complete object whose key the pattern matches
+        anywhere (POSIX extended; Mooncake's are ECMAScript), leased ones
+        too with ``force``: how many, or negative (-600 a bad pattern)."""
+        return self._call(self._p_remove_by_regex(regex_pattern, force))
+
+    def get_versioned(self, key, buffer, min_version=0):
+        """xfer's own: read ``key`` into ``buffer`` (a writable buffer
+        object, staged) if its version is at least ``min_version`` (0:
+        any). Returns ``(length or negative, version)``: the version read;
+        with -720 (VERSION_TOO_OLD) the largest there, which was not read;
+        0 when there is none. Every put that ends gets the next version of
+        the master's one counter."""
+        return self._call(self._p_get_versioned(key, buffer, min_version))
+
+    def get_into_versioned(self, key, buffer_ptr, size, min_version=0):
+        """get_versioned() into registered memory, zero-copy."""
+        return self._call(self._p_get_into_versioned(key, buffer_ptr, size,
+                                                     min_version))
+
+    def get_replica_desc(self, key):
+        """The object's complete replicas, a list of ReplicaDescriptor
+        (``[]`` when missing or on error, as Mooncake's). Leases it."""
+        return self._call(self._p_get_replica_desc(key))
+
+    def batch_get_replica_desc(self, keys):
+        """{key: [ReplicaDescriptor]} of the keys found."""
+        return self._call(self._p_batch_get_replica_desc(keys))
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Drop the keys' replicas in segment ``segment_name`` (every one,
+        the object removed, when empty), of complete objects this client
+        put and nobody holds a lease on: the list of keys cleared."""
+        return self._call(self._p_batch_replica_clear(keys, segment_name))
+
+    def sync(self):
+        """xfer's own (the store design's Sync): the last version given,
+        answered after every request the master took before; a get after
+        it sees every put that ended before sync was called. Negative if
+        the master cannot be reached."""
+        return self._call(self._p_sync())
 
     def __enter__(self):
         return self
