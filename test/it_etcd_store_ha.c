@@ -8,7 +8,8 @@
  * before any kill is read back with its bytes. Flags it needs are
  * refused by name. $XFER_TEST_HA_KILLS sets the number of kills (3; the
  * report's figures come from 20); $XFER_TEST_WRAP runs the masters behind
- * a command (valgrind); $XFER_TEST_STORED_LOG keeps their output.
+ * a command (valgrind: with XFER_TEST_HA_TTL=6, their lease's TTL);
+ * $XFER_TEST_STORED_LOG keeps their output.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -43,7 +44,7 @@
 #define FAILOVER_MS 3000         /* the target */
 /* a hung leader: its lease's TTL, etcd's expiry check (every 500 ms),
  * then as above; under load on a shared machine */
-#define HUNG_MS 4500
+#define HUNG_MS (ttl_s * 1000 + 2500)
 /* etcd's leader lost: its election (1 s timeout), our requests moving to
  * another member, a leader that may step down meanwhile */
 #define ETCD_OUTAGE_MS 8000
@@ -58,6 +59,9 @@ struct master {
 };
 static struct master ms[MASTERS];
 static bool sync_standby;
+/* the masters' --ha_lease_ttl: $XFER_TEST_HA_TTL (valgrind's slowness
+ * can starve a 2 s lease's keepalives), else the default */
+static int ttl_s = 2;
 
 /* What writers share with the test (MAP_SHARED). */
 struct shared {
@@ -90,8 +94,9 @@ static void master_start(int i)
 		 th_cluster.conn);
 	snprintf(flags[2], sizeof(flags[2]), "--journal=%s", ms[i].journal);
 	snprintf(flags[3], sizeof(flags[3]), "--cluster_id=%s", cluster);
+	snprintf(flags[4], sizeof(flags[4]), "--ha_lease_ttl=%d", ttl_s);
 	argv[n++] = th_stored_path();
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 		argv[n++] = flags[k];
 	argv[n++] = "--enable_ha";
 	argv[n++] = "--rpc_address=127.0.0.1";
@@ -578,8 +583,11 @@ int main(void)
 		cmocka_unit_test(test_etcd_leader_killed),
 	};
 
+	const char *ttl = getenv("XFER_TEST_HA_TTL");
 	int ret;
 
+	if (ttl && atoi(ttl) > 0)
+		ttl_s = atoi(ttl);
 	if (!mkdtemp(dir))
 		return 1;
 	ret = cmocka_run_group_tests(tests, th_etcd_setup1, group_teardown);
