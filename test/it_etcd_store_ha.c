@@ -34,6 +34,7 @@
 #include "test/helpers.h"
 #include "test/th_etcd.h"
 #include "test/th_store.h"
+#include "store/proto_internal.h"
 
 #define MASTERS 3
 #define WRITERS 2
@@ -371,6 +372,72 @@ static void test_secret(void **state)
 	unsetenv("XFER_AUTH_SECRET");
 }
 
+/* A connection to the leader that asks for the journal stream: its fd,
+ * the reply and the copy's first records read. */
+static int fake_standby(int l)
+{
+	struct store_msg *m = calloc(1, sizeof(*m));
+	struct store_buf b = { 0 };
+	uint8_t buf[64];
+	int fd = th_connect(ms[l].port);
+
+	assert_non_null(m);
+	m->h.type = STORE_HA_FOLLOW;
+	assert_int_equal(store_msg_encode(&b, m), 0);
+	assert_int_equal(th_send_all(fd, b.p, b.len), 0);
+	/* the reply (16 + 4 bytes), then 'S' (4 + 1) at least */
+	assert_true(th_recv_all(fd, buf, 25, 5000) == 25);
+	assert_int_equal(buf[4], STORE_HA_FOLLOW);
+	assert_int_equal(buf[24], 'S');
+	store_buf_free(&b);
+	free(m);
+	return fd;
+}
+
+/* A standby that acknowledges a commit never sent has its stream
+ * closed; the leader serves on. A master that takes no standby closes
+ * ha_follow's connection. */
+static void test_hostile_standby(void **state)
+{
+	uint8_t ack[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f };
+	char buf[256];
+	struct xfer_kv *kv;
+	pid_t plain;
+	uint16_t port;
+	int fd, l;
+
+	(void)state;
+	cluster_start("hostile", 2, false);
+	l = leader(0);
+	fd = fake_standby(l);
+	assert_int_equal(th_send_all(fd, ack, sizeof(ack)), 0);
+	assert_true(th_recv_until_close(fd, buf, sizeof(buf), 5000) >= 0);
+	close(fd);
+	kv = th_kv(SEG, STAGE);
+	assert_int_equal(th_put_pattern(kv, "h", LEN, 1, 1, false), 0);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	cluster_stop();
+
+	plain = th_stored_start(NULL, 0, &port);
+	ms[0] = (struct master){ .pid = plain, .port = port };
+	fd = th_connect(port);
+	{
+		struct store_msg *m = calloc(1, sizeof(*m));
+		struct store_buf b = { 0 };
+
+		assert_non_null(m);
+		m->h.type = STORE_HA_FOLLOW;
+		assert_int_equal(store_msg_encode(&b, m), 0);
+		assert_int_equal(th_send_all(fd, b.p, b.len), 0);
+		store_buf_free(&b);
+		free(m);
+	}
+	/* closed, nothing answered */
+	assert_int_equal(th_recv_until_close(fd, buf, sizeof(buf), 5000), 0);
+	close(fd);
+	cluster_stop();
+}
+
 static int writer(int in, int out, void *arg)
 {
 	int w = (int)(intptr_t)arg;
@@ -576,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_sync_waits_for_standby),
 		cmocka_unit_test(test_stopped_leader),
 		cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_hostile_standby),
 		cmocka_unit_test(test_sigkill_sync_standby),
 	};
 
