@@ -5,8 +5,9 @@
  * up and a standby leads at once with the objects it had; with
  * --sync_standby, the leader SIGKILLed under writer processes is
  * replaced, puts succeed again within 3 s, and every put acknowledged
- * before any kill is read back with its bytes. Flags it needs are
- * refused by name. $XFER_TEST_HA_KILLS sets the number of kills (3; the
+ * before any kill is read back with its bytes; a hung leader, a secret,
+ * etcd's own leader lost (three members), a hostile standby. Flags it
+ * needs are refused by name. $XFER_TEST_HA_KILLS sets the number of kills (3; the
  * report's figures come from 20); $XFER_TEST_WRAP runs the masters behind
  * a command (valgrind: with XFER_TEST_HA_TTL=6, their lease's TTL);
  * $XFER_TEST_STORED_LOG keeps their output.
