@@ -172,7 +172,8 @@ static int op_body(struct etcd_op *op, struct evbuffer *b)
 {
 	switch (op->kind) {
 	case OP_GRANT:
-		return evbuffer_add_printf(b, "{\"TTL\":%d}", ETCD_TTL_S) < 0;
+		return evbuffer_add_printf(b, "{\"TTL\":%d}",
+					   op->e->ttl_want_s ?: ETCD_TTL_S) < 0;
 	case OP_KEEPALIVE:
 		return evbuffer_add_printf(b, "{\"ID\":%" PRId64 "}",
 					   op->lease) < 0;
@@ -185,6 +186,10 @@ static int op_body(struct etcd_op *op, struct evbuffer *b)
 					       op->vlen) ||
 		       evbuffer_add_printf(b, ",\"lease\":%" PRId64 "}",
 					   op->lease) < 0;
+	case OP_CAMPAIGN:
+		return xfer_etcd_campaign_body(op, b);
+	case OP_DEPOSE:
+		return xfer_etcd_depose_body(op, b);
 	default:
 		return evbuffer_add(b, "{", 1) ||
 		       xfer_etcd_add_b64_field(b, "key", op->key,
@@ -215,6 +220,8 @@ static int op_try(struct etcd_op *op)
 		[OP_DEL] = "/v3/kv/deleterange",
 		[OP_GRANT] = "/v3/lease/grant",
 		[OP_KEEPALIVE] = "/v3/lease/keepalive",
+		[OP_CAMPAIGN] = "/v3/kv/txn",
+		[OP_DEPOSE] = "/v3/kv/txn",
 	};
 	struct etcd *e = op->e;
 	struct evhttp_request *req;

@@ -13,8 +13,14 @@
 #                             folder (the slower tier)
 STORE_SRCS := $(wildcard store/*.c)
 STORE_OBJS := $(STORE_SRCS:%.c=$(BUILD)/%.o)
-STORED_SRCS := $(wildcard store/master/*.c)
+# --enable_ha (store/master/ha.c) elects on the etcd backend, linked as
+# libxfer has it: only with WITH_ETCD
+STORED_SRCS := $(filter-out $(if $(filter ETCD,$(PARTS)),,store/master/ha.c),\
+	$(wildcard store/master/*.c))
 STORED_OBJS := $(STORED_SRCS:%.c=$(BUILD)/%.o)
+STORED_ETCD_OBJS := $(if $(filter ETCD,$(PARTS)),\
+	$(patsubst %.c,$(BUILD)/%.o,$(wildcard metadata/etcd*.c)) \
+	$(BUILD)/core/deferred.o $(BUILD)/metadata/resolve.o)
 STORED := $(BUILD)/xfer-stored
 STORE_ALLOC_BENCH := $(BUILD)/xfer-store-alloc-bench
 STORE_BENCH := $(BUILD)/xfer-store-bench
@@ -30,7 +36,8 @@ $(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
 # objects linked as they are (mk/metad.mk), all but its main()
 STORED_METAD_OBJS := $(filter-out $(BUILD)/metadata/metad/main.o,$(METAD_OBJS))
 
-$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(STORED_METAD_OBJS) $(UTIL_A)
+$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(STORED_METAD_OBJS) \
+	   $(STORED_ETCD_OBJS) $(UTIL_A)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs sqlite3)
 
@@ -70,3 +77,7 @@ test-integration: $(STORED)
 $(patsubst %,$(BUILD)/test/%,it_store_master it_store_persist \
 	it_store_admin it_store_upsert it_store_tier): $(BUILD)/test/th_master.o
 $(BUILD)/test/it_store_upsert: TEST_LIBS += $(shell pkg-config --libs sqlite3)
+# test/it_etcd_store_ha.c: masters electing on etcd (th_etcd.o, by its
+# name) with the store's clients (th_store.o)
+$(BUILD)/test/it_etcd_store_ha: $(BUILD)/test/th_store.o \
+	$(BUILD)/store/proto.o | $(STORED)

@@ -38,6 +38,7 @@ static const struct {
 	[STORE_TIER_POLL] = { "tier_poll", "c", "e[klR]" },
 	[STORE_TIER_DONE] = { "tier_done", "c[ke]", "e[e]" },
 	[STORE_FLUSHED] = { "flushed", "c[kv]", "e[ev]" },
+	[STORE_HA_FOLLOW] = { "ha_follow", "c", "e" },
 };
 
 const char *store_type_name(unsigned type)

@@ -47,6 +47,7 @@ enum store_type {
 	STORE_TIER_POLL,
 	STORE_TIER_DONE,
 	STORE_FLUSHED,                 /* flush.c: versions in the slower tier */
+	STORE_HA_FOLLOW,               /* a standby's journal stream */
 	STORE_TYPE_END
 };
 

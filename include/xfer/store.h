@@ -150,7 +150,12 @@ typedef void (*xfer_kv_cb)(struct xfer_kv *kv, int64_t result, void *arg);
 
 /**
  * A client of the master at @p master, `host:port` (host a name or a
- * number; xfer-stored's --port, 50051 by default): connect (proving the
+ * number; xfer-stored's --port, 50051 by default), or
+ * `etcd://host:port[,host:port]...`: the leader of masters run with
+ * --enable_ha, found under mooncake-store/<cluster_id>/master_view
+ * (cluster id $MC_STORE_CLUSTER_ID, else mooncake_cluster) and followed
+ * when it changes (calls in flight then fail, XFER_KV_RPC_FAIL; the
+ * segment is mounted again there; docs/STORE.md): connect (proving the
  * engine's cluster secret, auth_secret, if it has one), and mount a
  * segment of @p segment_size bytes of this process's memory that the
  * store allocates objects in. The segment is registered with the engine,
@@ -169,7 +174,8 @@ typedef void (*xfer_kv_cb)(struct xfer_kv *kv, int64_t result, void *arg);
  *                     gets move what does not go by memcpy; 0: none (they
  *                     then move only to and from the own segment)
  * @return the client, or NULL with errno: EINVAL (a malformed @p master,
- *         @p segment_size or @p buffer_size 1..63), ENOENT (its host
+ *         @p segment_size or @p buffer_size 1..63, etcd:// without
+ *         etcd in this build), ENOENT (its host
  *         does not resolve), ECONNREFUSED, ETIMEDOUT (the master did not
  *         answer: 10 s to connect, 5 s to prove the secret, 10 s to
  *         mount),

@@ -173,6 +173,7 @@ struct xfer_kv {
 	struct kv_op *stage_wait, **stage_wait_tail;
 
 	/* the master */
+	struct kv_disc *disc;          /* found in etcd (discover.c) */
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	int fd;                        /* connecting or proving */
@@ -277,6 +278,28 @@ void kv_rpc_send(struct xfer_kv *kv, struct kv_rpc *r, uint16_t type);
 
 /** Fail requests that waited over KV_RPC_TIMEOUT_MS (the tick). */
 void kv_conn_check(struct xfer_kv *kv, int64_t now);
+
+/* ---- discover.c ---- */
+
+/** A master address of "etcd://...": set up kv->disc. @return 0; 1 (not
+ *  one: a plain host:port); -ENOMEM; -EINVAL (built without etcd,
+ *  logged). */
+int kv_disc_new(struct xfer_kv *kv, const char *master);
+
+/** On the reactor: open etcd, read and watch the leader's address; each
+ *  new one closes the connection and connects there. @return 0, or the
+ *  backend's open error. */
+int kv_disc_start(struct xfer_kv *kv);
+
+/** Read the address again (the tick, while not connected). */
+void kv_disc_check(struct xfer_kv *kv);
+
+/** A connection to the master found failed: try again soon (25 ms,
+ *  doubling to 1 s while it fails), not on the next tick. */
+void kv_disc_retry(struct xfer_kv *kv);
+
+/** Close etcd (on the reactor; no kv->disc is fine). */
+void kv_disc_free(struct xfer_kv *kv);
 
 /* ---- op.c ---- */
 

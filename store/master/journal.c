@@ -38,14 +38,17 @@ static const char upgrade_v1[] =
 	"PRAGMA user_version = 2;"
 	"COMMIT;";
 
-enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_UNMOUNT, ST_PUT, ST_COMPLETE,
-       ST_DEL, ST_VERSION, ST_FLUSHED, ST_COUNT };
+enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_MOUNT_AS, ST_UNMOUNT, ST_PUT,
+       ST_COMPLETE, ST_DEL, ST_VERSION, ST_FLUSHED, ST_COUNT };
 
 static const char *const stmt_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN",
 	[ST_COMMIT] = "COMMIT",
 	[ST_MOUNT] = "INSERT INTO segments (id, client, name, base, size) "
 		     "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_MOUNT_AS] = "INSERT OR REPLACE INTO segments "
+			"(id, client, name, base, size, sid) "
+			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_UNMOUNT] = "DELETE FROM segments WHERE sid = ?1",
 	[ST_PUT] = "INSERT OR REPLACE INTO objects "
 		   "(key, len, flags, state, writer, replicas, version) "
@@ -68,6 +71,8 @@ struct journal {
 	char *path;
 	sqlite3_stmt *st[ST_COUNT];
 	bool in_txn;
+	const struct journal_tap *tap; /* NULL: none */
+	void *tap_arg;
 	int err;                       /* first failure in the transaction */
 	char why[200];
 };
@@ -407,7 +412,9 @@ int journal_load(struct journal *j, const struct journal_load_cb *cb,
 
 int64_t journal_mount(struct journal *j, const struct journal_segment *g)
 {
-	sqlite3_stmt *st = j->st[ST_MOUNT];
+	int i = g->sid ? ST_MOUNT_AS : ST_MOUNT;
+	sqlite3_stmt *st = j->st[i];
+	struct journal_segment tg = *g;
 
 	if (!begin(j))
 		return 0;
@@ -416,9 +423,14 @@ int64_t journal_mount(struct journal *j, const struct journal_segment *g)
 	sqlite3_bind_blob(st, 3, g->name, g->name_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)g->base);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)g->size);
-	if (step(j, ST_MOUNT))
+	if (g->sid)
+		sqlite3_bind_int64(st, 6, g->sid);
+	if (step(j, i))
 		return 0;
-	return sqlite3_last_insert_rowid(j->db);
+	tg.sid = g->sid ? g->sid : sqlite3_last_insert_rowid(j->db);
+	if (j->tap)
+		j->tap->mount(j->tap_arg, &tg);
+	return tg.sid;
 }
 
 void journal_unmount(struct journal *j, int64_t sid)
@@ -426,7 +438,8 @@ void journal_unmount(struct journal *j, int64_t sid)
 	if (!begin(j))
 		return;
 	sqlite3_bind_int64(j->st[ST_UNMOUNT], 1, sid);
-	step(j, ST_UNMOUNT);
+	if (!step(j, ST_UNMOUNT) && j->tap)
+		j->tap->unmount(j->tap_arg, sid);
 }
 
 void journal_put(struct journal *j, const struct journal_object *o)
@@ -447,7 +460,8 @@ void journal_put(struct journal *j, const struct journal_object *o)
 	sqlite3_bind_blob(st, 5, o->writer, STORE_ID_LEN, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 6, reps, o->nrep * REP_BYTES, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 7, (sqlite3_int64)o->version);
-	step(j, ST_PUT);
+	if (!step(j, ST_PUT) && j->tap)
+		j->tap->put(j->tap_arg, o);
 }
 
 static void by_key(struct journal *j, int i, const char *key, uint16_t klen)
@@ -467,6 +481,15 @@ void journal_complete(struct journal *j, const char *key, uint16_t klen,
 	sqlite3_bind_int64(j->st[ST_COMPLETE], 2, (sqlite3_int64)version);
 	step(j, ST_COMPLETE);
 	sqlite3_bind_int64(j->st[ST_VERSION], 1, (sqlite3_int64)version);
+	if (!step(j, ST_VERSION) && j->tap)
+		j->tap->complete(j->tap_arg, key, klen, version);
+}
+
+void journal_set_version(struct journal *j, uint64_t version)
+{
+	if (!begin(j))
+		return;
+	sqlite3_bind_int64(j->st[ST_VERSION], 1, (sqlite3_int64)version);
 	step(j, ST_VERSION);
 }
 
@@ -484,6 +507,8 @@ int journal_version(struct journal *j, uint64_t *version)
 void journal_del(struct journal *j, const char *key, uint16_t klen)
 {
 	by_key(j, ST_DEL, key, klen);
+	if (!j->err && j->tap)
+		j->tap->del(j->tap_arg, key, klen);
 }
 
 bool journal_dirty(const struct journal *j)
@@ -507,6 +532,8 @@ int journal_commit(struct journal *j)
 	}
 	j->in_txn = false;
 	j->err = 0;
+	if (!ret && j->tap)
+		j->tap->committed(j->tap_arg);
 	return ret;
 }
 
@@ -519,7 +546,8 @@ void journal_flushed(struct journal *j, const char *key, uint16_t klen,
 		return;
 	sqlite3_bind_blob(st, 1, key, klen, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (int64_t)version);
-	step(j, ST_FLUSHED);
+	if (!step(j, ST_FLUSHED) && j->tap)
+		j->tap->flushed(j->tap_arg, key, klen, version);
 }
 
 int journal_load_flushed(struct journal *j,
@@ -547,4 +575,30 @@ int journal_load_flushed(struct journal *j,
 		ret = -EIO;
 	sqlite3_finalize(st);
 	return ret;
+}
+
+void journal_rollback(struct journal *j)
+{
+	if (j->in_txn && !sqlite3_get_autocommit(j->db))
+		sqlite3_exec(j->db, "ROLLBACK", NULL, NULL, NULL);
+	j->in_txn = false;
+	j->err = 0;
+}
+
+void journal_reset(struct journal *j)
+{
+	if (begin(j) && sqlite3_exec(j->db, "DELETE FROM segments;"
+				     "DELETE FROM objects;"
+				     "DELETE FROM flushed", NULL, NULL,
+				     NULL) && !j->err) {
+		j->err = -EIO;
+		snprintf(j->why, sizeof(j->why), "%s", sqlite3_errmsg(j->db));
+	}
+}
+
+void journal_set_tap(struct journal *j, const struct journal_tap *tap,
+		     void *arg)
+{
+	j->tap = tap;
+	j->tap_arg = arg;
 }

@@ -90,6 +90,17 @@ void stored_set_committed(struct stored *s, void (*cb)(void *arg),
  */
 bool stored_pending(const struct stored *s);
 
+/**
+ * After each commit, ask @p gate(@p arg) whether the answers it holds
+ * must wait longer (--sync_standby: until a standby has the commit,
+ * store/master/stream.c). While they wait, stored_held() is true and no
+ * request is served (a later commit's answer must not overtake); then
+ * stored_release() lets them go, calling the committed callback.
+ */
+void stored_set_gate(struct stored *s, bool (*gate)(void *arg), void *arg);
+void stored_release(struct stored *s);
+bool stored_held(const struct stored *s);
+
 /** Did a commit fail? The loop was then broken: the master must exit
  *  without answering what waits (its clients retry a restarted one). */
 bool stored_failed(const struct stored *s);

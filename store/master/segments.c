@@ -356,7 +356,7 @@ void stored_set_committed(struct stored *s, void (*cb)(void *arg),
 
 bool stored_pending(const struct stored *s)
 {
-	return s->journal && journal_dirty(s->journal);
+	return s->gated || (s->journal && journal_dirty(s->journal));
 }
 
 bool stored_failed(const struct stored *s)

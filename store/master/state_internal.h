@@ -154,6 +154,9 @@ struct stored {
 	struct event *commit_ev;       /* active while changes wait */
 	void (*committed)(void *arg);
 	void *committed_arg;
+	bool (*gate)(void *arg);       /* stored_set_gate() */
+	void *gate_arg;
+	bool gated;                    /* a commit waits for the gate */
 	bool failed;                   /* the journal could not be written */
 	struct stored_stats stats;
 	size_t nclients;
