@@ -619,7 +619,8 @@ static PyObject *batch_cancel(BatchObject *bo, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-/* A future's done callback: a cancelled future cancels its batch. */
+/* Once the task awaiting @p fut was cancelled (xfer/_aio.py): a cancelled
+ * future cancels its batch. */
 static PyObject *batch_on_future_done(BatchObject *bo, PyObject *fut)
 {
 	PyObject *c, *r;
