@@ -551,42 +551,6 @@ static void test_peer_silent_small(void **state)
 	data_fault_len(D_SILENT, XFER_TIMEOUT, TIMEOUT_MS + 3000, 4096);
 }
 
-/* Cancels made again and again (a closing engine's, every 100 ms) are
- * no progress: a READ on the wire to a silent peer still ends at the
- * transfer timeout. */
-static void test_peer_silent_cancels(void **state)
-{
-	const size_t len = (64u << 10) + 1;
-	int64_t id = open_fake(), t0, took;
-	struct xfer_request req = {
-		.opcode = XFER_READ, .source = LB, .target_id = id,
-		.target_offset = (uintptr_t)F.mem + 5, .length = len,
-	};
-	struct xfer_task_status st;
-	struct xfer_batch *b;
-
-	(void)state;
-	roundtrip(id, len, 30);
-	atomic_store(&F.data_mode, D_SILENT);
-	b = xfer_batch_new(E, 1);
-	assert_non_null(b);
-	t0 = th_now_ms();
-	assert_int_equal(xfer_batch_submit(b, &req, 1), 0);
-	while (xfer_batch_wait(b, 50) && th_now_ms() - t0 < 3 * TIMEOUT_MS)
-		assert_int_equal(xfer_batch_cancel(b), 0);
-	took = th_now_ms() - t0;
-	assert_int_equal(xfer_batch_status(b, 0, &st), 0);
-	if (st.status == XFER_WAITING || took > TIMEOUT_MS + 1500)
-		fail_msg("a READ cancelled every 50 ms: %s after %lld ms, want "
-			 "an end within %d ms", xfer_status_str(st.status),
-			 (long long)took, TIMEOUT_MS + 1500);
-	assert_int_equal(xfer_batch_wait(b, 10000), 0);
-	assert_int_equal(xfer_batch_free(b), 0);
-	atomic_store(&F.data_mode, D_SERVE);
-	roundtrip(id, len, 31);
-	assert_int_equal(xfer_segment_close(E, id), 0);
-}
-
 /* A peer that serves each request SLOW_MS late: a task of 5 slices, one
  * connection, takes longer than the transfer timeout, but bytes move
  * well within it each time, so it completes, both ways. */
@@ -810,7 +774,6 @@ int main(void)
 		PEER_TEST(test_peer_closes_at_header),
 		PEER_TEST(test_peer_silent),
 		PEER_TEST(test_peer_silent_small),
-		PEER_TEST(test_peer_silent_cancels),
 		PEER_TEST(test_peer_slow),
 		PEER_TEST(test_peer_data_port_closed),
 		HS_CASE("test_open_reply_closed", &hs_close),
