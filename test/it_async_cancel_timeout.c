@@ -57,14 +57,14 @@ static void test_cancels_do_not_stop_the_timeout(void **state)
 	assert_int_equal(xfer_batch_submit(b, &(struct xfer_request){
 		.opcode = XFER_READ, .source = ebuf, .target_id = seg,
 		.target_offset = (uintptr_t)tbuf, .length = LEN }, 1), 0);
-	while (xfer_batch_wait(b, 50) && th_now_ms() - t0 < 5 * TIMEOUT_MS)
+	while (xfer_batch_wait(b, 50) && th_now_ms() - t0 < 8 * TIMEOUT_MS)
 		assert_int_equal(xfer_batch_cancel(b), 0);
 	took = th_now_ms() - t0;
 	assert_int_equal(xfer_batch_status(b, 0, &st), 0);
-	if (st.status == XFER_WAITING || took > TIMEOUT_MS + 1500)
+	if (st.status == XFER_WAITING || took > TIMEOUT_MS + 3000)
 		fail_msg("a READ cancelled every 50 ms: %s after %lld ms, want "
 			 "an end within %d ms", xfer_status_str(st.status),
-			 (long long)took, TIMEOUT_MS + 1500);
+			 (long long)took, TIMEOUT_MS + 3000);
 	assert_int_equal(xfer_batch_wait(b, 10000), 0);
 	assert_int_equal(xfer_batch_free(b), 0);
 
