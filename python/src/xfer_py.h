@@ -126,7 +126,7 @@ typedef struct {
 	struct xpy_gate g;                /* its lock also guards each
 					     Batch's users */
 	PyObject *regs;                   /* addr -> capsule of a Py_buffer */
-	BatchObject *batches;             /* live batches (under the GIL) */
+	BatchObject *batches;             /* batches not being freed (GIL) */
 	struct xpy_cq *cq;                /* NULL until the first async call */
 	struct xpy_op *pending;           /* async calls in flight */
 	PyObject *on_notify;              /* callable(name, msg) or NULL */

@@ -548,7 +548,8 @@ void xfer_tcp_conn_cancel(struct tcp_conn *c)
 	pthread_mutex_unlock(&c->lock);
 	/* a head partly on the wire goes out whole: the stream needs it */
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
-	touch(c);
+	/* no touch(): a cancel moves no byte, and one repeated (a closing
+	 * engine's) must not keep a stalled peer's slices from timing out */
 	settle(c);
 }
 
