@@ -16,7 +16,9 @@
 #include "metadata/etcd_elect_internal.h"
 #include "metadata/etcd_internal.h"
 
-int xfer_etcd_campaign_body(struct etcd_op *op, struct evbuffer *b)
+/* A campaign's body: its key put with the lease if absent, else read.
+ * @return 0, -1 (no memory). */
+static int campaign_body(struct etcd_op *op, struct evbuffer *b)
 {
 	size_t klen = strlen(op->key);
 
@@ -35,7 +37,8 @@ int xfer_etcd_campaign_body(struct etcd_op *op, struct evbuffer *b)
 	       evbuffer_add(b, "}}]}", 4);
 }
 
-int xfer_etcd_depose_body(struct etcd_op *op, struct evbuffer *b)
+/* A depose's body: its key deleted if its value is op->value. */
+static int depose_body(struct etcd_op *op, struct evbuffer *b)
 {
 	size_t klen = strlen(op->key);
 
@@ -125,6 +128,7 @@ static void txn(struct xfer_store *s, enum etcd_op_kind kind,
 	}
 	op->cb = cb;
 	op->arg = arg;
+	op->body = kind == OP_CAMPAIGN ? campaign_body : depose_body;
 	if (kind == OP_CAMPAIGN) {
 		xfer_etcd_put_start(op);   /* with the lease */
 		return;

@@ -73,6 +73,8 @@ struct etcd_op {
 	struct etcd *e;
 	enum etcd_op_kind kind;
 	etcd_answer_cb answered; /* set by the layer that made it */
+	/* its body, where that layer writes it (NULL: by its kind) */
+	int (*body)(struct etcd_op *op, struct evbuffer *b);
 	struct timeval made;     /* first sent: for ETCD_CALL_MS */
 	struct timeval sent;     /* this try */
 	int member;              /* this try's member */
@@ -214,14 +216,6 @@ void xfer_etcd_back(struct etcd *e);
 void xfer_etcd_arm(struct event *ev, int ms);
 /** @return *ms, doubled for next time up to ETCD_BACKOFF_MAX_MS. */
 int xfer_etcd_backoff(int *ms);
-
-/* ---- etcd_elect.c ---- */
-
-/** The body of a campaign @p op (a transaction: its key put with the
- *  lease if absent, else read), or of a depose (its key deleted if its
- *  value is op->value). @return 0, -1 (no memory). */
-int xfer_etcd_campaign_body(struct etcd_op *op, struct evbuffer *b);
-int xfer_etcd_depose_body(struct etcd_op *op, struct evbuffer *b);
 
 /* ---- etcd_json.c ---- */
 

@@ -170,6 +170,8 @@ static void op_done(struct evhttp_request *req, void *arg);
 /* @p op's body, by its kind. @return 0, -1 (no memory). */
 static int op_body(struct etcd_op *op, struct evbuffer *b)
 {
+	if (op->body)
+		return op->body(op, b);
 	switch (op->kind) {
 	case OP_GRANT:
 		return evbuffer_add_printf(b, "{\"TTL\":%d}",
@@ -186,10 +188,6 @@ static int op_body(struct etcd_op *op, struct evbuffer *b)
 					       op->vlen) ||
 		       evbuffer_add_printf(b, ",\"lease\":%" PRId64 "}",
 					   op->lease) < 0;
-	case OP_CAMPAIGN:
-		return xfer_etcd_campaign_body(op, b);
-	case OP_DEPOSE:
-		return xfer_etcd_depose_body(op, b);
 	default:
 		return evbuffer_add(b, "{", 1) ||
 		       xfer_etcd_add_b64_field(b, "key", op->key,

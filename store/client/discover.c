@@ -28,7 +28,7 @@
 #define RETRY_MAX_MS 1000
 
 #ifdef XFER_HAVE_ETCD
-#include "metadata/backends_internal.h"
+#include "core/store.h"
 
 struct kv_disc {
 	char *endpoints;
@@ -147,6 +147,7 @@ void kv_disc_retry(struct xfer_kv *kv)
 int kv_disc_start(struct xfer_kv *kv)
 {
 	struct kv_disc *d = kv->disc;
+	const struct xfer_store_ops *ops;
 	int ret;
 
 	d->retry_ms = RETRY_MIN_MS;
@@ -157,7 +158,12 @@ int kv_disc_start(struct xfer_kv *kv)
 		.base = kv->r->base, .prefix = d->prefix,
 		.changed = on_changed, .arg = kv,
 	};
-	ret = xfer_etcd_ops.open(d->endpoints, &d->env, &d->etcd);
+	/* etcd from the core's list of backends, as the engine's metadata
+	 * finds it (no call across to metadata/) */
+	ops = xfer_store_find(d->endpoints);
+	if (!ops || strcmp(ops->name, "etcd"))
+		return -EPROTONOSUPPORT;
+	ret = xfer_store_open(ops, d->endpoints, &d->env, &d->etcd);
 	if (!ret)
 		ask(kv);
 	return ret;
