@@ -85,6 +85,8 @@ enum xfer_kv_error {
 	XFER_KV_VERSION_TOO_OLD = -720,
 	XFER_KV_TRANSFER_FAIL = -800,        /**< a transfer failed */
 	XFER_KV_RPC_FAIL = -900,             /**< the master is unreachable */
+	XFER_KV_TASK_NOT_FOUND = -1400,      /**< no such task (or forgotten) */
+	XFER_KV_TASK_PENDING_LIMIT_EXCEEDED = -1401, /**< too many at work */
 };
 
 /** Mooncake's ReplicateConfig, what a put asks of the master. */
@@ -672,6 +674,94 @@ int xfer_kv_remove_by_regex_async(struct xfer_kv *kv, const char *pattern,
 XFER_EXPORT
 int64_t xfer_kv_remove_by_regex(struct xfer_kv *kv, const char *pattern,
 				bool force);
+
+/* ---- replication tasks (the store design's Replicate; Mooncake's
+ * QueryTask) ---- */
+
+/** A task's type and status: Mooncake's TaskType and TaskStatus, with
+ *  their values; XFER_KV_TASK_REPLICATE is xfer's. */
+enum xfer_kv_task_type {
+	XFER_KV_TASK_REPLICA_COPY = 0,
+	XFER_KV_TASK_REPLICA_MOVE = 1,
+	XFER_KV_TASK_REPLICATE = 2,      /**< counts changed, or repaired */
+};
+
+enum xfer_kv_task_status {
+	XFER_KV_TASK_PENDING = 0,        /**< no client has taken its copy */
+	XFER_KV_TASK_PROCESSING = 1,     /**< a client copies */
+	XFER_KV_TASK_FAILED = 2,
+	XFER_KV_TASK_SUCCESS = 3,
+};
+
+/** What xfer_kv_query_task() answers: Mooncake's QueryTaskResponse. */
+struct xfer_kv_task {
+	uint64_t id;
+	int type;                        /**< enum xfer_kv_task_type */
+	int status;                      /**< enum xfer_kv_task_status */
+	int64_t created_at_ms_epoch;     /**< ms since 1970, master's clock */
+	int64_t last_updated_at_ms_epoch; /**< the last change of status */
+	uint8_t assigned_client[16];     /**< the copying client's id; zeros
+					      before one took a copy */
+	char message[256];               /**< NUL-ended: "Task completed
+					      successfully", or why it failed
+					      (an ErrorCode's name) */
+};
+
+/**
+ * Bring object @p key to @p replica_num DRAM and @p nof_replica_num SSD
+ * replicas (the store design's Replicate(key, {dram_replicate_num,
+ * nvmeof_replicate_num})), up or down, as a task of the master's. The
+ * counts are also the object's from then on: a replica lost with its
+ * segment (its client expired at --client_ttl, or unmounted it) is made
+ * again by a task of its own while the object asks for more than remain.
+ *
+ * The master allocates each new replica on a segment the object is not
+ * in yet and asks a client to copy, one copy at a time: the owner of a
+ * DRAM replica WRITEs from it with its engine (client to client, never
+ * through the master), or, for a new DRAM replica of an object that is
+ * only on SSD, the new replica's owner READs it from SSD. Extra replicas
+ * are released, the last first, once the object's lease has run out (a
+ * reader may still read them). An SSD replica is only copied from a DRAM
+ * one. A copy that fails is tried again, three times in all; a new call
+ * for the object replaces its task at work (which then fails).
+ * @p cb gets the task's id (> 0; follow it with xfer_kv_query_task()),
+ * or XFER_KV_OBJECT_NOT_FOUND, XFER_KV_REPLICA_IS_NOT_READY (its put has
+ * not ended), XFER_KV_INVALID_PARAMS (counts add up to 0 or past 16),
+ * XFER_KV_TASK_PENDING_LIMIT_EXCEEDED (65536 tasks at work),
+ * XFER_KV_RPC_FAIL.
+ * @return as xfer_kv_put_async(); XFER_KV_INVALID_PARAMS for counts
+ *         past XFER_KV_REPLICA_MAX (checked again by the master). Any
+ *         thread.
+ */
+XFER_EXPORT
+int xfer_kv_replicate_async(struct xfer_kv *kv, const char *key,
+			    unsigned replica_num, unsigned nof_replica_num,
+			    xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_replicate_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_replicate(struct xfer_kv *kv, const char *key,
+			  unsigned replica_num, unsigned nof_replica_num);
+
+/**
+ * The state of task @p id into @p out (the caller's, written before
+ * @p cb runs, on success only). The master keeps the last 10000
+ * finished tasks; a task's status moves PENDING -> PROCESSING (a client
+ * took its copy) -> PENDING (the next copy) ... -> SUCCESS or FAILED.
+ * @p cb gets 0, XFER_KV_TASK_NOT_FOUND (unknown or forgotten), or
+ * XFER_KV_RPC_FAIL.
+ * @return 0; XFER_KV_INVALID_PARAMS (NULL @p out or @p cb); -ENOMEM;
+ *         -ESHUTDOWN. Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_query_task_async(struct xfer_kv *kv, uint64_t id,
+			     struct xfer_kv_task *out, xfer_kv_cb cb,
+			     void *arg);
+
+/** xfer_kv_query_task_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int xfer_kv_query_task(struct xfer_kv *kv, uint64_t id,
+		       struct xfer_kv_task *out);
 
 #ifdef __cplusplus
 }

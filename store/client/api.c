@@ -21,6 +21,8 @@ static bool bad_args(const struct kv_call *c)
 		return true;
 	if (c->kind == KV_REMOVE_ALL || c->kind == KV_SYNC)
 		return false;
+	if (c->kind == KV_QUERY_TASK)
+		return !c->task;
 	if (c->kind == KV_REMOVE_REGEX)
 		return !c->pattern || !*c->pattern ||
 		       strlen(c->pattern) > STORE_PATTERN_MAX;
@@ -57,8 +59,12 @@ int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 		return -ENOMEM;
 	op->flags = c->flags;
 	op->force = c->force;
-	op->replicas = rc ? (uint8_t)rc->replica_num : 1;
-	op->ssd_replicas = rc ? (uint8_t)rc->nof_replica_num : 0;
+	op->replicas = rc ? (uint8_t)rc->replica_num :
+		       c->kind == KV_REPLICATE ? c->replicas : 1;
+	op->ssd_replicas = rc ? (uint8_t)rc->nof_replica_num :
+			   c->ssd_replicas;
+	op->task_id = c->task_id;
+	op->task = c->task;
 	op->pin = (rc ? (rc->with_soft_pin ? 1 : 0) |
 			(rc->with_hard_pin ? 2 : 0) : 0) | (c->upsert ? 4 : 0);
 	op->min_version = c->min_version;

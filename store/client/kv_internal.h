@@ -105,7 +105,8 @@ struct kv_key {
 };
 
 enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL,
-	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR };
+	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR,
+	       KV_REPLICATE, KV_QUERY_TASK };
 
 /* One piece of a round: key @p k's bytes [off, off + len) at staging
  * offset @p pos. */
@@ -130,6 +131,8 @@ struct kv_op {
 	uint64_t *version;             /* get: the caller's, set at the end */
 	struct xfer_kv_replica_desc *desc; /* desc: the caller's, per key
 					      XFER_KV_REPLICA_MAX */
+	uint64_t task_id;              /* query_task */
+	struct xfer_kv_task *task;     /* query_task: the caller's */
 	size_t n;
 	struct kv_key *keys;
 	char *arena;                   /* the keys' bytes */
@@ -235,6 +238,9 @@ struct kv_call {
 	const char *segment;           /* replica_clear: NULL or a name */
 	const uint64_t *src_offsets;   /* a ranged get: one per key */
 	struct xfer_kv_replica_desc *desc;
+	uint8_t replicas, ssd_replicas; /* replicate */
+	uint64_t task_id;              /* query_task */
+	struct xfer_kv_task *task;
 	int64_t *results;
 	xfer_kv_cb cb;
 	void *arg;

@@ -7,8 +7,8 @@
  *   put:    put_start -> move.c writes -> put_end + put_revoke
  *   get:    query -> move.c reads (lease checked per key)
  *   size, desc: query
- *   exist, remove, replica_clear, remove_all, sync, remove_regex: one
- *           phase
+ *   exist, remove, replica_clear, replicate, remove_all, sync,
+ *           remove_regex, query_task: one phase
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -74,6 +74,20 @@ static int64_t desc_take(struct kv_op *op, struct kv_key *k,
 
 static void key_done(struct kv_op *op, struct kv_key *k, int64_t v);
 
+/* A query_task's answer into the caller's @p t. */
+static void kv_task_take(struct xfer_kv_task *t, const struct store_msg *rep)
+{
+	*t = (struct xfer_kv_task){
+		.id = rep->task, .type = rep->task_type,
+		.status = rep->task_status,
+		.created_at_ms_epoch = (int64_t)rep->created_ms,
+		.last_updated_at_ms_epoch = (int64_t)rep->updated_ms,
+	};
+	memcpy(t->assigned_client, rep->client, STORE_ID_LEN);
+	memcpy(t->message, rep->message.p, rep->message.len);
+	t->message[rep->message.len] = 0;
+}
+
 /* A ranged get reads cap bytes from src_off of each replica (checked to
  * lie in the object); an empty range is read at once. */
 static void take_range(struct kv_op *op, struct kv_key *k)
@@ -118,6 +132,9 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 	case STORE_PUT_REVOKE:
 		k->state = KEY_DONE;   /* the result says why */
 		break;
+	case STORE_REPLICATE:
+		key_done(op, k, err ? err : (int64_t)it->task);
+		break;
 	case STORE_QUERY:
 		k->version = it ? it->version : 0;
 		if (err) {
@@ -148,8 +165,12 @@ static void on_reply(struct kv_rpc *r, const struct store_msg *rep)
 {
 	struct kv_op *op = r->op;
 
-	if (r->type == STORE_REMOVE_ALL || r->type == STORE_SYNC ||
-	    r->type == STORE_REMOVE_REGEX) {
+	if (r->type == STORE_QUERY_TASK) {
+		op->results[0] = !rep ? XFER_KV_RPC_FAIL : rep->err;
+		if (rep && !rep->err)
+			kv_task_take(op->task, rep);
+	} else if (r->type == STORE_REMOVE_ALL || r->type == STORE_SYNC ||
+		   r->type == STORE_REMOVE_REGEX) {
 		op->results[0] = !rep ? XFER_KV_RPC_FAIL :
 				 rep->err ? rep->err : rep->count;
 	} else {
@@ -296,18 +317,24 @@ static void op_start(struct xfer_job *job)
 	case KV_REPLICA_CLEAR:
 		phase(op, STORE_REPLICA_CLEAR, finish);
 		break;
+	case KV_REPLICATE:
+		phase(op, STORE_REPLICATE, finish);
+		break;
 	case KV_REMOVE_ALL:
 	case KV_SYNC:
 	case KV_REMOVE_REGEX:
+	case KV_QUERY_TASK:
 		op->then = finish;
 		op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
 		kv->req->force = op->force;
+		kv->req->task = op->task_id;
 		kv->req->pattern = (struct store_str){
 			op->pattern, (uint16_t)(op->pattern ?
 						strlen(op->pattern) : 0) };
 		op->rpcs_out = 1;
 		kv_rpc_send(kv, &op->rpcs[0], op->kind == KV_SYNC ? STORE_SYNC :
 			    op->kind == KV_REMOVE_REGEX ? STORE_REMOVE_REGEX :
+			    op->kind == KV_QUERY_TASK ? STORE_QUERY_TASK :
 			    STORE_REMOVE_ALL);
 		break;
 	}
