@@ -40,7 +40,7 @@ static const struct {
 	[STORE_TIER_POLL] = { "tier_poll", "c", "e[klR]" },
 	[STORE_TIER_DONE] = { "tier_done", "c[ke]", "e[e]" },
 	[STORE_REPLICATE] = { "replicate", "crd[k]", "e[eT]" },
-	[STORE_QUERY_TASK] = { "query_task", "T", "eySaucM" },
+	[STORE_QUERY_TASK] = { "query_task", "T", "eTySaucM" },
 };
 
 const char *store_type_name(unsigned type)
