@@ -173,6 +173,8 @@ enum xpy_kv_kind {
 	XPY_KV_REMOVE_REGEX,
 	XPY_KV_DESC,         /* replica descriptors */
 	XPY_KV_REPLICA_CLEAR,
+	XPY_KV_REPLICATE,    /* one key: a task's id */
+	XPY_KV_QUERY_TASK,   /* a task's state */
 };
 
 /* module.c */
