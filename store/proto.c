@@ -8,7 +8,7 @@
  * DRAM or 1 SSD), d SSD replicas (u8), e error (i32), C count (i64),
  * V min_version (u64), x pattern (str 1..4096), T task id, a created,
  * u updated (u64), y task type (u8, 0..2), S task status (u8, 0..3),
- * M message (str 0..255), [ ] a batch (u32 count,
+ * M message (str 0..255), K key (str 1..4096), [ ] a batch (u32 count,
  * then its items); in an item: k key (str 0..4096), l length, t lease,
  * v version, T task id (u64), e error, R replicas (u8
  * count up to 16, each u64 address, u64 length, str endpoint 1..255).
@@ -41,6 +41,7 @@ static const struct {
 	[STORE_TIER_DONE] = { "tier_done", "c[ke]", "e[e]" },
 	[STORE_REPLICATE] = { "replicate", "crd[k]", "e[eT]" },
 	[STORE_QUERY_TASK] = { "query_task", "T", "eTySaucM" },
+	[STORE_CREATE_TASK] = { "create_task", "cypK[k]", "eT" },
 };
 
 const char *store_type_name(unsigned type)
@@ -251,7 +252,9 @@ static void field(struct walk *w, char f, struct store_msg *m)
 	case 'u': NUM(w, m->updated_ms, 8); break;
 	case 'y':
 		NUM(w, m->task_type, 1);
-		if (m->task_type > STORE_TASK_REPLICATE)
+		if (m->task_type > STORE_TASK_REPLICATE ||
+		    (!(m->h.flags & STORE_F_REPLY) &&
+		     m->task_type > STORE_TASK_REPLICA_MOVE))
 			limit(w);
 		break;
 	case 'S':
@@ -260,6 +263,7 @@ static void field(struct walk *w, char f, struct store_msg *m)
 			limit(w);
 		break;
 	case 'M': str(w, &m->message, 0, STORE_MESSAGE_MAX); break;
+	case 'K': str(w, &m->key, 1, STORE_KEY_MAX); break;
 	default: fail(w, -EINVAL);
 	}
 }

@@ -59,6 +59,7 @@ enum store_type {
 	STORE_TIER_DONE,
 	STORE_REPLICATE,
 	STORE_QUERY_TASK,
+	STORE_CREATE_TASK,
 	STORE_TYPE_END
 };
 
@@ -110,6 +111,7 @@ struct store_msg {
 	uint64_t task, created_ms, updated_ms;
 	uint8_t task_type, task_status;
 	struct store_str message;
+	struct store_str key;            /* create_task: the object's */
 	uint32_t n;
 	struct store_item items[STORE_BATCH_MAX];
 };

@@ -215,6 +215,96 @@ static void test_repair(void **state)
 	st_stop();
 }
 
+/* create_task: a copy (@p move 0; source "") or a move of @p key into
+ * the @p n segments @p to. @return the task id, or the error. */
+static int64_t create(int fd, const char *key, int move, const char *from,
+		      const char *const *to, uint32_t n)
+{
+	memcpy(st_req->client, A, STORE_ID_LEN);
+	st_req->task_type = (uint8_t)move;
+	st_req->key = st_str(key);
+	st_req->preferred = st_str(from);
+	st_req->n = n;
+	for (uint32_t i = 0; i < n; i++)
+		st_req->items[i].key = st_str(to[i]);
+	st_call(fd, STORE_CREATE_TASK);
+	st_req->preferred = st_str("");
+	return st_rep->err ? st_rep->err : (int64_t)st_rep->task;
+}
+
+/* Mooncake's copy and move tasks: replicas made in the segments named,
+ * in order; a move drops its source's once its copy is done. */
+static void test_copy_move(void **state)
+{
+	char src[8], dst[8], w[2][8];
+	int fd = start();
+	int64_t id;
+
+	(void)state;
+	put_a(fd, "m");
+	id = create(fd, "m", 0, "", (const char *[]){ "c", "b" }, 2);
+	assert_true(id > 0);
+	assert_int_equal(status(fd, (uint64_t)id), STORE_TASK_PENDING);
+	assert_int_equal(st_rep->task_type, STORE_TASK_REPLICA_COPY);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(wait_copy(fd, A, src, dst), 1);
+		assert_string_equal(src, "a");
+		assert_string_equal(dst, k ? "b" : "c");
+		assert_int_equal(done_as(fd, A, "m", 0), 0);
+	}
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
+			 STORE_TASK_SUCCESS);
+	assert_int_equal(nrep(fd, "m"), 3);
+
+	put_a(fd, "n");
+	id = create(fd, "n", 1, "a", (const char *[]){ "b" }, 1);
+	assert_true(id > 0);
+	assert_int_equal(wait_copy(fd, A, src, dst), 1);
+	assert_string_equal(dst, "b");
+	assert_int_equal(nrep(fd, "n"), 1);   /* leases it: 200 ms */
+	assert_int_equal(done_as(fd, A, "n", 0), 0);
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
+			 STORE_TASK_SUCCESS);
+	assert_int_equal(st_rep->task_type, STORE_TASK_REPLICA_MOVE);
+	assert_int_equal(st_one(fd, STORE_QUERY, A, "n", 0, 0, false), 0);
+	assert_int_equal(st_rep->items[0].nrep, 1);
+	snprintf(w[0], 8, "%.*s", st_rep->items[0].rep[0].endpoint.len,
+		 st_rep->items[0].rep[0].endpoint.p);
+	assert_string_equal(w[0], "b");
+	/* a move from b to c, copied by b, the source's owner */
+	usleep(250000);
+	id = create(fd, "n", 1, "b", (const char *[]){ "c" }, 1);
+	assert_int_equal(wait_copy(fd, B, src, dst), 1);
+	assert_string_equal(src, "b");
+	assert_string_equal(dst, "c");
+	assert_int_equal(done_as(fd, B, "n", 0), 0);
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
+			 STORE_TASK_SUCCESS);
+	st_one(fd, STORE_QUERY, A, "n", 0, 0, false);
+	snprintf(w[1], 8, "%.*s", st_rep->items[0].rep[0].endpoint.len,
+		 st_rep->items[0].rep[0].endpoint.p);
+	assert_int_equal(st_rep->items[0].nrep, 1);
+	assert_string_equal(w[1], "c");
+
+	/* refused at once */
+	assert_int_equal(create(fd, "zz", 0, "", (const char *[]){ "b" }, 1),
+			 -704);
+	assert_int_equal(create(fd, "n", 0, "", (const char *[]){ "zz" }, 1),
+			 -101);
+	assert_int_equal(create(fd, "n", 0, "", (const char *[]){ "" }, 1),
+			 -600);
+	assert_int_equal(create(fd, "n", 0, "c", (const char *[]){ "b" }, 1),
+			 -600);                /* a copy names no source */
+	assert_int_equal(create(fd, "n", 1, "a", (const char *[]){ "b" }, 1),
+			 -600);                /* no replica in a */
+	assert_int_equal(create(fd, "n", 1, "c", (const char *[]){ "c" }, 1),
+			 -600);
+	assert_int_equal(create(fd, "n", 1, "c",
+				(const char *[]){ "a", "b" }, 2), -600);
+	close(fd);
+	st_stop();
+}
+
 static void test_bad_input(void **state)
 {
 	int fd = start();
@@ -270,6 +360,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_raise_lower),
 		cmocka_unit_test(test_repair),
+		cmocka_unit_test(test_copy_move),
 		cmocka_unit_test(test_bad_input),
 	};
 

@@ -5,7 +5,9 @@
  * expired at --client_ttl, an unmount) made again while the object asks
  * for more than remain. A task is Mooncake's (QueryTask): an id, a type,
  * PENDING -> PROCESSING -> SUCCESS or FAILED, when it was made and last
- * changed, the client it was given to and a message.
+ * changed, the client it was given to and a message. Mooncake's copy
+ * and move tasks (CreateCopyTask, CreateMoveTask) are tasks too: new
+ * replicas in named segments, and for a move the source's dropped.
  *
  * The master moves no bytes: each tick a task looks at its object and
  * takes one step. Too many replicas: the extra ones go (DRAM ones from
@@ -43,6 +45,10 @@ struct repl_task {
 	uint8_t want_dram, want_ssd;
 	uint8_t client[STORE_ID_LEN];  /* given to; zeros before */
 	char msg[MSG_MAX];
+	/* a copy's or move's segments: after the key, the source's name
+	 * (a move's) and the targets' */
+	uint8_t ntarget;
+	uint16_t src_len, tlen[STORE_REPLICA_MAX];
 	uint16_t klen;
 	char key[];
 };
@@ -117,14 +123,33 @@ static struct repl_task *active_of(struct stored *s, const struct object *o)
 	return NULL;
 }
 
+/* A task of @p type on @p o; a copy's or move's segments from @p req
+ * (its source in preferred, its targets as items). NULL: no memory, or
+ * too many at work. */
 static struct repl_task *task_new(struct stored *s, struct object *o,
-				  uint8_t type)
+				  uint8_t type, const struct store_msg *req)
 {
+	size_t names = req ? req->preferred.len : 0;
 	struct repl_task *t;
+	char *p;
 
+	for (uint32_t i = 0; req && i < req->n; i++)
+		names += req->items[i].key.len;
 	if (s->repl_nactive >= ACTIVE_MAX ||
-	    !(t = calloc(1, sizeof(*t) + o->klen)))
+	    !(t = calloc(1, sizeof(*t) + o->klen + names)))
 		return NULL;
+	p = t->key + o->klen;
+	if (req) {
+		t->src_len = req->preferred.len;
+		memcpy(p, req->preferred.p, t->src_len);
+		p += t->src_len;
+		t->ntarget = (uint8_t)req->n;
+		for (uint32_t i = 0; i < req->n; i++) {
+			t->tlen[i] = req->items[i].key.len;
+			memcpy(p, req->items[i].key.p, t->tlen[i]);
+			p += t->tlen[i];
+		}
+	}
 	t->id = ++s->repl_next;
 	t->version = o->version;
 	t->type = type;
@@ -204,26 +229,29 @@ static void trim(struct stored *s, struct object *o, bool ssd, unsigned keep)
 	persist_put(s, o);
 }
 
-/* One step of @p t. */
-static void step(struct stored *s, struct repl_task *t, int64_t now)
+/* Copy @p o from @p src into a new replica in @p g, or anywhere on
+ * medium @p ssd (@p g NULL); the task fails if there is no room. */
+static void copy(struct stored *s, struct repl_task *t, struct object *o,
+		 struct replica *src, bool ssd, struct segment *g)
 {
-	struct store_str key = { t->key, t->klen };
-	struct object *o = objects_readable(s, &key);
+	unsigned i = (unsigned)(src - o->rep);  /* rep[] may move */
+
+	if (!reserve(o, o->nrep < STORE_REPLICA_MAX ? o->nrep + 1U :
+			STORE_REPLICA_MAX) ||
+	    !tier_copy(s, o, &o->rep[i], ssd, g)) {
+		finish(s, t, o, STORE_TASK_FAILED, "NO_AVAILABLE_HANDLE");
+		return;
+	}
+	set_status(t, STORE_TASK_PENDING, "Waiting for a client");
+}
+
+/* A replicate's step: drop the extra replicas, or copy one more. */
+static void step_counts(struct stored *s, struct repl_task *t,
+			struct object *o, int64_t now)
+{
 	unsigned dram, ssd;
 	struct replica *src;
-	bool given, from_ssd;
 
-	if (!o || o->state != OBJ_COMPLETE || o->version != t->version) {
-		finish(s, t, NULL, STORE_TASK_FAILED, "OBJECT_NOT_FOUND");
-		return;
-	}
-	if (tier_copying(o, &given, t->client)) {
-		if (given)
-			set_status(t, STORE_TASK_PROCESSING, "Copying");
-		return;
-	}
-	if (o->task)                   /* an offload or promotion first */
-		return;
 	count(o, &dram, &ssd);
 	if (dram > t->want_dram || ssd > t->want_ssd) {
 		if (o->lease_until_ms > now)  /* a reader may be on them */
@@ -247,15 +275,100 @@ static void step(struct stored *s, struct repl_task *t, int64_t now)
 	}
 	if (!src && !(src = source(o, true)))
 		return;                /* its segments are offline: wait */
-	from_ssd = segment_ssd(src->seg);
-	/* rep[] may move: the source is found again */
-	if (!reserve(o, o->nrep < STORE_REPLICA_MAX ? o->nrep + 1U :
-			STORE_REPLICA_MAX) ||
-	    !tier_copy(s, o, source(o, from_ssd), dram >= t->want_dram)) {
-		finish(s, t, o, STORE_TASK_FAILED, "NO_AVAILABLE_HANDLE");
+	copy(s, t, o, src, dram >= t->want_dram, NULL);
+}
+
+/* The online segment named @p len bytes at @p p, or NULL. */
+static struct segment *named(struct stored *s, const char *p, size_t len)
+{
+	for (size_t i = 0; i < s->nsegs; i++)
+		if (s->segs[i]->name_len == len &&
+		    !memcmp(s->segs[i]->name, p, len))
+			return s->segs[i];
+	return NULL;
+}
+
+/* @p o's replica in @p g, or NULL. */
+static struct replica *in(struct object *o, const struct segment *g)
+{
+	for (unsigned i = 0; g && i < o->nrep; i++)
+		if (o->rep[i].seg == g)
+			return &o->rep[i];
+	return NULL;
+}
+
+/* A copy's or a move's step: a copy into the next target without a
+ * replica, then (a move) the source's replica dropped. */
+static void step_targets(struct stored *s, struct repl_task *t,
+			 struct object *o, int64_t now)
+{
+	const char *name = t->key + t->klen + t->src_len;
+	struct segment *from = named(s, t->key + t->klen, t->src_len);
+	struct replica *src = in(o, from);
+	unsigned dram, ssd;
+
+	for (unsigned i = 0; i < t->ntarget; name += t->tlen[i++]) {
+		struct segment *g = named(s, name, t->tlen[i]);
+		struct replica *r;
+
+		if (!g) {
+			finish(s, t, o, STORE_TASK_FAILED,
+			       "SEGMENT_NOT_FOUND");
+			return;
+		}
+		if (in(o, g))
+			continue;
+		/* a move copies from its source when it can */
+		r = src && src->seg->online &&
+		    (!segment_ssd(src->seg) || !segment_ssd(g)) ? src : NULL;
+		if (!r && !(r = source(o, false)) && !segment_ssd(g))
+			r = source(o, true);
+		if (!r && segment_ssd(g) && !source(o, true)) {
+			return;        /* its segments are offline: wait */
+		} else if (!r) {
+			finish(s, t, o, STORE_TASK_FAILED,
+			       "no DRAM replica to copy to SSD from");
+			return;
+		}
+		copy(s, t, o, r, segment_ssd(g), g);
 		return;
 	}
-	set_status(t, STORE_TASK_PENDING, "Waiting for a client");
+	if (t->type == STORE_TASK_REPLICA_MOVE && src) {
+		if (o->lease_until_ms > now)  /* a reader may be on it */
+			return;
+		objects_release_replica(s, src);
+		list_del(&o->link);
+		list_add_before(&o->link, tier_lru(s, o)->next);
+		persist_put(s, o);
+	}
+	count(o, &dram, &ssd);         /* kept from now on */
+	o->want_dram = (uint8_t)dram;
+	o->want_ssd = (uint8_t)ssd;
+	finish(s, t, o, STORE_TASK_SUCCESS, "Task completed successfully");
+}
+
+/* One step of @p t. */
+static void step(struct stored *s, struct repl_task *t, int64_t now)
+{
+	struct store_str key = { t->key, t->klen };
+	struct object *o = objects_readable(s, &key);
+	bool given;
+
+	if (!o || o->state != OBJ_COMPLETE || o->version != t->version) {
+		finish(s, t, NULL, STORE_TASK_FAILED, "OBJECT_NOT_FOUND");
+		return;
+	}
+	if (tier_copying(o, &given, t->client)) {
+		if (given)
+			set_status(t, STORE_TASK_PROCESSING, "Copying");
+		return;
+	}
+	if (o->task)                   /* an offload or promotion first */
+		return;
+	if (t->type == STORE_TASK_REPLICATE)
+		step_counts(s, t, o, now);
+	else
+		step_targets(s, t, o, now);
 }
 
 void replicate_tick(struct stored *s, int64_t now)
@@ -291,7 +404,7 @@ void replicate_lost(struct stored *s, struct object *o)
 	count(o, &dram, &ssd);
 	if (dram >= o->want_dram && ssd >= o->want_ssd)
 		return;
-	if (!task_new(s, o, STORE_TASK_REPLICATE)) {
+	if (!task_new(s, o, STORE_TASK_REPLICATE, NULL)) {
 		xfer_log(XFER_LOG_WARN, "xfer-stored: %zu replication tasks "
 			 "at work: a lost replica is not made again",
 			 s->repl_nactive);
@@ -300,31 +413,47 @@ void replicate_lost(struct stored *s, struct object *o)
 	s->repl_repairs++;
 }
 
-static int32_t request_one(struct stored *s, const struct store_msg *req,
-			   const struct store_item *it, uint64_t *id)
+/* Is @p o one a task may work on? @return 0, -704, -703. */
+static int32_t workable(const struct object *o)
 {
-	struct object *o = objects_readable(s, &it->key);
-	unsigned want = (unsigned)req->replicas + req->ssd_replicas;
-	struct repl_task *t;
-
-	if (!want || want > STORE_REPLICA_MAX)
-		return MC_INVALID_PARAMS;
 	if (!o || (o->state == OBJ_COMPLETE && !objects_visible(o)))
 		return MC_OBJECT_NOT_FOUND;
-	if (o->state != OBJ_COMPLETE)
-		return MC_REPLICA_IS_NOT_READY;
+	return o->state == OBJ_COMPLETE ? 0 : MC_REPLICA_IS_NOT_READY;
+}
+
+/* Start a task of @p type on @p o (one at work on it fails): its id in
+ * @p id. @return 0, -1401, -1. */
+static int32_t start(struct stored *s, struct object *o, uint8_t type,
+		     const struct store_msg *req, uint64_t *id)
+{
+	struct repl_task *t;
+
 	if ((o->flags & OBJ_REPLICATING) && (t = active_of(s, o)))
 		finish(s, t, o, STORE_TASK_FAILED, "replaced by a newer task");
 	if (s->repl_nactive >= ACTIVE_MAX)
 		return MC_TASK_PENDING_LIMIT_EXCEEDED;
-	o->want_dram = req->replicas;
-	o->want_ssd = req->ssd_replicas;
-	t = task_new(s, o, STORE_TASK_REPLICATE);
+	t = task_new(s, o, type, req);
 	if (!t)
 		return MC_INTERNAL_ERROR;
 	*id = t->id;
 	step(s, t, stored_now_ms());
 	return 0;
+}
+
+static int32_t request_one(struct stored *s, const struct store_msg *req,
+			   const struct store_item *it, uint64_t *id)
+{
+	struct object *o = objects_readable(s, &it->key);
+	unsigned want = (unsigned)req->replicas + req->ssd_replicas;
+	int32_t err = workable(o);
+
+	if (!want || want > STORE_REPLICA_MAX)
+		return MC_INVALID_PARAMS;
+	if (err)
+		return err;
+	o->want_dram = req->replicas;
+	o->want_ssd = req->ssd_replicas;
+	return start(s, o, STORE_TASK_REPLICATE, NULL, id);
 }
 
 void replicate_request(struct stored *s, const struct store_msg *req,
@@ -336,6 +465,45 @@ void replicate_request(struct stored *s, const struct store_msg *req,
 		rep->items[i].err = request_one(s, req, &req->items[i],
 						&rep->items[i].task);
 	}
+}
+
+/* Mooncake's CreateCopyTask and CreateMoveTask. */
+static int32_t create(struct stored *s, const struct store_msg *req,
+		      uint64_t *id)
+{
+	struct object *o = objects_readable(s, &req->key);
+	bool move = req->task_type == STORE_TASK_REPLICA_MOVE;
+	int32_t err = workable(o);
+	struct segment *from;
+
+	if (err)
+		return err;
+	if (req->n > STORE_REPLICA_MAX || (move && req->n != 1) ||
+	    (!move && req->preferred.len))
+		return MC_INVALID_PARAMS;
+	for (uint32_t i = 0; i < req->n; i++) {
+		const struct store_str *k = &req->items[i].key;
+
+		if (!k->len || k->len > STORE_NAME_MAX)
+			return MC_INVALID_PARAMS;
+		if (!named(s, k->p, k->len))
+			return MC_SEGMENT_NOT_FOUND;
+	}
+	if (move) {
+		from = named(s, req->preferred.p, req->preferred.len);
+		if (!from || from == named(s, req->items[0].key.p,
+					   req->items[0].key.len) ||
+		    !in(o, from) || in(o, from)->filling)
+			return MC_INVALID_PARAMS;  /* no replica to move */
+	}
+	return start(s, o, req->task_type, req, id);
+}
+
+void replicate_create(struct stored *s, const struct store_msg *req,
+		      struct store_msg *rep)
+{
+	rep->task = 0;
+	rep->err = create(s, req, &rep->task);
 }
 
 static struct repl_task *find_task(struct list *head, uint64_t id)

@@ -466,6 +466,9 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 	case STORE_QUERY_TASK:
 		replicate_query(s, req, rep);
 		break;
+	case STORE_CREATE_TASK:
+		replicate_create(s, req, rep);
+		break;
 	}
 	count(s, req, rep);
 }

@@ -323,11 +323,12 @@ void tier_done(struct stored *s, const struct store_msg *req,
 	       struct store_msg *rep);
 
 /** Make a copy of @p o from its ready replica @p src into a new one,
- *  filling, on a segment of medium @p ssd that @p o is not in yet,
- *  taken by the owner of @p src (or of the new one, when @p src is on
- *  SSD). @return whether a copy was made (false: no room). */
+ *  filling, in segment @p g, or (@p g NULL) on a segment of medium
+ *  @p ssd that @p o is not in yet, taken by the owner of @p src (or of
+ *  the new one, when @p src is on SSD). @return whether a copy was made
+ *  (false: no room, or @p o is in @p g already). */
 bool tier_copy(struct stored *s, struct object *o, struct replica *src,
-	       bool ssd);
+	       bool ssd, struct segment *g);
 
 /** Is @p o's copy in flight one of tier_copy()'s? Then whether a poll
  *  took it, and by whom (@p client, STORE_ID_LEN bytes). */
@@ -344,6 +345,13 @@ void replicate_fini(struct stored *s);
  *  or -704, -703, -600, -1401. */
 void replicate_request(struct stored *s, const struct store_msg *req,
 		       struct store_msg *rep);
+
+/** create_task: a copy of req->key into the segments named by the
+ *  items (REPLICA_COPY), or its replica in segment req->preferred moved
+ *  into the one item's (REPLICA_MOVE); the task id in rep->task, or
+ *  rep->err -704, -703, -600, -101, -1401. */
+void replicate_create(struct stored *s, const struct store_msg *req,
+		      struct store_msg *rep);
 
 /** query_task of req->task into @p rep, or rep->err -1400. */
 void replicate_query(struct stored *s, const struct store_msg *req,

@@ -254,10 +254,13 @@ void tier_completed(struct stored *s, struct object *o)
 }
 
 bool tier_copy(struct stored *s, struct object *o, struct replica *src,
-	       bool ssd)
+	       bool ssd, struct segment *g)
 {
-	struct replica *dst = place(s, o, ssd, NULL);
+	struct replica *dst = g ? objects_place_in(s, o, g) :
+				  place(s, o, ssd, NULL);
 
+	if (dst)
+		dst->filling = true;
 	return dst && task_new(s, o, src, dst, TIER_REPLICATE);
 }
 
