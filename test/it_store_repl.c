@@ -4,7 +4,8 @@
  * replicas (one on each client, each holder reading its own replica
  * back, bytes checked), query_task's states, lowered to 1, and, raised
  * to 2, a holder SIGKILLed: once the master expires it (--client_ttl)
- * the object is copied back to 2 replicas on the others. The driving
+ * the object is copied back to 2 replicas on the others; Mooncake's
+ * copy and move tasks between them. The driving
  * client lends no memory: every byte moves between the holders.
  */
 #include <stdarg.h>
@@ -63,7 +64,7 @@ static void test_replicate(void **state)
 	struct xfer_kv_task t;
 	struct xfer_kv *kv;
 	int64_t id;
-	int n, seen, dead;
+	int n, seen, dead, h;
 
 	(void)state;
 	th_master_start((const char *const[]){
@@ -108,6 +109,39 @@ static void test_replicate(void **state)
 			 XFER_KV_TASK_SUCCESS);
 	assert_int_equal(xfer_kv_get_replica_desc(kv, "k", desc), 1);
 	assert_int_equal(th_get_pattern(kv, "k", LEN, 1, false), LEN);
+
+	/* Mooncake's copy task into the two others; then, down to one
+	 * again, its move into another client */
+	h = holder(names, 0);
+	id = xfer_kv_create_copy_task(kv, "k", (const char *[]){
+		names[(h + 1) % NP], names[(h + 2) % NP] }, 2);
+	assert_true(id > 0);
+	assert_int_equal(wait_task(kv, (uint64_t)id, 20000, &t),
+			 XFER_KV_TASK_SUCCESS);
+	assert_int_equal(t.type, XFER_KV_TASK_REPLICA_COPY);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "k", desc), 3);
+	for (int i = 0; i < NP; i++)
+		assert_int_equal(th_kv_cmd(&p[i], "get k %u 1", LEN), LEN);
+	usleep(350000);
+	id = xfer_kv_replicate(kv, "k", 1, 0);
+	assert_int_equal(wait_task(kv, (uint64_t)id, 10000, &t),
+			 XFER_KV_TASK_SUCCESS);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "k", desc), 1);
+	h = holder(names, 0);
+	usleep(350000);
+	id = xfer_kv_create_move_task(kv, "k", names[h], names[(h + 1) % NP]);
+	assert_true(id > 0);
+	assert_int_equal(wait_task(kv, (uint64_t)id, 20000, &t),
+			 XFER_KV_TASK_SUCCESS);
+	assert_int_equal(t.type, XFER_KV_TASK_REPLICA_MOVE);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "k", desc), 1);
+	assert_int_equal(holder(names, 0), (h + 1) % NP);
+	assert_int_equal(th_kv_cmd(&p[(h + 1) % NP], "get k %u 1", LEN), LEN);
+	assert_int_equal(xfer_kv_create_move_task(kv, "k", names[h],
+						  names[(h + 2) % NP]),
+			 XFER_KV_INVALID_PARAMS);   /* h holds none now */
+	assert_int_equal(xfer_kv_create_copy_task(kv, "k", (const char *[]){
+		"no-such-segment" }, 1), XFER_KV_SEGMENT_NOT_FOUND);
 
 	/* 1 -> 2, then a holder dies: back to 2 on the two left */
 	usleep(350000);

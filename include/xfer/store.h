@@ -744,6 +744,53 @@ int64_t xfer_kv_replicate(struct xfer_kv *kv, const char *key,
 			  unsigned replica_num, unsigned nof_replica_num);
 
 /**
+ * Copy object @p key into each of the @p n (1..16) segments @p targets
+ * names (engine segment names, as replica descriptors give them; SSD
+ * ones `nvmeof/<engine name>`), as a task of the master's (Mooncake's
+ * CreateCopyTask): one copy at a time, in order, made as
+ * xfer_kv_replicate_async()'s are; a target holding a replica already
+ * is skipped. The object's replica counts are what it holds when the
+ * task ends (a loss is made good to them).
+ * @p cb gets the task's id (> 0), or XFER_KV_OBJECT_NOT_FOUND,
+ * XFER_KV_REPLICA_IS_NOT_READY, XFER_KV_SEGMENT_NOT_FOUND (a target not
+ * mounted), XFER_KV_INVALID_PARAMS, XFER_KV_TASK_PENDING_LIMIT_EXCEEDED,
+ * XFER_KV_RPC_FAIL.
+ * @return as xfer_kv_put_async(); XFER_KV_INVALID_PARAMS for NULL or
+ *         empty names, names over 255 bytes, @p n 0 or over 16. Any
+ *         thread.
+ */
+XFER_EXPORT
+int xfer_kv_create_copy_task_async(struct xfer_kv *kv, const char *key,
+				   const char *const *targets, size_t n,
+				   xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_create_copy_task_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_create_copy_task(struct xfer_kv *kv, const char *key,
+				 const char *const *targets, size_t n);
+
+/**
+ * Move object @p key's replica in segment @p source into segment
+ * @p target (Mooncake's CreateMoveTask): a copy, as
+ * xfer_kv_create_copy_task_async()'s, from the source's replica (or
+ * another, when the source is on SSD and the target too), then the
+ * source's replica dropped once the object's lease is out.
+ * @p cb gets the task's id, or what xfer_kv_create_copy_task_async()'s
+ * gets; XFER_KV_INVALID_PARAMS also when @p source holds no replica of
+ * it or is @p target.
+ * @return as xfer_kv_create_copy_task_async(). Any thread.
+ */
+XFER_EXPORT
+int xfer_kv_create_move_task_async(struct xfer_kv *kv, const char *key,
+				   const char *source, const char *target,
+				   xfer_kv_cb cb, void *arg);
+
+/** xfer_kv_create_move_task_async() and wait, as xfer_kv_put(). */
+XFER_EXPORT
+int64_t xfer_kv_create_move_task(struct xfer_kv *kv, const char *key,
+				 const char *source, const char *target);
+
+/**
  * The state of task @p id into @p out (the caller's, written before
  * @p cb runs, on success only). The master keeps the last 10000
  * finished tasks; a task's status moves PENDING -> PROCESSING (a client

@@ -302,3 +302,58 @@ int xfer_kv_query_task(struct xfer_kv *kv, uint64_t id,
 	return (int)kv_call_wait(kv, &(struct kv_call){
 		.kind = KV_QUERY_TASK, .task_id = id, .task = out });
 }
+
+static struct kv_call create1(const char *const *key, uint8_t type,
+			      const char *source,
+			      const char *const *targets, size_t n)
+{
+	return (struct kv_call){ .kind = KV_CREATE_TASK, .n = 1, .keys = key,
+				 .task_type = type, .segment = source,
+				 .targets = targets, .ntargets = n };
+}
+
+int xfer_kv_create_copy_task_async(struct xfer_kv *kv, const char *key,
+				   const char *const *targets, size_t n,
+				   xfer_kv_cb cb, void *arg)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_COPY, NULL,
+				   targets, n);
+
+	c.cb = cb;
+	c.arg = arg;
+	return kv_call(kv, &c);
+}
+
+int64_t xfer_kv_create_copy_task(struct xfer_kv *kv, const char *key,
+				 const char *const *targets, size_t n)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_COPY, NULL,
+				   targets, n);
+
+	return kv_call_wait(kv, &c);
+}
+
+int xfer_kv_create_move_task_async(struct xfer_kv *kv, const char *key,
+				   const char *source, const char *target,
+				   xfer_kv_cb cb, void *arg)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_MOVE, source,
+				   &target, 1);
+
+	if (!source || !*source)
+		return XFER_KV_INVALID_PARAMS;
+	c.cb = cb;
+	c.arg = arg;
+	return kv_call(kv, &c);
+}
+
+int64_t xfer_kv_create_move_task(struct xfer_kv *kv, const char *key,
+				 const char *source, const char *target)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_MOVE, source,
+				   &target, 1);
+
+	if (!source || !*source)
+		return XFER_KV_INVALID_PARAMS;
+	return kv_call_wait(kv, &c);
+}

@@ -8,7 +8,7 @@
  *   get:    query -> move.c reads (lease checked per key)
  *   size, desc: query
  *   exist, remove, replica_clear, replicate, remove_all, sync,
- *           remove_regex, query_task: one phase
+ *           remove_regex, query_task, create_task: one phase
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -165,7 +165,10 @@ static void on_reply(struct kv_rpc *r, const struct store_msg *rep)
 {
 	struct kv_op *op = r->op;
 
-	if (r->type == STORE_QUERY_TASK) {
+	if (r->type == STORE_CREATE_TASK) {
+		op->results[0] = !rep ? XFER_KV_RPC_FAIL :
+				 rep->err ? rep->err : (int64_t)rep->task;
+	} else if (r->type == STORE_QUERY_TASK) {
 		op->results[0] = !rep ? XFER_KV_RPC_FAIL : rep->err;
 		if (rep && !rep->err)
 			kv_task_take(op->task, rep);
@@ -278,6 +281,32 @@ static void get_move(struct kv_op *op)
 	kv_move(op, finish);
 }
 
+/* One create_task for the key and its targets. */
+static void create_task(struct kv_op *op)
+{
+	struct store_msg *m = op->kv->req;
+	const struct kv_key *k = &op->keys[0];
+
+	op->then = finish;
+	if (k->state == KEY_DONE) {    /* refused: results[0] says why */
+		finish(op);
+		return;
+	}
+	memcpy(m->client, op->kv->client_id, STORE_ID_LEN);
+	m->task_type = op->task_type;
+	m->key = (struct store_str){ k->key, k->klen };
+	m->preferred = (struct store_str){
+		op->preferred, (uint16_t)(op->preferred ?
+					  strlen(op->preferred) : 0) };
+	m->n = (uint32_t)op->ntargets;
+	for (size_t i = 0; i < op->ntargets; i++)
+		m->items[i].key = (struct store_str){
+			op->targets[i], (uint16_t)strlen(op->targets[i]) };
+	op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
+	op->rpcs_out = 1;
+	kv_rpc_send(op->kv, &op->rpcs[0], STORE_CREATE_TASK);
+}
+
 static void op_start(struct xfer_job *job)
 {
 	struct kv_op *op = container_of(job, struct kv_op, job);
@@ -320,6 +349,9 @@ static void op_start(struct xfer_job *job)
 	case KV_REPLICATE:
 		phase(op, STORE_REPLICATE, finish);
 		break;
+	case KV_CREATE_TASK:
+		create_task(op);
+		break;
 	case KV_REMOVE_ALL:
 	case KV_SYNC:
 	case KV_REMOVE_REGEX:
@@ -346,8 +378,28 @@ void kv_op_post(struct kv_op *op)
 	xfer_reactor_post(op->kv->r, &op->job);
 }
 
+int kv_op_targets(struct kv_op *op, const char *const *names, size_t n)
+{
+	size_t bytes = n * sizeof(char *);
+	char *p;
+
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(names[i]) + 1;
+	op->targets = malloc(bytes);
+	if (!op->targets)
+		return -ENOMEM;
+	p = (char *)(op->targets + n);
+	for (size_t i = 0; i < n; i++) {
+		op->targets[i] = strcpy(p, names[i]);
+		p += strlen(p) + 1;
+	}
+	op->ntargets = n;
+	return 0;
+}
+
 void kv_op_free(struct kv_op *op)
 {
+	free(op->targets);
 	free(op->preferred);
 	free(op->pattern);
 	free(op->arena);
