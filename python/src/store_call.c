@@ -78,7 +78,8 @@ static bool single(enum xpy_kv_kind kind)
 {
 	return kind == XPY_KV_REMOVE_ALL || kind == XPY_KV_GETV ||
 	       kind == XPY_KV_SYNC || kind == XPY_KV_REMOVE_REGEX ||
-	       kind == XPY_KV_REPLICATE || kind == XPY_KV_QUERY_TASK;
+	       kind == XPY_KV_REPLICATE || kind == XPY_KV_QUERY_TASK ||
+	       kind == XPY_KV_CREATE_TASK;
 }
 
 /* No keys to parse. */
@@ -216,6 +217,12 @@ static void kvc_start(struct kvc *c)
 	case XPY_KV_QUERY_TASK:
 		r = xfer_kv_query_task_async(k, c->min_version, &c->task,
 					     on_end, c);
+		break;
+	case XPY_KV_CREATE_TASK:  /* a move: its source in pattern */
+		r = c->pattern ? xfer_kv_create_move_task_async(
+				k, c->keys[0], c->pattern, c->keys[1], on_end,
+				c) : xfer_kv_create_copy_task_async(
+				k, c->keys[0], c->keys + 1, n - 1, on_end, c);
 		break;
 	case XPY_KV_REPLICA_CLEAR:
 		r = xfer_kv_batch_replica_clear_async(k, n, c->keys, c->pattern,
@@ -506,6 +513,7 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 	static char *kw_repl[] = { "key", "replica_num", "nof_replica_num",
 				   "future", NULL };
 	static char *kw_task[] = { "task_id", "future", NULL };
+	static char *kw_create[] = { "keys", "source", "future", NULL };
 	static char *kw_regex[] = { "pattern", "force", "future", NULL };
 	static char *kw_clear[] = { "keys", "segment", "future", NULL };
 	static char *kw_get[] = { "keys", "parts", "counts", "lens", "rc",
@@ -537,6 +545,10 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "K|O:query_task", kw_task, &in->min_version,
 			&in->fut);
+	case XPY_KV_CREATE_TASK:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "O|zO:create_task", kw_create, &in->keys,
+			&in->pattern, &in->fut);
 	case XPY_KV_REPLICA_CLEAR:
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "O|sO:replica_clear", kw_clear, &in->keys,

@@ -1,5 +1,6 @@
 """xfer.mooncake.store's replication tasks (xfer's replicate, Mooncake's
-query_task, TaskType, TaskStatus, QueryTaskResponse) against a running
+create_copy_task, create_move_task, query_task, TaskType, TaskStatus,
+QueryTaskResponse) against a running
 xfer-stored with three stores that lend DRAM: replicas raised and
 lowered, each holder's bytes read back, the states a task goes through,
 the asyncio twins, and bad input."""
@@ -76,6 +77,52 @@ def test_replicate_up_and_down(make_store):
     assert wait(a, tid).status == TaskStatus.SUCCESS
     assert len(a.get_replica_desc("k")) == 1
     assert stores[2].get("k") == value
+
+
+def test_copy_and_move(make_store):
+    stores = [make_store() for _ in range(3)]
+    a = stores[0]
+    value = pattern(5, 300000)
+    assert a.put("k", value) == 0
+    # the segments' names (the descriptors' endpoints), learnt from a
+    # replicate to all three
+    tid, err = a.replicate("k", 3)
+    assert err == 0 and wait(a, tid).status == TaskStatus.SUCCESS
+    names = [d.get_memory_descriptor().buffer_descriptor.transport_endpoint
+             for d in a.get_replica_desc("k")]
+    assert len(set(names)) == 3
+    time.sleep(0.25)
+    tid, err = a.replicate("k", 1)
+    assert wait(a, tid).status == TaskStatus.SUCCESS
+    holder = a.get_replica_desc("k")[0].get_memory_descriptor() \
+        .buffer_descriptor.transport_endpoint
+    rest = [n for n in names if n != holder]
+    tid, err = a.create_copy_task("k", rest)
+    assert err == 0
+    r = wait(a, tid)
+    assert r.status == TaskStatus.SUCCESS and \
+        r.type == TaskType.REPLICA_COPY
+    assert len(a.get_replica_desc("k")) == 3
+    time.sleep(0.25)
+    tid, err = a.replicate("k", 1)
+    assert wait(a, tid).status == TaskStatus.SUCCESS
+    time.sleep(0.25)
+    tid, err = a.create_move_task("k", holder, rest[0])
+    assert err == 0
+    r = wait(a, tid)
+    assert r.status == TaskStatus.SUCCESS and \
+        r.type == TaskType.REPLICA_MOVE
+    d = a.get_replica_desc("k")
+    assert [x.get_memory_descriptor().buffer_descriptor.transport_endpoint
+            for x in d] == [rest[0]]
+    for s in stores:
+        assert s.get("k") == value
+    assert a.create_move_task("k", holder, rest[1]) == ((0, 0), -600)
+    assert a.create_move_task("k", "", rest[1]) == ((0, 0), -600)
+    assert a.create_copy_task("k", ["nowhere"]) == ((0, 0), -101)
+    assert a.create_copy_task("k", []) == ((0, 0), -600)
+    assert a.create_copy_task("k", [""]) == ((0, 0), -600)
+    assert a.create_copy_task("nope", [rest[1]]) == ((0, 0), -704)
 
 
 def test_bad_input(make_store):

@@ -1,7 +1,8 @@
 """The store's tasks from Python: Mooncake's ``TaskType``, ``TaskStatus``
 and ``QueryTaskResponse`` (mooncake-integration/store/store_py.cpp), its
-``query_task``, and xfer's ``replicate`` (the store design's Replicate),
-as calls of MooncakeDistributedStore (and their ``async_`` twins).
+``create_copy_task``, ``create_move_task`` and ``query_task``, and xfer's
+``replicate`` (the store design's Replicate), as calls of
+MooncakeDistributedStore (and their ``async_`` twins).
 
 A task id is Mooncake's UUID as its binding gives it, a pair of
 integers; xfer's master numbers its tasks, so ours are ``(0, n)``, and
@@ -86,6 +87,30 @@ class TaskCalls:
     def _p_query_task(self, task_id):
         return self._plan((None, -600), "query_task", _task_id(task_id),
                           finish=_queried)
+
+    def _p_create_copy_task(self, key, targets):
+        return self._plan(((0, 0), -600), "create_task",
+                          [key, *targets], finish=_made)
+
+    def _p_create_move_task(self, key, source, target):
+        if not isinstance(source, str):
+            raise TypeError("source must be str")
+        return self._plan(((0, 0), -600), "create_task", [key, target],
+                          source, finish=_made)
+
+    def create_copy_task(self, key, targets):
+        """Mooncake's: copy ``key`` into each segment named in
+        ``targets`` (segment names as replica descriptors' endpoints),
+        one copy at a time. ``(task_id, 0)``, or ``((0, 0), error)``: -704,
+        -703, -101 a target not mounted, -600, -1401."""
+        return self._call(self._p_create_copy_task(key, targets))
+
+    def create_move_task(self, key, source, target):
+        """Mooncake's: move ``key``'s replica in segment ``source`` into
+        segment ``target`` (copied, then the source's dropped once no
+        lease is left). As create_copy_task; -600 also when ``source``
+        holds no replica of it."""
+        return self._call(self._p_create_move_task(key, source, target))
 
     def replicate(self, key, replica_num, nof_replica_num=0):
         """xfer's own (the store design's Replicate): bring ``key`` to
