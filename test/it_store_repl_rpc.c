@@ -305,6 +305,48 @@ static void test_copy_move(void **state)
 	st_stop();
 }
 
+/* Replicas cleared on purpose (replica_clear) lower what the object
+ * asks for: a later loss brings it back to what was left, no more. */
+static void test_clear_then_loss(void **state)
+{
+	char src[8], dst[8], names[3][8];
+	int fd = start();
+	unsigned n = 0;
+
+	(void)state;
+	assert_int_equal(st_mount(fd, C, 4, "d", 0x400000, 1024 * KiB), 0);
+	st_req->preferred = st_str("a");
+	assert_int_equal(st_one(fd, STORE_PUT_START, A, "q", 64 * KiB, 3,
+				false), 0);
+	assert_int_equal(st_one(fd, STORE_PUT_END, A, "q", 0, 0, false), 0);
+	st_req->preferred = st_str("");
+	assert_int_equal(st_one(fd, STORE_QUERY, A, "q", 0, 0, false), 0);
+	assert_int_equal(st_rep->items[0].nrep, 3);
+	for (int i = 0; i < 3; i++)
+		snprintf(names[i], 8, "%.*s",
+			 st_rep->items[0].rep[i].endpoint.len,
+			 st_rep->items[0].rep[i].endpoint.p);
+	usleep(250000);                /* the query's lease */
+	st_req->preferred = st_str(names[1]);
+	assert_int_equal(st_one(fd, STORE_REPLICA_CLEAR, A, "q", 0, 0, false),
+			 0);
+	st_req->preferred = st_str("");
+	/* names[2]'s segment goes: back to 2, not 3 */
+	assert_int_equal(st_unmount(fd, names[2][0] == 'b' ? B : C,
+				    (uint8_t)(names[2][0] - 'a' + 1)), 0);
+	assert_int_equal(nrep(fd, "q"), 1);
+	assert_int_equal(wait_copy(fd, A, src, dst), 1);
+	assert_int_equal(done_as(fd, A, "q", 0), 0);
+	for (int i = 0; i < 50; i++) {   /* half a second of ticks */
+		n += poll_as(fd, A, src, dst);
+		usleep(10000);
+	}
+	assert_int_equal(n, 0);
+	assert_int_equal(nrep(fd, "q"), 2);
+	close(fd);
+	st_stop();
+}
+
 static void test_bad_input(void **state)
 {
 	int fd = start();
@@ -361,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_raise_lower),
 		cmocka_unit_test(test_repair),
 		cmocka_unit_test(test_copy_move),
+		cmocka_unit_test(test_clear_then_loss),
 		cmocka_unit_test(test_bad_input),
 	};
 

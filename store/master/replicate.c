@@ -205,6 +205,15 @@ static void count(const struct object *o, unsigned *dram, unsigned *ssd)
 			++*(segment_ssd(o->rep[i].seg) ? ssd : dram);
 }
 
+void replicate_keep(struct object *o)
+{
+	unsigned dram, ssd;
+
+	count(o, &dram, &ssd);
+	o->want_dram = (uint8_t)dram;
+	o->want_ssd = (uint8_t)ssd;
+}
+
 /* A replica of @p o to copy from, online and not filling, on @p ssd. */
 static struct replica *source(struct object *o, bool ssd)
 {
@@ -305,7 +314,6 @@ static void step_targets(struct stored *s, struct repl_task *t,
 	const char *name = t->key + t->klen + t->src_len;
 	struct segment *from = named(s, t->key + t->klen, t->src_len);
 	struct replica *src = in(o, from);
-	unsigned dram, ssd;
 
 	for (unsigned i = 0; i < t->ntarget; name += t->tlen[i++]) {
 		struct segment *g = named(s, name, t->tlen[i]);
@@ -341,9 +349,7 @@ static void step_targets(struct stored *s, struct repl_task *t,
 		list_add_before(&o->link, tier_lru(s, o)->next);
 		persist_put(s, o);
 	}
-	count(o, &dram, &ssd);         /* kept from now on */
-	o->want_dram = (uint8_t)dram;
-	o->want_ssd = (uint8_t)ssd;
+	replicate_keep(o);
 	finish(s, t, o, STORE_TASK_SUCCESS, "Task completed successfully");
 }
 

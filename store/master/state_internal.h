@@ -361,6 +361,10 @@ void replicate_query(struct stored *s, const struct store_msg *req,
  *  the object asked for more than are left. */
 void replicate_lost(struct stored *s, struct object *o);
 
+/** What @p o holds now is what it asks for (its replicas were cleared
+ *  on purpose). */
+void replicate_keep(struct object *o);
+
 /** A copy of tier_copy() for @p o failed. */
 void replicate_copy_failed(struct stored *s, struct object *o);
 
