@@ -176,9 +176,10 @@ static void test_raise_lower(void **state)
  * remain get them again, on a segment they are not in. */
 static void test_repair(void **state)
 {
-	char src[8], dst[8], names[2][8];
+	char src[8], dst[8], names[2][8], *body;
 	int fd = start();
 	bool gone_b;
+	size_t len;
 
 	(void)state;
 	st_req->preferred = st_str("a");
@@ -211,6 +212,11 @@ static void test_repair(void **state)
 	assert_int_equal(wait_status(fd, 1, STORE_TASK_SUCCESS),
 			 STORE_TASK_SUCCESS);
 	assert_int_equal(st_rep->task_type, STORE_TASK_REPLICATE);
+	assert_int_equal(st_http_get(st_metrics_port, "/metrics", &body, &len),
+			 200);
+	assert_non_null(strstr(body, "\nxfer_stored_repair_tasks_total 1\n"));
+	assert_non_null(strstr(body, "\nxfer_stored_active_tasks 0\n"));
+	free(body);
 	close(fd);
 	st_stop();
 }
