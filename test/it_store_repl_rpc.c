@@ -311,6 +311,68 @@ static void test_copy_move(void **state)
 	st_stop();
 }
 
+/* SSD replicas: copied from DRAM by its owner; an object only on SSD
+ * is copied back into DRAM by the new replica's owner, reading. */
+static void test_ssd(void **state)
+{
+	char src[8], dst[16], w[64];
+	int fd = start();
+	int64_t id;
+	const uint8_t *who = NULL;
+
+	(void)state;
+	st_req->medium = STORE_MEDIUM_SSD;
+	assert_int_equal(st_mount(fd, B, 5, "nvmeof/b", 0, 1024 * KiB), 0);
+	st_req->medium = STORE_MEDIUM_DRAM;
+	put_a(fd, "s");
+	id = replicate(fd, "s", 1, 1);
+	assert_true(id > 0);
+	assert_int_equal(wait_copy(fd, A, src, dst), 1);
+	assert_string_equal(src, "a");
+	assert_int_equal(st_rep->items[0].rep[1].endpoint.len, 8);
+	assert_memory_equal(st_rep->items[0].rep[1].endpoint.p, "nvmeof/b", 8);
+	assert_int_equal(done_as(fd, A, "s", 0), 0);
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
+			 STORE_TASK_SUCCESS);
+	/* DRAM ones first, then SSD */
+	assert_int_equal(nrep(fd, "s"), 2);
+	snprintf(w, sizeof(w), "%.*s", st_rep->items[0].rep[1].endpoint.len,
+		 st_rep->items[0].rep[1].endpoint.p);
+	assert_string_equal(w, "nvmeof/b");
+	usleep(250000);
+	/* down to SSD only, then back to DRAM: read by the new one's owner */
+	id = replicate(fd, "s", 0, 1);
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
+			 STORE_TASK_SUCCESS);
+	assert_int_equal(nrep(fd, "s"), 1);
+	usleep(250000);
+	id = replicate(fd, "s", 1, 1);
+	for (int i = 0; i < 200 && !who; i++) {
+		const uint8_t *c[] = { A, B, C };
+
+		for (int k = 0; k < 3 && !who; k++)
+			if (poll_as(fd, c[k], src, dst))
+				who = c[k];
+		usleep(10000);
+	}
+	assert_non_null(who);
+	snprintf(w, sizeof(w), "%.*s", st_rep->items[0].rep[0].endpoint.len,
+		 st_rep->items[0].rep[0].endpoint.p);
+	assert_string_equal(w, "nvmeof/b");
+	assert_int_equal(dst[0], "abc"[who == A ? 0 : who == B ? 1 : 2]);
+	assert_int_equal(done_as(fd, who, "s", 0), 0);
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
+			 STORE_TASK_SUCCESS);
+	assert_int_equal(nrep(fd, "s"), 2);
+	/* one SSD segment only: a second SSD replica has no room */
+	id = replicate(fd, "s", 1, 2);
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_FAILED),
+			 STORE_TASK_FAILED);
+	assert_int_equal(st_rep->message.len, strlen("NO_AVAILABLE_HANDLE"));
+	close(fd);
+	st_stop();
+}
+
 /* Replicas cleared on purpose (replica_clear) lower what the object
  * asks for: a later loss brings it back to what was left, no more. */
 static void test_clear_then_loss(void **state)
@@ -410,6 +472,7 @@ int main(void)
 		cmocka_unit_test(test_repair),
 		cmocka_unit_test(test_copy_move),
 		cmocka_unit_test(test_clear_then_loss),
+		cmocka_unit_test(test_ssd),
 		cmocka_unit_test(test_bad_input),
 	};
 
