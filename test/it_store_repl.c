@@ -5,7 +5,8 @@
  * back, bytes checked), query_task's states, lowered to 1, and, raised
  * to 2, a holder SIGKILLed: once the master expires it (--client_ttl)
  * the object is copied back to 2 replicas on the others; Mooncake's
- * copy and move tasks between them. The driving
+ * copy and move tasks between them; SSD replicas made from DRAM, and
+ * DRAM ones made again from SSD. The driving
  * client lends no memory: every byte moves between the holders.
  */
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,10 +186,121 @@ static void test_replicate(void **state)
 	th_master.pid = 0;
 }
 
+static char file_path[128];
+
+/*
+ * A client that lends DRAM and the file at file_path (its SSD
+ * segment), says its engine's name, then answers each line until "q":
+ *   put KEY LEN VARIANT     a put of one DRAM replica
+ *   get KEY LEN VARIANT     a get, bytes checked
+ */
+static int role_owner(int in, int out, void *arg)
+{
+	struct xfer_config *cfg = xfer_config_new();
+	struct xfer_kv *kv = NULL;
+	char line[256], op[8], key[128], res[32];
+	unsigned long long len, v;
+	int64_t ret;
+
+	(void)arg;
+	if (cfg && !xfer_config_set(cfg, "bind_addr", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "local_server_name", "127.0.0.1") &&
+	    !xfer_config_set(cfg, "workers", "1"))
+		kv = xfer_kv_new(NULL, cfg, th_master.addr, 8 * MiB, 4 * MiB);
+	xfer_config_free(cfg);
+	if (!kv || xfer_register_file(xfer_kv_engine(kv), file_path,
+				      8 * MiB, NULL) ||
+	    xfer_kv_mount_file(kv, 0, 8 * MiB))
+		return 10;
+	th_line_send(out, xfer_engine_name(xfer_kv_engine(kv)));
+	while (th_line_recv(in, line, sizeof(line), 300000) >= 0 &&
+	       strcmp(line, "q")) {
+		if (sscanf(line, "%7s %127s %llu %llu", op, key, &len,
+			   &v) < 4)
+			return 11;
+		ret = op[0] == 'p' ? th_put_pattern(kv, key, len, v, 1, false) :
+				     th_get_pattern(kv, key, len, v, false);
+		snprintf(res, sizeof(res), "%lld", (long long)ret);
+		th_line_send(out, res);
+	}
+	return xfer_kv_free(kv) ? 12 : 0;
+}
+
+/* Count the SSD ("nvmeof/...") replicas among the last descriptors. */
+static int on_ssd(int n)
+{
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		k += !strncmp(desc[i].endpoint, "nvmeof/", 7);
+	return k;
+}
+
+/* An SSD replica copied from DRAM into the owner's file, the DRAM ones
+ * dropped, the object read from SSD, then copied back into DRAM by the
+ * new replica's owner: every holder's bytes checked. */
+static void test_ssd(void **state)
+{
+	struct th_sizes sz = { 8 * MiB, 4 * MiB };
+	char name[2][64];
+	struct th_proc p[2];
+	struct xfer_kv_task t;
+	struct xfer_kv *kv;
+	int64_t id;
+	int fd;
+
+	(void)state;
+	snprintf(file_path, sizeof(file_path), "/dev/shm/it_store_repl-%d",
+		 (int)getpid());
+	fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 8 * MiB), 0);
+	close(fd);
+	th_master_start((const char *const[]){
+		"--default_kv_lease_ttl=300", NULL });
+	th_spawn(&p[0], role_owner, NULL);
+	assert_true(th_line_recv(p[0].from, name[0], 64, 30000) > 0);
+	th_kv_proc_start(&p[1], &sz, name[1]);
+	kv = th_kv(0, 4 * MiB);
+	assert_int_equal(th_kv_cmd(&p[0], "put s %u 2", LEN), 0);
+
+	id = xfer_kv_replicate(kv, "s", 1, 1);
+	assert_int_equal(wait_task(kv, (uint64_t)id, 20000, &t),
+			 XFER_KV_TASK_SUCCESS);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "s", desc), 2);
+	assert_int_equal(on_ssd(2), 1);
+	assert_int_equal(on_ssd(1), 0);        /* DRAM listed first */
+	usleep(350000);
+	id = xfer_kv_replicate(kv, "s", 0, 1);
+	assert_int_equal(wait_task(kv, (uint64_t)id, 10000, &t),
+			 XFER_KV_TASK_SUCCESS);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "s", desc), 1);
+	assert_int_equal(on_ssd(1), 1);
+	/* the bytes in the file, read through its owner and by it */
+	assert_int_equal(th_get_pattern(kv, "s", LEN, 2, false), LEN);
+	assert_int_equal(th_kv_cmd(&p[0], "get s %u 2", LEN), LEN);
+	usleep(350000);
+	id = xfer_kv_replicate(kv, "s", 2, 1);
+	assert_int_equal(wait_task(kv, (uint64_t)id, 20000, &t),
+			 XFER_KV_TASK_SUCCESS);
+	assert_int_equal(xfer_kv_get_replica_desc(kv, "s", desc), 3);
+	assert_int_equal(on_ssd(3), 1);
+	for (int i = 0; i < 2; i++)    /* each reads its own DRAM one */
+		assert_int_equal(th_kv_cmd(&p[i], "get s %u 2", LEN), LEN);
+
+	assert_int_equal(xfer_kv_free(kv), 0);
+	for (int i = 0; i < 2; i++)
+		th_kv_proc_stop(&p[i]);
+	th_stored_stop(th_master.pid);
+	th_master.pid = 0;
+	unlink(file_path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_replicate),
+		cmocka_unit_test(test_ssd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, th_master_teardown);
