@@ -48,8 +48,7 @@ struct kvc {
 	unsigned flags;
 	bool force, as_bytes, upsert;
 	bool has_rc;
-	uint64_t min_version, version;  /* getv: asked, and read; the
-					   task's id (query_task) */
+	uint64_t min_version, version;  /* getv's; query_task: the id */
 	unsigned dram, ssd;             /* replicate */
 	struct xfer_kv_task task;       /* query_task */
 	uint64_t *src;                  /* a ranged get: n offsets */
@@ -697,14 +696,16 @@ static PyObject *kvc_result(struct kvc *c)
 	if (c->kind == XPY_KV_GETV)
 		return Py_BuildValue("(LK)", (long long)mc(c->results[0]),
 				     (unsigned long long)c->version);
-	if (c->kind == XPY_KV_QUERY_TASK && !c->results[0])
-		return Py_BuildValue("(KiiLLy#s)",
-				     (unsigned long long)c->task.id,
-				     c->task.type, c->task.status,
-				     (long long)c->task.created_at_ms_epoch,
-				     (long long)c->task.last_updated_at_ms_epoch,
-				     (const char *)c->task.assigned_client,
-				     (Py_ssize_t)16, c->task.message);
+	if (c->kind == XPY_KV_QUERY_TASK && !c->results[0]) {
+		const struct xfer_kv_task *t = &c->task;
+
+		return Py_BuildValue("(KiiLLy#s)", (unsigned long long)t->id,
+				     t->type, t->status,
+				     (long long)t->created_at_ms_epoch,
+				     (long long)t->last_updated_at_ms_epoch,
+				     (const char *)t->assigned_client,
+				     (Py_ssize_t)16, t->message);
+	}
 	if (single(c->kind))
 		return PyLong_FromLongLong(mc(c->results[0]));
 	list = PyList_New((Py_ssize_t)c->n);

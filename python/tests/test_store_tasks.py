@@ -161,5 +161,18 @@ def test_asyncio(make_store):
             await asyncio.sleep(0.02)
         return r
     assert asyncio.run(run()).status == TaskStatus.SUCCESS
-    assert len(a.get_replica_desc("k")) == 2
+    descs = a.get_replica_desc("k")
+    assert len(descs) == 2
     assert stores[1].get("k") == value
+
+    async def copy_and_move():
+        names = [d.get_memory_descriptor().buffer_descriptor
+                 .transport_endpoint for d in descs]
+        made = await a.async_create_copy_task("k", names)
+        moved = await a.async_create_move_task("k", names[0], names[0])
+        return made, moved
+    made, moved = asyncio.run(copy_and_move())
+    assert made[1] == 0 and made[0][1] > 0     # both hold it: a no-op
+    assert moved == ((0, 0), -600)             # into its own source
+    r, err = a.query_task(made[0])
+    assert err == 0 and r.type == TaskType.REPLICA_COPY
