@@ -188,13 +188,15 @@ bool objects_visible(const struct object *o)
 
 /* An object whose last replica goes with its segment stays in the
  * journal: loading drops rows whose segments are all gone. */
-void objects_drop_replica(struct stored *s, struct replica *r)
+bool objects_drop_replica(struct stored *s, struct replica *r)
 {
 	struct object *o = r->obj;
 
 	replica_release(s, r);
-	if (!o->nlive)
-		obj_free(s, o);
+	if (o->nlive)
+		return true;
+	obj_free(s, o);
+	return false;
 }
 
 void objects_fini(struct stored *s)

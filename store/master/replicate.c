@@ -528,6 +528,11 @@ void replicate_query(struct stored *s, const struct store_msg *req,
 {
 	struct repl_task *t = find_task(&s->repl_active, req->task);
 
+	/* every field is encoded, an error's too: none left from before */
+	rep->task = rep->created_ms = rep->updated_ms = 0;
+	rep->task_type = rep->task_status = 0;
+	memset(rep->client, 0, STORE_ID_LEN);
+	rep->message = (struct store_str){ "", 0 };
 	if (!t)
 		t = find_task(&s->repl_done, req->task);
 	if (!t) {

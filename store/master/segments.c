@@ -78,10 +78,8 @@ void segment_free(struct stored *s, struct segment *g)
 		struct replica *r = container_of(g->replicas.next,
 						 struct replica, in_seg);
 		struct object *o = r->obj;
-		bool stays = o->nlive > 1;
 
-		objects_drop_replica(s, r);
-		if (stays)             /* made again on other segments */
+		if (objects_drop_replica(s, r))  /* made again elsewhere */
 			replicate_lost(s, o);
 	}
 	if (g->online) {

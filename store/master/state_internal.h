@@ -220,8 +220,9 @@ struct object *objects_lookup(struct stored *s, const struct store_str *key);
 bool objects_visible(const struct object *o);
 
 /** Replica @p r's segment is going: drop it; an object left with no
- *  replica goes too. */
-void objects_drop_replica(struct stored *s, struct replica *r);
+ *  replica goes too (a copy into another one is cancelled with it).
+ *  @return whether the object is still there. */
+bool objects_drop_replica(struct stored *s, struct replica *r);
 
 /** Move puts older than the discard timeout aside and free those older
  *  than the release timeout. */
