@@ -311,6 +311,28 @@ static void test_copy_move(void **state)
 	st_stop();
 }
 
+/* The only replica's segment goes while it is copied: the object goes
+ * (its new replica with it), its task fails, the master serves on. */
+static void test_source_gone(void **state)
+{
+	char src[8], dst[8];
+	int fd = start();
+	int64_t id;
+
+	(void)state;
+	put_a(fd, "g");
+	id = replicate(fd, "g", 2, 0);
+	assert_int_equal(wait_copy(fd, A, src, dst), 1);
+	assert_int_equal(st_unmount(fd, A, 1), 0);
+	assert_int_equal(nrep(fd, "g"), -704);
+	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_FAILED),
+			 STORE_TASK_FAILED);
+	assert_int_equal(done_as(fd, A, "g", 0), -704);
+	assert_false(st_ping_needs_mount(fd, B));
+	close(fd);
+	st_stop();
+}
+
 /* SSD replicas: copied from DRAM by its owner; an object only on SSD
  * is copied back into DRAM by the new replica's owner, reading. */
 static void test_ssd(void **state)
@@ -473,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_copy_move),
 		cmocka_unit_test(test_clear_then_loss),
 		cmocka_unit_test(test_ssd),
+		cmocka_unit_test(test_source_gone),
 		cmocka_unit_test(test_bad_input),
 	};
 
