@@ -75,7 +75,8 @@ $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_store*.c)): \
 $(BUILD)/test/it_meta: | $(STORED)
 test-integration: $(STORED)
 $(patsubst %,$(BUILD)/test/%,it_store_master it_store_persist \
-	it_store_admin it_store_upsert it_store_tier): $(BUILD)/test/th_master.o
+	it_store_admin it_store_upsert it_store_tier it_store_repl_rpc): \
+	$(BUILD)/test/th_master.o
 $(BUILD)/test/it_store_upsert: TEST_LIBS += $(shell pkg-config --libs sqlite3)
 # test/it_etcd_store_ha.c: masters electing on etcd (th_etcd.o, by its
 # name) with the store's clients (th_store.o)

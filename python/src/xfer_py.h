@@ -173,6 +173,9 @@ enum xpy_kv_kind {
 	XPY_KV_REMOVE_REGEX,
 	XPY_KV_DESC,         /* replica descriptors */
 	XPY_KV_REPLICA_CLEAR,
+	XPY_KV_REPLICATE,    /* one key: a task's id */
+	XPY_KV_QUERY_TASK,   /* a task's state */
+	XPY_KV_CREATE_TASK,  /* keys: the object's, then the targets */
 };
 
 /* module.c */

@@ -108,7 +108,8 @@ struct kv_key {
 };
 
 enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL,
-	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR };
+	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR,
+	       KV_REPLICATE, KV_QUERY_TASK, KV_CREATE_TASK };
 
 /* One piece of a round: key @p k's bytes [off, off + len) at staging
  * offset @p pos. */
@@ -134,6 +135,11 @@ struct kv_op {
 	uint64_t *version;             /* get: the caller's, set at the end */
 	struct xfer_kv_replica_desc *desc; /* desc: the caller's, per key
 					      XFER_KV_REPLICA_MAX */
+	uint64_t task_id;              /* query_task */
+	struct xfer_kv_task *task;     /* query_task: the caller's */
+	uint8_t task_type;             /* create_task */
+	char **targets;                /* create_task: one allocation */
+	size_t ntargets;
 	size_t n;
 	struct kv_key *keys;
 	char *arena;                   /* the keys' bytes */
@@ -241,6 +247,12 @@ struct kv_call {
 	const char *segment;           /* replica_clear: NULL or a name */
 	const uint64_t *src_offsets;   /* a ranged get: one per key */
 	struct xfer_kv_replica_desc *desc;
+	uint8_t replicas, ssd_replicas; /* replicate */
+	uint64_t task_id;              /* query_task */
+	struct xfer_kv_task *task;
+	uint8_t task_type;             /* create_task: copy or move */
+	const char *const *targets;    /* create_task: 1..16 names */
+	size_t ntargets;
 	int64_t *results;
 	xfer_kv_cb cb;
 	void *arg;
@@ -313,6 +325,9 @@ void kv_disc_free(struct xfer_kv *kv);
 struct kv_op *kv_op_new(struct xfer_kv *kv, enum kv_kind kind, size_t n,
 			const char *const *keys, const struct iovec *iov,
 			const size_t *iovcnt, int64_t *results);
+
+/** Copy the @p n names @p names into op->targets. @return 0, -ENOMEM. */
+int kv_op_targets(struct kv_op *op, const char *const *names, size_t n);
 
 /** Free an op that was never started. */
 void kv_op_free(struct kv_op *op);

@@ -30,6 +30,8 @@ enum {
 	MC_REPLICA_NOT_FOUND = -710,
 	/* xfer's own: no version of the object is as new as asked */
 	MC_VERSION_TOO_OLD = -720,
+	MC_TASK_NOT_FOUND = -1400,
+	MC_TASK_PENDING_LIMIT_EXCEEDED = -1401,
 };
 
 /* put_start flags (ReplicateConfig): pins keep an object from eviction,

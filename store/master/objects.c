@@ -157,6 +157,8 @@ static uint64_t obj_free(struct stored *s, struct object *o)
 	list_del(&o->link);
 	if (o->state != OBJ_DISCARDED)
 		unhash(s, o);
+	if (o->flags & OBJ_REP_HEAP)
+		free(o->rep);
 	free(o);
 	return freed;
 }
@@ -186,13 +188,15 @@ bool objects_visible(const struct object *o)
 
 /* An object whose last replica goes with its segment stays in the
  * journal: loading drops rows whose segments are all gone. */
-void objects_drop_replica(struct stored *s, struct replica *r)
+bool objects_drop_replica(struct stored *s, struct replica *r)
 {
 	struct object *o = r->obj;
 
 	replica_release(s, r);
-	if (!o->nlive)
-		obj_free(s, o);
+	if (o->nlive)
+		return true;
+	obj_free(s, o);
+	return false;
 }
 
 void objects_fini(struct stored *s)
@@ -446,6 +450,8 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 		return MC_INTERNAL_ERROR;
 	o->len = it->len;
 	o->cap = (uint8_t)tier_slots(s, want);
+	o->want_dram = req->replicas;
+	o->want_ssd = req->ssd_replicas;
 	place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
 	/* space that offloads in flight free is not evicted twice */
 	if (req->replicas && !o->nrep && s->offloading < it->len &&

@@ -74,9 +74,14 @@ static struct segment *segment_find(struct stored *s, const uint8_t *id)
 void segment_free(struct stored *s, struct segment *g)
 {
 	persist_unmount(s, g);
-	while (!list_empty(&g->replicas))
-		objects_drop_replica(s, container_of(g->replicas.next,
-						     struct replica, in_seg));
+	while (!list_empty(&g->replicas)) {
+		struct replica *r = container_of(g->replicas.next,
+						 struct replica, in_seg);
+		struct object *o = r->obj;
+
+		if (objects_drop_replica(s, r))  /* made again elsewhere */
+			replicate_lost(s, o);
+	}
 	if (g->online) {
 		*(segment_ssd(g) ? &s->ssd_capacity : &s->capacity) -= g->size;
 		s->segs[g->index] = s->segs[--s->nsegs];
@@ -282,6 +287,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	persist_expire(s, now);
 	objects_sweep(s, now);
 	tier_sweep(s, now);
+	replicate_tick(s, now);
 	objects_evict_watermark(s);
 }
 
@@ -308,6 +314,7 @@ struct stored *stored_new(struct event_base *base,
 	s->rng = (uint64_t)stored_now_ms() | 1;
 	list_init(&s->clients);
 	list_init(&s->offline);
+	replicate_init(s);
 	if (objects_init(s))
 		goto err;
 	s->tick = event_new(base, -1, EV_PERSIST, on_tick, s);
@@ -341,6 +348,7 @@ void stored_free(struct stored *s)
 	while (!list_empty(&s->clients))
 		client_free(s, container_of(s->clients.next, struct client,
 					    link));
+	replicate_fini(s);
 	objects_fini(s);
 	flush_fini(s);
 	free(s->segs);
@@ -455,6 +463,15 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 		break;
 	case STORE_FLUSHED:
 		flush_report(s, req, rep);
+		break;
+	case STORE_REPLICATE:
+		replicate_request(s, req, rep);
+		break;
+	case STORE_QUERY_TASK:
+		replicate_query(s, req, rep);
+		break;
+	case STORE_CREATE_TASK:
+		replicate_create(s, req, rep);
 		break;
 	}
 	count(s, req, rep);

@@ -29,12 +29,13 @@ import re
 from .. import _xfer
 from .replica import (Descriptor, MemoryDescriptor, ReplicaDescriptor,
                       ReplicaStatus)
+from .tasks import QueryTaskResponse, TaskCalls, TaskStatus, TaskType
 
 __all__ = [
     "MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction",
     "ObjectDataType", "FlushMode", "BufferHandle", "ReplicaDescriptor",
-    "ReplicaStatus",
-    "MemoryDescriptor", "Descriptor",
+    "ReplicaStatus", "MemoryDescriptor", "Descriptor", "TaskType",
+    "TaskStatus", "QueryTaskResponse",
 ]
 
 # Mooncake's ErrorCode numbers the calls return (its types.h)
@@ -259,7 +260,7 @@ def _registered(r):
         INVALID_PARAMS
 
 
-class MooncakeDistributedStore:
+class MooncakeDistributedStore(TaskCalls):
     """Mooncake's MooncakeDistributedStore: a client of the store's master
     (xfer-stored) that lends ``global_segment_size`` bytes of this
     process's memory to the store and puts and gets objects by key. Make
@@ -864,5 +865,5 @@ class MooncakeDistributedStore:
 
 # The calls with an asynchronous twin (async_NAME) in
 # MooncakeDistributedStoreAsync: those whose plan is _p_NAME.
-CALLS = tuple(n[3:] for n in vars(MooncakeDistributedStore)
-              if n.startswith("_p_"))
+CALLS = tuple(n[3:] for c in (MooncakeDistributedStore, TaskCalls)
+              for n in vars(c) if n.startswith("_p_"))
