@@ -349,6 +349,8 @@ static int conn_recv(struct tcp_conn *c)
 				iov[k].iov_base = discard;
 				iov[k++].iov_len = left < DISCARD_LEN ? left
 								     : DISCARD_LEN;
+				if (left > DISCARD_LEN)
+					break; /* its rest comes first */
 			} else if (s->opcode == XFER_READ) {
 				iov[k].iov_base = (uint8_t *)s->local + x->data_got;
 				iov[k++].iov_len = s->len - x->data_got;
