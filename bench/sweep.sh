@@ -17,17 +17,20 @@
 #                    vs fio's completion latency at depth 1
 #   --protocol rdma  in an rdmavm guest (--topo lo, Soft-RoCE on rxe0):
 #                    xfer-bench --mode loopback --protocol rdma (batches
-#                    of 16 WRITEs, one thread) vs ib_write_bw -s SIZE,
-#                    and "same", over one block (perftest posts from
-#                    one buffer); latency (one WRITE a batch) vs ib_write_lat -s SIZE
-#                    -n LAT_ITERS (its one-way figures doubled: a WRITE's
-#                    round trip). The guest's CPUs are emulated: keep the
-#                    sizes and DURATION small (4 KiB to 1 MiB by default)
+#                    of 16 WRITEs, one thread) vs ib_write_bw -s SIZE
+#                    (64 MiB of iterations, 128 to 5000), and "same",
+#                    over one block (perftest posts from one buffer);
+#                    latency (one WRITE a batch) vs ib_write_lat -s SIZE
+#                    (LAT_ITERS round trips at 4 KiB, as many bytes
+#                    above, 50 at least; its one-way figures doubled: a
+#                    WRITE's round trip). The guest's CPUs are emulated:
+#                    keep the sizes small (4 KiB to 1 MiB by default)
 # Writes OUT/sweep-PROTO.csv and OUT/sweep-PROTO.svg (gnuplot): GB/s and
 # microseconds against the block size, both tools. Where xfer and "same"
 # part, the memory is the difference: 16 blocks of SIZE on each side
-# stream through the caches, where the reference reuses one hot buffer. Fails only when a tool
-# fails.
+# stream through the caches, where the reference reuses one hot buffer.
+# Fails only when a tool fails (a perftest run without figures twice in
+# the guest leaves its point out).
 #   bench/sweep.sh [--protocol tcp|file|rdma] [--out DIR]   (DURATION=2 s
 #   a run; SIZES="4096 ... 16777216", rdma "4096 ... 1048576";
 #   IPERF_PORT=5201, SOCKPERF_PORT=11111; LAT_ITERS=1000, RDMAVM=path)
@@ -158,6 +161,13 @@ lat_iters() {
 	echo $((n < 50 ? 50 : n > LAT_ITERS ? LAT_ITERS : n))
 }
 
+# bw_iters BS: iterations of ib_write_bw, 64 MiB in all (128 to 5000):
+# its -D counts nothing in a guest this slow once messages are large.
+bw_iters() {
+	local n=$(((64 << 20) / $1))
+	echo $((n < 128 ? 128 : n > 5000 ? 5000 : n))
+}
+
 # warn TOOL BS: its output, and that its point is left out (nan).
 warn() {
 	cat "$tmp/pt" >&2
@@ -173,7 +183,7 @@ ref_rdma() {
 	local try
 	# a run that moved nothing (seen now and then) is run again
 	for try in 1 2; do
-		perftest ib_write_bw "$bs" -D "$DURATION"
+		perftest ib_write_bw "$bs" -n "$(bw_iters "$bs")"
 		RGBPS=$(awk -v s="$bs" '$1 == s && NF >= 5 && $4 > 0 { v = $4 }
 			END { if (v) printf "%.3f", v * 1.048576 / 1000 }' "$tmp/pt")
 		[ -z "$RGBPS" ] || break
