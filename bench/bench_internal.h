@@ -58,6 +58,7 @@ struct bench_opts {
 	double duration_s;
 	size_t threads;
 	bool verify;
+	size_t footprint; /* 0: the batch's, every request its own */
 	bool json;
 	bool plugin;      /* the initiator on our event_base, no waiting */
 	const char *file; /* the target segment is this file's, NULL: RAM */
@@ -65,6 +66,18 @@ struct bench_opts {
 	double report_bytes;        /* bytes in one report_unit */
 	int report_precision;       /* digits after the point */
 };
+
+/* Where request @p i of a batch starts in its thread's region, bytes: one
+ * block after the other, round again past o->footprint (whole blocks, at
+ * least one) when it is set. */
+static inline size_t bench_block_off(const struct bench_opts *o, size_t i)
+{
+	size_t blocks = o->footprint / o->block_size;
+
+	if (!o->footprint)
+		return i * o->block_size;
+	return (i % (blocks ? blocks : 1)) * o->block_size;
+}
 
 /* What a run measured, for the report. */
 struct bench_result {

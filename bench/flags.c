@@ -45,7 +45,7 @@ struct raw {
 	const char *local_server_name, *segment_id, *report_unit, *backend;
 	const char *bind_addr, *file;
 	long long buffer_size, batch_size, block_size, threads;
-	long long report_precision, gpu_id, workers, rpc_port;
+	long long report_precision, gpu_id, workers, rpc_port, footprint;
 	double duration;
 	bool auto_discovery, use_vram, init_mem, verify, json, plugin, help;
 	bool list_config, markdown;
@@ -103,6 +103,10 @@ static void read_args(int argc, char **argv, struct raw *r)
 		I("workers", workers, 0, 64, "engine worker reactors "
 		  "(the config's)"),
 		B("verify", verify, "fill with a pattern, check every byte"),
+		I("footprint", footprint, 0, 1ll << 48, "bytes of memory a "
+		  "thread's batch goes over, on each side: its requests wrap "
+		  "round within them, so they overlap (at least one block; 0: "
+		  "batch_size * block_size, every request its own)"),
 		B("json", json, "one JSON line instead of text"),
 		B("plugin", plugin, "the initiator on an event_base of the "
 		  "bench, no thread; loop stalls"),
@@ -277,6 +281,7 @@ static void convert(const struct raw *r, struct bench_opts *o)
 			      30 : (int)r->report_precision;
 	set_unit(o, r->report_unit);
 	o->verify = r->verify;
+	o->footprint = (size_t)r->footprint;
 	o->json = r->json;
 	o->plugin = r->plugin;
 	if (r->file && !*r->file)
@@ -320,6 +325,10 @@ void bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 	read_args(argc, argv, &r);
 	convert(&r, o);
 	buffer_size(r.buffer_size, o);
+	if (o->footprint && o->verify &&
+	    o->footprint < o->batch_size * o->block_size)
+		die("--footprint below batch_size * block_size overlaps the "
+		    "requests: not with --verify");
 	if (o->mode == BENCH_TARGET) {
 		/* Mooncake's target serves until a signal */
 		o->duration_s = r.duration < 0 ? 0 : r.duration;

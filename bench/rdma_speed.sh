@@ -65,19 +65,8 @@ tmp=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
-# The RoCE v2 GID with an IPv4 address (::ffff:a.b.c.d), as xfer picks it.
-gid_index() {
-	local p=/sys/class/infiniband/$DEV/ports/1 f i
-	for f in "$p"/gid_attrs/types/*; do
-		i=${f##*/}
-		[ "$(cat "$f" 2>/dev/null)" = "RoCE v2" ] || continue
-		case $(cat "$p/gids/$i") in
-		0000:0000:0000:0000:0000:ffff:*) echo "$i"; return ;;
-		esac
-	done
-	echo 1
-}
-GID=$(gid_index)
+. bench/target.sh # rdma_gid
+GID=$(rdma_gid "$DEV")
 
 # perf TOOL SIZE: one server in the background, one client against it, each
 # under /usr/bin/time. Prints "MB/s Mpps cpu_s/GB": BW average (perftest's

@@ -380,10 +380,10 @@ void bench_initiator_regions(const struct bench_opts *o,
 		for (size_t i = 0; i < o->batch_size; i++)
 			w[t].reqs[i] = (struct xfer_request){
 				.opcode = o->op,
-				.source = w[t].local + i * o->block_size,
+				.source = w[t].local + bench_block_off(o, i),
 				.target_id = seg,
 				.target_offset = remote_addr + t * region +
-						 i * o->block_size,
+						 bench_block_off(o, i),
 				.length = o->block_size,
 			};
 		if (o->verify) {

@@ -1,4 +1,4 @@
-# Sourced by bench/speed.sh, bench/file_speed.sh and bench/sweep.sh: an
+# Sourced by bench/speed.sh, file_speed.sh, sweep.sh and rdma_speed.sh: an
 # xfer-bench target on loopback TCP in the background, and the helpers the
 # scripts share. Uses the caller's $BENCH, $tmp, its pids array (what its
 # exit trap stops) and die().
@@ -65,4 +65,18 @@ sockperf_run() {
 		/percentile 99.000 =/ { p99 = $NF }
 		END { print p50, p99 }' <<<"$out")"
 	[ -n "$RTT99" ] || die "sockperf printed no percentiles"
+}
+
+# rdma_gid DEV: the index of DEV's RoCE v2 GID with an IPv4 address
+# (::ffff:a.b.c.d), as xfer picks it; 1 if none.
+rdma_gid() {
+	local p=/sys/class/infiniband/$1/ports/1 f i
+	for f in "$p"/gid_attrs/types/*; do
+		i=${f##*/}
+		[ "$(cat "$f" 2>/dev/null)" = "RoCE v2" ] || continue
+		case $(cat "$p/gids/$i") in
+		0000:0000:0000:0000:0000:ffff:*) echo "$i"; return ;;
+		esac
+	done
+	echo 1
 }

@@ -180,8 +180,8 @@ static void etcd_free(struct etcd *e);
 static void etcd_release(struct xfer_deferred *d);
 static void write_done(struct etcd *e);
 
-static int etcd_open(const char *conn, const struct xfer_store_env *env,
-		     struct xfer_store **out)
+int xfer_etcd_open_ttl(const char *conn, const struct xfer_store_env *env,
+		       int ttl_s, struct xfer_store **out)
 {
 	struct event_base *base = env->base;
 	struct etcd *e;
@@ -200,6 +200,7 @@ static int etcd_open(const char *conn, const struct xfer_store_env *env,
 	TAILQ_INIT(&e->parked);
 	TAILQ_INIT(&e->writes);
 	e->lease_backoff_ms = e->watch_backoff_ms = ETCD_BACKOFF_MIN_MS;
+	e->ttl_want_s = ttl_s;
 	ret = add_members(e, conn);
 	if (ret)
 		goto err_free;
@@ -228,6 +229,12 @@ static int etcd_open(const char *conn, const struct xfer_store_env *env,
 err_free:
 	etcd_free(e);
 	return ret;
+}
+
+static int etcd_open(const char *conn, const struct xfer_store_env *env,
+		     struct xfer_store **out)
+{
+	return xfer_etcd_open_ttl(conn, env, 0, out);
 }
 
 /* Send write @p op (a put with the lease). */

@@ -8,6 +8,7 @@
  *   etcd_req.c    requests, results, errors, outages, timers, and the
  *                 members: which one serves, moving to the next
  *   etcd_json.c   the gateway's encoding
+ *   etcd_elect.c  a campaign for a key (xfer-stored's leader election)
  *
  * A lower file reaches a higher one only through a function pointer the
  * higher one set: a request's answered callback, e->on_kv_down.
@@ -53,6 +54,7 @@ struct evhttp_request;
 enum etcd_op_kind {
 	OP_GET, OP_PUT, OP_DEL,                /* user calls */
 	OP_GRANT, OP_KEEPALIVE,                /* the lease */
+	OP_CAMPAIGN, OP_DEPOSE,                /* etcd_elect.c */
 };
 
 TAILQ_HEAD(etcd_op_q, etcd_op);
@@ -71,6 +73,8 @@ struct etcd_op {
 	struct etcd *e;
 	enum etcd_op_kind kind;
 	etcd_answer_cb answered; /* set by the layer that made it */
+	/* its body, where that layer writes it (NULL: by its kind) */
+	int (*body)(struct etcd_op *op, struct evbuffer *b);
 	struct timeval made;     /* first sent: for ETCD_CALL_MS */
 	struct timeval sent;     /* this try */
 	int member;              /* this try's member */
@@ -124,6 +128,7 @@ struct etcd {
 	struct etcd_op *grant;    /* in flight */
 	int64_t lease;            /* 0: none */
 	int ttl_s;
+	int ttl_want_s;           /* asked for: ETCD_TTL_S unless set */
 	int lease_backoff_ms, watch_backoff_ms;
 	bool kv_lost;             /* a put or delete failed, or the lease was
 				     lost: tell the user when calls work */
@@ -145,6 +150,13 @@ struct etcd {
 		uint64_t switches;    /* moves to another member */
 	} stats;
 };
+
+/* ---- etcd.c ---- */
+
+/** The backend's open, its lease asked for a TTL of @p ttl_s seconds
+ *  (0: ETCD_TTL_S). */
+int xfer_etcd_open_ttl(const char *conn, const struct xfer_store_env *env,
+		       int ttl_s, struct xfer_store **out);
 
 /* ---- etcd_lease.c ---- */
 

@@ -170,9 +170,12 @@ static void op_done(struct evhttp_request *req, void *arg);
 /* @p op's body, by its kind. @return 0, -1 (no memory). */
 static int op_body(struct etcd_op *op, struct evbuffer *b)
 {
+	if (op->body)
+		return op->body(op, b);
 	switch (op->kind) {
 	case OP_GRANT:
-		return evbuffer_add_printf(b, "{\"TTL\":%d}", ETCD_TTL_S) < 0;
+		return evbuffer_add_printf(b, "{\"TTL\":%d}",
+					   op->e->ttl_want_s ?: ETCD_TTL_S) < 0;
 	case OP_KEEPALIVE:
 		return evbuffer_add_printf(b, "{\"ID\":%" PRId64 "}",
 					   op->lease) < 0;
@@ -215,6 +218,8 @@ static int op_try(struct etcd_op *op)
 		[OP_DEL] = "/v3/kv/deleterange",
 		[OP_GRANT] = "/v3/lease/grant",
 		[OP_KEEPALIVE] = "/v3/lease/keepalive",
+		[OP_CAMPAIGN] = "/v3/kv/txn",
+		[OP_DEPOSE] = "/v3/kv/txn",
 	};
 	struct etcd *e = op->e;
 	struct evhttp_request *req;

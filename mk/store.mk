@@ -11,18 +11,27 @@
 #                             driven over its RPC
 #   bench/store/stripe_bench.c xfer-store-stripe-bench: a striped object's
 #                             get and put against a whole one's
+#   bench/store/flush_bench.c xfer-store-flush-bench: puts flushed to a
+#                             folder (the slower tier)
 STORE_SRCS := $(wildcard store/*.c)
 STORE_OBJS := $(STORE_SRCS:%.c=$(BUILD)/%.o)
-STORED_SRCS := $(wildcard store/master/*.c)
+# --enable_ha (store/master/ha.c) elects on the etcd backend, linked as
+# libxfer has it: only with WITH_ETCD
+STORED_SRCS := $(filter-out $(if $(filter ETCD,$(PARTS)),,store/master/ha.c),\
+	$(wildcard store/master/*.c))
 STORED_OBJS := $(STORED_SRCS:%.c=$(BUILD)/%.o)
+STORED_ETCD_OBJS := $(if $(filter ETCD,$(PARTS)),\
+	$(patsubst %.c,$(BUILD)/%.o,$(wildcard metadata/etcd*.c)) \
+	$(BUILD)/core/deferred.o $(BUILD)/metadata/resolve.o)
 STORED := $(BUILD)/xfer-stored
 STORE_ALLOC_BENCH := $(BUILD)/xfer-store-alloc-bench
 STORE_BENCH := $(BUILD)/xfer-store-bench
 STORE_MASTER_BENCH := $(BUILD)/xfer-store-master-bench
 STORE_STRIPE_BENCH := $(BUILD)/xfer-store-stripe-bench
+STORE_FLUSH_BENCH := $(BUILD)/xfer-store-flush-bench
 
 all: $(STORED) $(STORE_ALLOC_BENCH) $(STORE_BENCH) $(STORE_MASTER_BENCH) \
-     $(STORE_STRIPE_BENCH)
+	$(STORE_FLUSH_BENCH) $(STORE_STRIPE_BENCH)
 
 $(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
 
@@ -30,7 +39,8 @@ $(BUILD)/store/master/journal.o: CFLAGS += $(shell pkg-config --cflags sqlite3)
 # objects linked as they are (mk/metad.mk), all but its main()
 STORED_METAD_OBJS := $(filter-out $(BUILD)/metadata/metad/main.o,$(METAD_OBJS))
 
-$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(STORED_METAD_OBJS) $(UTIL_A)
+$(STORED): $(STORED_OBJS) $(STORE_OBJS) $(STORED_METAD_OBJS) \
+	   $(STORED_ETCD_OBJS) $(UTIL_A)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs sqlite3)
 
@@ -52,6 +62,11 @@ $(STORE_STRIPE_BENCH): $(BUILD)/bench/store/stripe_bench.o $(LIB_A) | \
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
 		$(LDLIBS)
 
+$(STORE_FLUSH_BENCH): $(BUILD)/bench/store/flush_bench.o $(LIB_A)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
+		$(LDLIBS)
+
 $(STORE_MASTER_BENCH): $(BUILD)/bench/store/master_bench.o \
 		       $(BUILD)/store/proto.o
 	@$(if $(Q),echo "  LINK    $@")
@@ -69,6 +84,11 @@ $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/it_store*.c)): \
 $(BUILD)/test/it_meta: | $(STORED)
 test-integration: $(STORED)
 $(patsubst %,$(BUILD)/test/%,it_store_master it_store_persist \
-	it_store_admin it_store_upsert it_store_tier it_store_stripe): \
+	it_store_admin it_store_upsert it_store_tier it_store_repl_rpc \
+	it_store_stripe): \
 	$(BUILD)/test/th_master.o
 $(BUILD)/test/it_store_upsert: TEST_LIBS += $(shell pkg-config --libs sqlite3)
+# test/it_etcd_store_ha.c: masters electing on etcd (th_etcd.o, by its
+# name) with the store's clients (th_store.o)
+$(BUILD)/test/it_etcd_store_ha: $(BUILD)/test/th_store.o \
+	$(BUILD)/store/proto.o | $(STORED)

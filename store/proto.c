@@ -6,11 +6,13 @@
  * z size (u64), N name (str 1..255), p preferred segment (str 0..255),
  * r replicas, f flags, F force (u8, F only 0 or 1), m medium (u8, 0
  * DRAM or 1 SSD), d SSD replicas (u8), e error (i32), C count (i64),
- * V min_version (u64), x pattern (str 1..4096), [ ] a batch (u32 count,
+ * V min_version (u64), x pattern (str 1..4096), T task id, a created,
+ * u updated (u64), y task type (u8, 0..2), S task status (u8, 0..3),
+ * M message (str 0..255), K key (str 1..4096), [ ] a batch (u32 count,
  * then its items); in an item: k key (str 0..4096), l length, t lease,
- * v version (u64), e error, R replicas (u8 count of buffers up to 16,
- * then per replica u8 shards, its buffers, and per buffer u64 address,
- * u64 length, str endpoint 1..255).
+ * v version, T task id (u64), e error, R replicas (u8 count of buffers
+ * up to 16, then per replica u8 shards, its buffers, and per buffer u64
+ * address, u64 length, str endpoint 1..255).
  * A str is a u16 length and its bytes. Integers are little-endian.
  */
 #include <errno.h>
@@ -27,7 +29,7 @@ static const struct {
 	[STORE_MOUNT] = { "mount", "csbzNm", "e" },
 	[STORE_UNMOUNT] = { "unmount", "cs", "e" },
 	[STORE_PUT_START] = { "put_start", "crfpd[kl]", "e[eR]" },
-	[STORE_PUT_END] = { "put_end", "c[k]", "e[e]" },
+	[STORE_PUT_END] = { "put_end", "c[k]", "e[ev]" },
 	[STORE_PUT_REVOKE] = { "put_revoke", "c[k]", "e[e]" },
 	[STORE_QUERY] = { "query", "V[k]", "e[eltvR]" },
 	[STORE_EXIST] = { "exist", "[k]", "e[e]" },
@@ -38,6 +40,11 @@ static const struct {
 	[STORE_REPLICA_CLEAR] = { "replica_clear", "cp[k]", "e[e]" },
 	[STORE_TIER_POLL] = { "tier_poll", "c", "e[klR]" },
 	[STORE_TIER_DONE] = { "tier_done", "c[ke]", "e[e]" },
+	[STORE_FLUSHED] = { "flushed", "c[kv]", "e[ev]" },
+	[STORE_HA_FOLLOW] = { "ha_follow", "c", "e" },
+	[STORE_REPLICATE] = { "replicate", "crd[k]", "e[eT]" },
+	[STORE_QUERY_TASK] = { "query_task", "T", "eTySaucM" },
+	[STORE_CREATE_TASK] = { "create_task", "cypK[k]", "eT" },
 };
 
 const char *store_type_name(unsigned type)
@@ -228,6 +235,7 @@ static void item_field(struct walk *w, char f, struct store_item *it)
 	case 'l': NUM(w, it->len, 8); break;
 	case 't': NUM(w, it->lease_ms, 8); break;
 	case 'v': NUM(w, it->version, 8); break;
+	case 'T': NUM(w, it->task, 8); break;
 	case 'e': NUM(w, it->err, 4); break;
 	case 'R': replicas(w, it); break;
 	default: fail(w, -EINVAL);
@@ -260,6 +268,23 @@ static void field(struct walk *w, char f, struct store_msg *m)
 	case 'C': NUM(w, m->count, 8); break;
 	case 'V': NUM(w, m->min_version, 8); break;
 	case 'x': str(w, &m->pattern, 1, STORE_PATTERN_MAX); break;
+	case 'T': NUM(w, m->task, 8); break;
+	case 'a': NUM(w, m->created_ms, 8); break;
+	case 'u': NUM(w, m->updated_ms, 8); break;
+	case 'y':
+		NUM(w, m->task_type, 1);
+		if (m->task_type > STORE_TASK_REPLICATE ||
+		    (!(m->h.flags & STORE_F_REPLY) &&
+		     m->task_type > STORE_TASK_REPLICA_MOVE))
+			limit(w);
+		break;
+	case 'S':
+		NUM(w, m->task_status, 1);
+		if (m->task_status > STORE_TASK_SUCCESS)
+			limit(w);
+		break;
+	case 'M': str(w, &m->message, 0, STORE_MESSAGE_MAX); break;
+	case 'K': str(w, &m->key, 1, STORE_KEY_MAX); break;
 	default: fail(w, -EINVAL);
 	}
 }

@@ -30,6 +30,17 @@
 #define STORE_MEDIUM_DRAM 0
 #define STORE_MEDIUM_SSD 1
 
+/* A task's type and status (query_task): Mooncake's TaskType and
+ * TaskStatus, in their order; REPLICATE is xfer's. */
+#define STORE_TASK_REPLICA_COPY 0
+#define STORE_TASK_REPLICA_MOVE 1
+#define STORE_TASK_REPLICATE 2
+#define STORE_TASK_PENDING 0
+#define STORE_TASK_PROCESSING 1
+#define STORE_TASK_FAILED 2
+#define STORE_TASK_SUCCESS 3
+#define STORE_MESSAGE_MAX 255          /* query_task's message bytes */
+
 enum store_type {
 	STORE_PING = 1,
 	STORE_MOUNT,
@@ -46,6 +57,11 @@ enum store_type {
 	STORE_REPLICA_CLEAR,
 	STORE_TIER_POLL,
 	STORE_TIER_DONE,
+	STORE_FLUSHED,                 /* flush.c: versions in the slower tier */
+	STORE_HA_FOLLOW,               /* a standby's journal stream */
+	STORE_REPLICATE,
+	STORE_QUERY_TASK,
+	STORE_CREATE_TASK,
 	STORE_TYPE_END
 };
 
@@ -79,6 +95,7 @@ struct store_item {
 	int32_t err;                     /* 0 or a Mooncake ErrorCode */
 	uint64_t lease_ms;
 	uint64_t version;                /* of the put that made it */
+	uint64_t task;                   /* replicate: the task made */
 	uint8_t nrep;                    /* buffers, of every replica */
 	struct store_replica rep[STORE_REPLICA_MAX];
 };
@@ -96,6 +113,13 @@ struct store_msg {
 	uint8_t ssd_replicas;            /* put_start */
 	int32_t err;
 	int64_t count;
+	/* query_task: the task, its type and status (STORE_TASK_*), when
+	 * made and last changed (ms since the epoch), and a message;
+	 * .client is the client it was given to */
+	uint64_t task, created_ms, updated_ms;
+	uint8_t task_type, task_status;
+	struct store_str message;
+	struct store_str key;            /* create_task: the object's */
 	uint32_t n;
 	struct store_item items[STORE_BATCH_MAX];
 };

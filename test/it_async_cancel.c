@@ -4,7 +4,9 @@
  * way when it is cancelled. Every task ends COMPLETED or CANCELED, the
  * callback runs exactly once, and no byte of a CANCELED task lands in
  * local memory after xfer_batch_cancel() returned. Cancelled from the
- * test's thread, and from inside another batch's callback. And the
+ * test's thread (READs of one slice, and of runs longer than the
+ * scratch a canceled READ's payload goes to), and from inside another
+ * batch's callback. And the
  * initiator freed with two batches on their way (one to notify at its
  * end): both outlive it, ended, their callbacks never called, and free.
  */
@@ -159,6 +161,42 @@ static void test_cancel_midway(void **state)
 	assert_int_equal(xfer_batch_free(b), 0);
 }
 
+/*
+ * The same with READs of 256 KiB, each a request of 128 KiB per
+ * connection (adjacent slices go as one), longer than the buffer a
+ * canceled READ's payload is read into: no task FAILED (its rest was
+ * once read as the next replies), and a READ after them on the same
+ * connections gets its bytes.
+ */
+static void test_cancel_long_reads(void **state)
+{
+	enum { N = 60, BIG = 256 << 10 };
+	struct fixture *f = *state;
+	struct xfer_batch *b = xfer_batch_new(f->e, N);
+	struct xfer_task_status st;
+
+	memset(f->ebuf, MARK, LEN);
+	for (size_t i = 0; i < N; i++)
+		f->reqs[i] = (struct xfer_request){ XFER_READ,
+			f->ebuf + i * BIG, f->seg, (uintptr_t)f->tbuf +
+			i * BIG, BIG };
+	assert_int_equal(xfer_batch_submit(b, f->reqs, N), 0);
+	usleep(300 * 1000);
+	assert_int_equal(xfer_batch_cancel(b), 0);
+	assert_int_equal(xfer_batch_wait(b, 60000), 0);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(xfer_batch_status(b, i, &st), 0);
+		if (st.status != XFER_CANCELED)
+			th_assert_status(st.status, XFER_COMPLETED);
+	}
+	assert_int_equal(xfer_batch_free(b), 0);
+	memset(f->ebuf, MARK, BIG);
+	th_assert_status(th_xfer1(f->e, XFER_READ, f->ebuf, f->seg,
+				  (uintptr_t)f->tbuf, BIG, NULL),
+			 XFER_COMPLETED);
+	assert_memory_equal(f->ebuf, f->tbuf, BIG);
+}
+
 /* Cancel from inside a callback: a small batch's callback cancels the
  * large one and records when it returned. */
 struct canceler {
@@ -290,6 +328,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_cancel_midway, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_long_reads, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_in_callback, setup,
 						teardown),

@@ -3,12 +3,13 @@
  * --dram_shard_size=4 MiB and client processes lending DRAM: a large
  * object's replica is cut into shards on distinct segments (seen in the
  * replica descriptors), read back from other processes, whole, ranged
- * across shard ends, staged and zero-copy, every byte checked, and
- * upserted; a remove gives every shard's space back; a holder of one
- * shard killed, the get reads the other replica, and once the master
- * drops that holder the broken replica is gone whole, its other shard's
- * space given back (the admin HTTP's allocator bytes); a master
- * restarted on its journal serves the same shards.
+ * across shard ends, staged and zero-copy, every byte checked,
+ * upserted, and refused by replication tasks; a remove gives every
+ * shard's space back; a holder of one shard killed, the get reads the
+ * other replica, and once the master drops that holder the broken
+ * replica is gone whole, its other shard's space given back (the admin
+ * HTTP's allocator bytes); a master restarted on its journal serves the
+ * same shards.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -203,6 +204,15 @@ static void test_striped(void **state)
 	distinct(d, 3);
 	assert_int_equal(th_get_pattern(kv, "big", len, 2, true),
 			 (int64_t)len);
+	/* replication tasks leave a striped object alone */
+	assert_int_equal(xfer_kv_replicate(kv, "big", 2, 0),
+			 XFER_KV_INVALID_PARAMS);
+	{
+		const char *to[1] = { names[0] };
+
+		assert_int_equal(xfer_kv_create_copy_task(kv, "big", to, 1),
+				 XFER_KV_INVALID_PARAMS);
+	}
 	/* small objects stay whole */
 	assert_int_equal(th_kv_cmd(&holder[0], "put small %llu 2 1",
 				   (unsigned long long)(3 * MiB)), 0);

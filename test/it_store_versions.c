@@ -369,7 +369,10 @@ static void test_upsert_race(void **state)
 	(void)state;
 	assert_non_null(buf);
 	th_master_start(args);
-	kv = th_kv(128 * MiB, MiB);            /* six rounds a read */
+	/* room for all 40 variants: retired ones are held through their
+	 * leases, and eviction of the one an upsert replaces would read as
+	 * -703 */
+	kv = th_kv(RACE_N * 8 * MiB, MiB);      /* six rounds a read */
 	th_kv_proc_start(&w, &writer, wname);
 	assert_int_equal(th_kv_cmd(&w, "put hot %d 0", RACE_LEN), 0);
 	assert_int_equal(th_line_send(w.to, "upsn hot 6291469 40"), 0);

@@ -431,7 +431,9 @@ static int count_in(const char *path, const char *needle)
  * connections: the task fails, the others complete, and the target
  * refuses its slices once per connection (its log says each), not once
  * a slice: the slices of a failed task do not go again. (They did, a
- * connection and a round each, 80 to 330 ms for this task.)
+ * connection and a round each, 80 to 330 ms for this task.) What it
+ * refuses is a run of 16 slices, 1 MiB, as one request: a task's
+ * adjacent slices go together (they went one request each).
  */
 static void test_refused_task_fails_at_once(void **state)
 {
@@ -441,7 +443,7 @@ static void test_refused_task_fails_at_once(void **state)
 	struct xfer_batch *b;
 	uint8_t *ib = th_alloc(GONE_LEN);
 	char log[] = "/tmp/it_tcp_runs.XXXXXX";
-	int fd = mkstemp(log), saved, refusals;
+	int fd = mkstemp(log), saved, refusals, runs;
 	int64_t seg, t0, took;
 
 	(void)state;
@@ -480,12 +482,16 @@ static void test_refused_task_fails_at_once(void **state)
 	assert_int_equal(th_check(tb, LEN, 41), -1);
 	assert_int_equal(th_check(ib + LEN, LEN, 42), -1);
 	refusals = count_in(log, "tcp: refused write");
+	runs = count_in(log, "tcp: refused write of 1048576 bytes");
 	unlink(log);
 	print_message("    %d refusals, the batch done in %lld ms\n", refusals,
 		      (long long)took);
 	if (refusals < 1 || refusals > CONNS)
 		fail_msg("%d refusals of a task's slices, want 1 to %d",
 			 refusals, CONNS);
+	if (runs != refusals)
+		fail_msg("%d of %d refused requests are 1 MiB runs", runs,
+			 refusals);
 	assert_int_equal(xfer_batch_free(b), 0);
 	assert_int_equal(xfer_segment_close(e, seg), 0);
 	xfer_engine_free(e);

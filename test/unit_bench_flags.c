@@ -264,6 +264,26 @@ static void test_implied(void **state)
 	assert_int_equal(O.buffer_size, 2 * 2 * 4 * 1024);
 	assert_string_equal(O.local_server_name, "127.0.0.1");
 
+	/* --footprint: requests wrap round within it, whole blocks */
+	assert_int_equal(parse("--mode=loopback", "--batch_size=4",
+			       "--block_size=1024", "--footprint=2500", NULL),
+			 0);
+	assert_int_equal(O.footprint, 2500);
+	assert_int_equal(bench_block_off(&O, 1), 1024);
+	assert_int_equal(bench_block_off(&O, 2), 0);
+	assert_int_equal(bench_block_off(&O, 3), 1024);
+	O.footprint = 100; /* under a block: every request on the first */
+	assert_int_equal(bench_block_off(&O, 3), 0);
+	O.footprint = 0;
+	assert_int_equal(bench_block_off(&O, 3), 3 * 1024);
+	assert_int_equal(parse("--mode=loopback", "--batch_size=4",
+			       "--block_size=1024", "--footprint=1024",
+			       "--verify", NULL), -1);
+	expect_death("--verify");
+	assert_int_equal(parse("--mode=loopback", "--batch_size=4",
+			       "--block_size=1024", "--footprint=4096",
+			       "--verify", NULL), 0);
+
 	/* a file segment: the path as given, on either side */
 	assert_int_equal(parse("--mode=target", "--file", "/var/tmp/f",
 			       NULL), 0);

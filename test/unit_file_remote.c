@@ -682,6 +682,33 @@ static void test_timeout(void **state)
 			 XFER_COMPLETED);
 }
 
+/* Cancels repeated (a closing engine's, every 100 ms) move no byte: a
+ * silent owner's request on the wire still times out. */
+static void test_timeout_cancels(void **state)
+{
+	struct file_rpeer *p = rpeer(S.port);
+	uint8_t buf[4096];
+	struct th_job *j = th_job_new(XFER_READ, buf, 0, sizeof(buf), 4096);
+	int64_t t0 = th_now_ms();
+
+	(void)state;
+	F.env.transfer_timeout_ms = 200;
+	atomic_store(&S.mode, M_SILENT);
+	xfer_file_rpeer_submit(p, j->s, j->n);
+	while (atomic_load(&S.headers) < 1 && th_now_ms() - t0 < 4000)
+		usleep(1000);
+	atomic_store(&j->task.canceled, true);
+	while (th_job_left(j) && th_now_ms() - t0 < 4000) {
+		xfer_file_client_cancel(F.t);
+		usleep(20000);
+	}
+	assert_int_equal(th_job_left(j), 0);
+	assert_true(th_now_ms() - t0 < 2000);
+	th_job_wait(j);
+	free(j);
+	atomic_store(&S.mode, M_OK);
+}
+
 /* Cancel with 64 requests on the wire per connection and the rest
  * queued (slices apart, one request each): the queued end at once, those
  * on the wire once their replies are in, which are read but land
@@ -757,6 +784,8 @@ int main(void)
 						teardown_script),
 		cmocka_unit_test_setup_teardown(test_timeout, setup_script,
 						teardown_script),
+		cmocka_unit_test_setup_teardown(test_timeout_cancels,
+						setup_script, teardown_script),
 		cmocka_unit_test_setup_teardown(test_cancel, setup_script,
 						teardown_script),
 		cmocka_unit_test_setup_teardown(test_close, setup_script,

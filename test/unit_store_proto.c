@@ -76,6 +76,13 @@ static void test_round_trip(void **state)
 			m->ssd_replicas = 3;
 			m->err = -706;
 			m->count = -3;
+			m->task = 0x123456789ull;
+			m->task_type = STORE_TASK_REPLICA_MOVE;
+			m->task_status = STORE_TASK_SUCCESS;
+			m->created_ms = 1700000000000ull;
+			m->updated_ms = 1700000000001ull;
+			m->message = S("Task completed successfully");
+			m->key = S("obj/key");
 			m->n = 3;
 			for (unsigned i = 0; i < 3; i++) {
 				struct store_item *it = &m->items[i];
@@ -85,6 +92,7 @@ static void test_round_trip(void **state)
 				it->err = i == 2 ? -200 : (int)i;
 				it->lease_ms = 10000;
 				it->version = 40 + i;
+				it->task = 90 + i;
 				it->nrep = (uint8_t)i;
 				for (unsigned r = 0; r < i; r++)
 					it->rep[r] = (struct store_replica){
@@ -134,6 +142,32 @@ static void test_round_trip(void **state)
 							 42);
 				else
 					assert_int_equal(d->min_version, 7);
+			}
+			if (t == STORE_REPLICATE) {
+				assert_int_equal(d->n, 3);
+				if (reply)
+					assert_int_equal(d->items[2].task, 92);
+				else
+					assert_int_equal(d->ssd_replicas, 3);
+			}
+			if (t == STORE_QUERY_TASK) {
+				assert_int_equal(d->task, 0x123456789ull);
+				if (reply) {
+					assert_int_equal(d->task_status,
+							 STORE_TASK_SUCCESS);
+					assert_int_equal(d->updated_ms,
+							 1700000000001ull);
+					assert_memory_equal(d->client,
+							    m->client,
+							    STORE_ID_LEN);
+					assert_int_equal(d->message.len, 27);
+				}
+			}
+			if (t == STORE_CREATE_TASK && !reply) {
+				assert_int_equal(d->task_type,
+						 STORE_TASK_REPLICA_MOVE);
+				assert_memory_equal(d->key.p, "obj/key", 7);
+				assert_int_equal(d->n, 3);
 			}
 			if (t == STORE_REMOVE_REGEX && !reply)
 				assert_memory_equal(d->pattern.p, "^some/", 6);
@@ -270,6 +304,21 @@ static void bad_medium(struct store_msg *m)
 	m->medium = STORE_MEDIUM_SSD + 1;
 }
 
+static void bad_task_type(struct store_msg *m)
+{
+	m->task_type = STORE_TASK_REPLICATE;   /* not one to create */
+}
+
+static void empty_key(struct store_msg *m)
+{
+	m->key = S("");
+}
+
+static void bad_status(struct store_msg *m)
+{
+	m->task_status = STORE_TASK_SUCCESS + 1;
+}
+
 static void test_limits(void **state)
 {
 	struct store_msg *m = msg(STORE_EXIST, false);
@@ -296,6 +345,21 @@ static void test_limits(void **state)
 	m->pattern = S("x");
 	/* body: u8 force, u16 pattern length */
 	refuse_both(m, empty_pattern, 1, 2, 0);
+	free(m);
+
+	m = msg(STORE_CREATE_TASK, false);
+	m->key = S("k");
+	m->n = 1;
+	m->items[0].key = S("seg");
+	/* body: id client, u8 type, u16 source length (0), u16 key length */
+	refuse_both(m, bad_task_type, 16, 1, STORE_TASK_REPLICATE);
+	m->task_type = STORE_TASK_REPLICA_COPY;
+	refuse_both(m, empty_key, 19, 2, 0);
+	free(m);
+
+	m = msg(STORE_QUERY_TASK, true);
+	/* body: i32 err, u64 task, u8 type, u8 status */
+	refuse_both(m, bad_status, 13, 1, STORE_TASK_SUCCESS + 1);
 	free(m);
 
 	m = msg(STORE_REMOVE_ALL, false);

@@ -335,7 +335,7 @@ static void notify_cb(struct xfer_engine *e, const char *name,
 
 PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 {
-	PyObject *fut, *rest, *cb, *r;
+	PyObject *fut, *rest;
 	struct xpy_transfer t = { 0 };
 	struct xpy_hold *h;
 	BatchObject *bo = NULL;
@@ -383,14 +383,7 @@ PyObject *xpy_aio_submit(EngineObject *eng, PyObject *args, PyObject *kw)
 		bo->pending = false;
 		Py_DECREF(bo);
 		xpy_raise(eng, ret, "submit");
-		goto out;
 	}
-	cb = PyObject_GetAttrString((PyObject *)bo, "_on_future_done");
-	r = cb ? PyObject_CallMethod(fut, "add_done_callback", "O", cb) : NULL;
-	if (!r) /* submitted: it still completes; only cancel is lost */
-		PyErr_WriteUnraisable(fut);
-	Py_XDECREF(cb);
-	Py_XDECREF(r);
 out:
 	Py_XDECREF(rest);
 	PyMem_Free(t.reqs);

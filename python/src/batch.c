@@ -293,6 +293,17 @@ static void batch_quiesce(BatchObject *bo)
 	}
 }
 
+/* Off the engine's list of live batches (with the GIL). */
+static void batch_unlink(BatchObject *bo)
+{
+	if (!bo->pprev)
+		return;
+	*bo->pprev = bo->next;
+	if (bo->next)
+		bo->next->pprev = bo->pprev;
+	bo->pprev = NULL;
+}
+
 /*
  * With the engine alive, what is in flight is cancelled and waited for
  * first (a batch with a callback has had it, or has none set); once the
@@ -311,6 +322,12 @@ void xpy_batch_release(BatchObject *bo)
 		xpy_gate_wait(bo->eng, batch_gone, bo);
 	} else if (bo->b) {
 		bo->freeing = true;
+		/* Off the list before the GIL goes: a close() takes a reference
+		 * to each batch on it, and this may be the dealloc of one whose
+		 * count is 0 (that reference would free it a second time). The
+		 * quiesce below cancels it, as close() would, and its count on
+		 * the gate keeps the engine until then. */
+		batch_unlink(bo);
 		if (alive)
 			batch_quiesce(bo);
 		if (!bo->op.fut) /* an awaited one's comes from its callback */
@@ -326,12 +343,6 @@ void xpy_batch_release(BatchObject *bo)
 			PyMem_Free(h);
 		}
 		bo->holds = NULL;
-		if (bo->pprev) {
-			*bo->pprev = bo->next;
-			if (bo->next)
-				bo->next->pprev = bo->pprev;
-			bo->pprev = NULL;
-		}
 	}
 	if (alive)
 		xpy_engine_put(bo->eng);
@@ -608,7 +619,8 @@ static PyObject *batch_cancel(BatchObject *bo, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-/* A future's done callback: a cancelled future cancels its batch. */
+/* Once the task awaiting @p fut was cancelled (xfer/_aio.py): a cancelled
+ * future cancels its batch. */
 static PyObject *batch_on_future_done(BatchObject *bo, PyObject *fut)
 {
 	PyObject *c, *r;

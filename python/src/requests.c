@@ -7,6 +7,7 @@
  * transfer that uses it is over.
  */
 #include <errno.h>
+#include <limits.h>
 
 #include "xfer_py.h"
 
@@ -17,12 +18,19 @@ _Static_assert(sizeof(size_t) >= sizeof(uint64_t) &&
 
 int xpy_addr(PyObject *o, uint64_t *addr)
 {
-	PyObject *i = PyNumber_Index(o);
+	PyObject *i = PyLong_CheckExact(o) ? Py_NewRef(o) : PyNumber_Index(o);
 	unsigned long long v;
 
 	if (!i)
 		return -1;
+	/* PyLong_AsUnsignedLongLong() takes an int of more than one digit
+	 * (any address) through a byte array; PyLong_AsUnsignedLong(), as
+	 * wide here, reads its digits, with the same OverflowError */
+#if ULONG_MAX == UINT64_MAX
+	v = PyLong_AsUnsignedLong(i);
+#else
 	v = PyLong_AsUnsignedLongLong(i);
+#endif
 	Py_DECREF(i);
 	if (v == (unsigned long long)-1 && PyErr_Occurred())
 		return -1;

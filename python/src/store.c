@@ -149,6 +149,20 @@ static PyObject *kv_healthy(KVObject *self, PyObject *unused)
 	return PyBool_FromLong(yes);
 }
 
+static PyObject *kv_set_root_fs_dir(KVObject *self, PyObject *arg)
+{
+	const char *dir = PyUnicode_AsUTF8(arg);
+	int ret;
+
+	if (!dir || !xpy_kv_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	ret = xfer_kv_set_root_fs_dir(self->k, dir);
+	Py_END_ALLOW_THREADS
+	xpy_kv_leave(self);
+	return PyLong_FromLong(ret);
+}
+
 static PyObject *kv_get_name(KVObject *self, void *c)
 {
 	PyObject *r;
@@ -281,6 +295,9 @@ KV_CALL(kv_sync, XPY_KV_SYNC)
 KV_CALL(kv_remove_by_regex, XPY_KV_REMOVE_REGEX)
 KV_CALL(kv_replica_desc, XPY_KV_DESC)
 KV_CALL(kv_replica_clear, XPY_KV_REPLICA_CLEAR)
+KV_CALL(kv_replicate, XPY_KV_REPLICATE)
+KV_CALL(kv_query_task, XPY_KV_QUERY_TASK)
+KV_CALL(kv_create_task, XPY_KV_CREATE_TASK)
 
 PyDoc_STRVAR(kv_put_doc,
 "put(keys, parts, counts=None, lens=None, rc=None, zero_copy=False,\n"
@@ -346,6 +363,25 @@ PyDoc_STRVAR(kv_replica_clear_doc,
 "client put, not leased (xfer_kv_batch_replica_clear): 0 or a negative\n"
 "ErrorCode each.");
 
+PyDoc_STRVAR(kv_replicate_doc,
+"replicate(key, replica_num, nof_replica_num=0, future=None) -> int\n\n"
+"Bring key to replica_num DRAM and nof_replica_num SSD replicas, up or\n"
+"down, as a task of the master's (xfer_kv_replicate): its id (> 0), or\n"
+"a negative ErrorCode.");
+
+PyDoc_STRVAR(kv_query_task_doc,
+"query_task(task_id, future=None) -> tuple | int\n\n"
+"Task task_id's state (xfer_kv_query_task): (id, type, status,\n"
+"created_at_ms_epoch, last_updated_at_ms_epoch, assigned_client as\n"
+"16 bytes, message), or a negative ErrorCode.");
+
+PyDoc_STRVAR(kv_create_task_doc,
+"create_task(keys, source=None, future=None) -> int\n\n"
+"keys: [key, target, ...]. A copy of key into the target segments\n"
+"(xfer_kv_create_copy_task), or with source the move of its replica\n"
+"there into the one target (xfer_kv_create_move_task): the task's id\n"
+"(> 0), or a negative ErrorCode.");
+
 #define KW_METHOD(name, fn, doc)                                           \
 	{ name, (PyCFunction)(void (*)(void))fn,                            \
 	  METH_VARARGS | METH_KEYWORDS, doc }
@@ -354,6 +390,10 @@ static PyMethodDef kv_methods[] = {
 	{ "close", (PyCFunction)kv_close_m, METH_NOARGS, kv_close_doc },
 	{ "healthy", (PyCFunction)kv_healthy, METH_NOARGS,
 	  "healthy() -> bool\n\nThe master answered the last ping." },
+	{ "set_root_fs_dir", (PyCFunction)kv_set_root_fs_dir, METH_O,
+	  "set_root_fs_dir(dir) -> int\n\nThe slower tier, a folder that "
+	  "puts with a flush\nmode write to (xfer_kv_set_root_fs_dir): 0 or "
+	  "a negative errno." },
 	{ "register_buffer", (PyCFunction)kv_register, METH_VARARGS,
 	  kv_register_doc },
 	{ "mount_file", (PyCFunction)kv_mount_file, METH_VARARGS,
@@ -373,6 +413,9 @@ static PyMethodDef kv_methods[] = {
 	KW_METHOD("replica_clear", kv_replica_clear, kv_replica_clear_doc),
 	KW_METHOD("remove_by_regex", kv_remove_by_regex,
 		  kv_remove_by_regex_doc),
+	KW_METHOD("replicate", kv_replicate, kv_replicate_doc),
+	KW_METHOD("query_task", kv_query_task, kv_query_task_doc),
+	KW_METHOD("create_task", kv_create_task, kv_create_task_doc),
 	{ "_aio_fileno", (PyCFunction)kv_fileno, METH_NOARGS, NULL },
 	{ "_aio_drain", (PyCFunction)kv_drain, METH_NOARGS, NULL },
 	{ NULL, NULL, 0, NULL },

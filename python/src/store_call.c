@@ -48,7 +48,9 @@ struct kvc {
 	unsigned flags;
 	bool force, as_bytes, upsert;
 	bool has_rc;
-	uint64_t min_version, version;  /* getv: asked, and read */
+	uint64_t min_version, version;  /* getv's; query_task: the id */
+	unsigned dram, ssd;             /* replicate */
+	struct xfer_kv_task task;       /* query_task */
 	uint64_t *src;                  /* a ranged get: n offsets */
 	char *pattern;                  /* remove_regex, replica_clear */
 	struct xfer_kv_replica_desc *desc; /* desc: 16 a key */
@@ -74,14 +76,16 @@ struct kvc {
 static bool single(enum xpy_kv_kind kind)
 {
 	return kind == XPY_KV_REMOVE_ALL || kind == XPY_KV_GETV ||
-	       kind == XPY_KV_SYNC || kind == XPY_KV_REMOVE_REGEX;
+	       kind == XPY_KV_SYNC || kind == XPY_KV_REMOVE_REGEX ||
+	       kind == XPY_KV_REPLICATE || kind == XPY_KV_QUERY_TASK ||
+	       kind == XPY_KV_CREATE_TASK;
 }
 
 /* No keys to parse. */
 static bool keyless(enum xpy_kv_kind kind)
 {
 	return kind == XPY_KV_REMOVE_ALL || kind == XPY_KV_SYNC ||
-	       kind == XPY_KV_REMOVE_REGEX;
+	       kind == XPY_KV_REMOVE_REGEX || kind == XPY_KV_QUERY_TASK;
 }
 
 /* The client's answer as Mooncake's binding gives it: a local errno
@@ -205,6 +209,20 @@ static void kvc_start(struct kvc *c)
 	case XPY_KV_SYNC:
 		r = xfer_kv_sync_async(k, on_end, c);
 		break;
+	case XPY_KV_REPLICATE:
+		r = xfer_kv_replicate_async(k, c->keys[0], c->dram, c->ssd,
+					    on_end, c);
+		break;
+	case XPY_KV_QUERY_TASK:
+		r = xfer_kv_query_task_async(k, c->min_version, &c->task,
+					     on_end, c);
+		break;
+	case XPY_KV_CREATE_TASK:  /* a move: its source in pattern */
+		r = c->pattern ? xfer_kv_create_move_task_async(
+				k, c->keys[0], c->pattern, c->keys[1], on_end,
+				c) : xfer_kv_create_copy_task_async(
+				k, c->keys[0], c->keys + 1, n - 1, on_end, c);
+		break;
 	case XPY_KV_REPLICA_CLEAR:
 		r = xfer_kv_batch_replica_clear_async(k, n, c->keys, c->pattern,
 						      c->results, on_end, c);
@@ -268,6 +286,7 @@ struct kvc_in {
 	PyObject *keys, *parts, *counts, *lens, *rc, *fut, *src;
 	int zero_copy, force, as_bytes, upsert;
 	unsigned long long min_version;
+	unsigned dram, ssd;
 	const char *pattern;
 };
 
@@ -452,10 +471,10 @@ static int parse_src(struct kvc *c, const struct kvc_in *in)
 }
 
 /* (replica_num, soft_pin, hard_pin, preferred_segment or None
- *  [, nof_replica_num]) */
+ *  [, nof_replica_num[, flush]]) */
 static int parse_rc(struct kvc *c, PyObject *rc)
 {
-	unsigned int num, nof = 0;
+	unsigned int num, nof = 0, flush = 0;
 	int soft, hard;
 	const char *pref = NULL;
 
@@ -465,13 +484,13 @@ static int parse_rc(struct kvc *c, PyObject *rc)
 		PyErr_SetString(PyExc_TypeError, "rc must be a tuple");
 		return -1;
 	}
-	if (!PyArg_ParseTuple(rc, "Ippz|I:rc", &num, &soft, &hard, &pref,
-			      &nof))
+	if (!PyArg_ParseTuple(rc, "Ippz|II:rc", &num, &soft, &hard, &pref,
+			      &nof, &flush))
 		return -1;
 	c->has_rc = true;
 	c->rc = (struct xfer_kv_replicate){ .replica_num = num,
 		.with_soft_pin = soft, .with_hard_pin = hard,
-		.nof_replica_num = nof };
+		.nof_replica_num = nof, .flush = flush };
 	if (pref && *pref) {
 		if (!(c->preferred = strdup(pref))) {
 			PyErr_NoMemory();
@@ -490,6 +509,10 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 	static char *kw_getv[] = { "key", "parts", "lens", "zero_copy",
 				   "min_version", "future", NULL };
 	static char *kw_sync[] = { "future", NULL };
+	static char *kw_repl[] = { "key", "replica_num", "nof_replica_num",
+				   "future", NULL };
+	static char *kw_task[] = { "task_id", "future", NULL };
+	static char *kw_create[] = { "keys", "source", "future", NULL };
 	static char *kw_regex[] = { "pattern", "force", "future", NULL };
 	static char *kw_clear[] = { "keys", "segment", "future", NULL };
 	static char *kw_get[] = { "keys", "parts", "counts", "lens", "rc",
@@ -513,6 +536,18 @@ static int parse_args(enum xpy_kv_kind kind, PyObject *args, PyObject *kw,
 	case XPY_KV_SYNC:
 		return PyArg_ParseTupleAndKeywords(args, kw, "|O:sync",
 						   kw_sync, &in->fut);
+	case XPY_KV_REPLICATE:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "OI|IO:replicate", kw_repl, &in->keys,
+			&in->dram, &in->ssd, &in->fut);
+	case XPY_KV_QUERY_TASK:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "K|O:query_task", kw_task, &in->min_version,
+			&in->fut);
+	case XPY_KV_CREATE_TASK:
+		return PyArg_ParseTupleAndKeywords(
+			args, kw, "O|zO:create_task", kw_create, &in->keys,
+			&in->pattern, &in->fut);
 	case XPY_KV_REPLICA_CLEAR:
 		return PyArg_ParseTupleAndKeywords(
 			args, kw, "O|sO:replica_clear", kw_clear, &in->keys,
@@ -587,14 +622,16 @@ static struct kvc *kvc_new(KVObject *kv, enum xpy_kv_kind kind,
 	c->as_bytes = in->as_bytes;
 	c->upsert = in->upsert;
 	c->min_version = in->min_version;
+	c->dram = in->dram;
+	c->ssd = in->ssd;
 	if (in->pattern && !(c->pattern = strdup(in->pattern))) {
 		PyErr_NoMemory();
 		goto out;
 	}
-	if (kind == XPY_KV_GETV) {
+	if (kind == XPY_KV_GETV || kind == XPY_KV_REPLICATE) {
 		keys = PyTuple_Pack(1, in->keys);
 		if (!keys || parse_keys(c, keys) < 0 ||
-		    parse_parts(c, in, true) < 0)
+		    (kind == XPY_KV_GETV && parse_parts(c, in, true) < 0))
 			goto out;
 	} else if (!keyless(kind)) {
 		keys = PySequence_Fast(in->keys, "keys must be a list");
@@ -659,6 +696,16 @@ static PyObject *kvc_result(struct kvc *c)
 	if (c->kind == XPY_KV_GETV)
 		return Py_BuildValue("(LK)", (long long)mc(c->results[0]),
 				     (unsigned long long)c->version);
+	if (c->kind == XPY_KV_QUERY_TASK && !c->results[0]) {
+		const struct xfer_kv_task *t = &c->task;
+
+		return Py_BuildValue("(KiiLLy#s)", (unsigned long long)t->id,
+				     t->type, t->status,
+				     (long long)t->created_at_ms_epoch,
+				     (long long)t->last_updated_at_ms_epoch,
+				     (const char *)t->assigned_client,
+				     (Py_ssize_t)16, t->message);
+	}
 	if (single(c->kind))
 		return PyLong_FromLongLong(mc(c->results[0]));
 	list = PyList_New((Py_ssize_t)c->n);

@@ -126,7 +126,7 @@ typedef struct {
 	struct xpy_gate g;                /* its lock also guards each
 					     Batch's users */
 	PyObject *regs;                   /* addr -> capsule of a Py_buffer */
-	BatchObject *batches;             /* live batches (under the GIL) */
+	BatchObject *batches;             /* batches not being freed (GIL) */
 	struct xpy_cq *cq;                /* NULL until the first async call */
 	struct xpy_op *pending;           /* async calls in flight */
 	PyObject *on_notify;              /* callable(name, msg) or NULL */
@@ -173,6 +173,9 @@ enum xpy_kv_kind {
 	XPY_KV_REMOVE_REGEX,
 	XPY_KV_DESC,         /* replica descriptors */
 	XPY_KV_REPLICA_CLEAR,
+	XPY_KV_REPLICATE,    /* one key: a task's id */
+	XPY_KV_QUERY_TASK,   /* a task's state */
+	XPY_KV_CREATE_TASK,  /* keys: the object's, then the targets */
 };
 
 /* module.c */

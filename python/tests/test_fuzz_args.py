@@ -337,10 +337,12 @@ class Fuzz:
                 self.pick([None, 0, 2**63, self.hostile()]))),
             ("_aio_listen", lambda: e._aio_listen(self.pick(
                 [None, print, lambda *a: 1 / 0, self.hostile()]))),
-            # close() racing the other thread's calls is left out: it can
-            # crash the module (a known defect, see docs/PYTHON.md);
-            # test_threads.py closes under load deterministically
+            ("close and restart", self.restart),
         ]
+
+    def restart(self):
+        if self.rng.random() < 0.05:
+            self.new_engine()
 
     CLEAN = (TypeError, ValueError, OverflowError, IndexError, KeyError,
              MemoryError, BufferError, RuntimeError, ZeroDivisionError,

@@ -149,3 +149,43 @@ def test_close_waits_without_spinning(make_peer):
     assert ended and not t.is_alive()
     assert wall > 1                # it did wait for the call
     assert cpu < 0.25 * wall, (cpu, wall)
+
+
+@pytest.mark.parametrize("opcode", [xfer.READ, xfer.WRITE])
+def test_close_with_transfer_to_stopped_peer(make_peer, opcode):
+    """close() while a blocking transfer waits on a stopped peer returns
+    once the transfer timeout ends that transfer: close's cancels, made
+    again every 100 ms past its grace (2 s), are no progress that would
+    keep the timeout from firing."""
+    timeout_ms = 3000             # past close's grace: its cancels repeat
+    peer = make_peer(size=16 << 20)
+    init = xfer.Engine(bind_addr="127.0.0.1", transfer_timeout_ms=timeout_ms)
+    local = bytearray(16 << 20)
+    init.register(local)
+    seg = init.open_segment_sync(peer.name)
+    init.transfer(xfer.WRITE, seg, pairs=[(memoryview(local)[:KiB],
+                                           peer.addr)])
+    peer.stop()
+    ended = []
+
+    def stuck():
+        try:
+            init.transfer(opcode, seg, pairs=[(local, peer.addr)])
+        except xfer.TransferError as exc:  # TIMEOUT or CANCELED
+            ended.append(exc.outcome)
+    t = threading.Thread(target=stuck)
+    t.start()
+    time.sleep(0.3)
+    closer = threading.Thread(target=init.close, daemon=True)
+    t0 = time.monotonic()
+    closer.start()
+    closer.join(timeout_ms / 1000 + 10)
+    took = time.monotonic() - t0
+    alive = closer.is_alive()
+    peer.cont()                   # lets a hung close() end, to clean up
+    closer.join(30)
+    t.join(30)
+    assert not alive, f"close() still waits after {took:.1f} s"
+    assert ended and not t.is_alive()
+    assert init.closed
+    print(f"close() took {took:.2f} s (transfer timeout {timeout_ms} ms)")

@@ -91,10 +91,21 @@ class AsyncEngine:
 
     # -- transfers ------------------------------------------------------
     async def _transfer(self, opcode, segment, pairs, notify):
-        seg = await self._target(segment)
-        fut = self._aio_future()
-        self._aio_submit(fut, opcode, seg, pairs=pairs, notify=notify)
-        await fut
+        # the fast path of each write()/read(): no coroutine of its own
+        # for a segment already open, and no done callback on the future
+        if isinstance(segment, str):
+            segment = await self.open_segment(segment)
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._aio_bind(loop)
+        fut = loop.create_future()
+        batch = self._aio_submit(fut, opcode, segment, pairs=pairs,
+                                 notify=notify)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            batch._on_future_done(fut)  # the awaiting task was cancelled
+            raise
 
     async def write(self, segment, pairs, *, notify=None):
         """Write local sources to a segment; completes when every byte

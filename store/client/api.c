@@ -21,6 +21,17 @@ static bool bad_args(const struct kv_call *c)
 		return true;
 	if (c->kind == KV_REMOVE_ALL || c->kind == KV_SYNC)
 		return false;
+	if (c->kind == KV_QUERY_TASK)
+		return !c->task;
+	if (c->kind == KV_CREATE_TASK) {
+		if (!c->targets || !c->ntargets ||
+		    c->ntargets > XFER_KV_REPLICA_MAX)
+			return true;
+		for (size_t i = 0; i < c->ntargets; i++)
+			if (!c->targets[i] || !*c->targets[i] ||
+			    strlen(c->targets[i]) > STORE_NAME_MAX)
+				return true;
+	}
 	if (c->kind == KV_REMOVE_REGEX)
 		return !c->pattern || !*c->pattern ||
 		       strlen(c->pattern) > STORE_PATTERN_MAX;
@@ -37,6 +48,7 @@ static bool bad_args(const struct kv_call *c)
 		      rc->replica_num > STORE_REPLICA_MAX ||
 		      rc->nof_replica_num > STORE_REPLICA_MAX ||
 		      rc->replica_num + rc->nof_replica_num > STORE_REPLICA_MAX ||
+		      rc->flush > XFER_KV_FLUSH_LAZY ||
 		      (rc->preferred_segment &&
 		       strlen(rc->preferred_segment) > STORE_NAME_MAX));
 }
@@ -57,8 +69,18 @@ int kv_call(struct xfer_kv *kv, const struct kv_call *c)
 		return -ENOMEM;
 	op->flags = c->flags;
 	op->force = c->force;
-	op->replicas = rc ? (uint8_t)rc->replica_num : 1;
-	op->ssd_replicas = rc ? (uint8_t)rc->nof_replica_num : 0;
+	op->replicas = rc ? (uint8_t)rc->replica_num :
+		       c->kind == KV_REPLICATE ? c->replicas : 1;
+	op->ssd_replicas = rc ? (uint8_t)rc->nof_replica_num :
+			   c->ssd_replicas;
+	op->task_id = c->task_id;
+	op->task = c->task;
+	op->task_type = c->task_type;
+	if (c->targets && kv_op_targets(op, c->targets, c->ntargets)) {
+		kv_op_free(op);
+		return -ENOMEM;
+	}
+	op->flush = rc && c->kind == KV_PUT ? (uint8_t)rc->flush : 0;
 	op->pin = (rc ? (rc->with_soft_pin ? 1 : 0) |
 			(rc->with_hard_pin ? 2 : 0) : 0) | (c->upsert ? 4 : 0);
 	op->min_version = c->min_version;

@@ -1,7 +1,8 @@
 /*
  * The store client's calls beyond put, get, exist and remove
  * (include/xfer/store.h): upserts, reads of a version at least, sync and
- * removal by pattern. Each is a kv_call() (api.c) with its fields set.
+ * removal by pattern, replication tasks. Each is a kv_call() (api.c)
+ * with its fields set.
  */
 #include "store/client/kv_internal.h"
 
@@ -249,4 +250,110 @@ int64_t xfer_kv_remove_by_regex(struct xfer_kv *kv, const char *pattern,
 	return kv_call_wait(kv, &(struct kv_call){ .kind = KV_REMOVE_REGEX,
 						   .pattern = pattern,
 						   .force = force });
+}
+
+/* ---- replication tasks ---- */
+
+static struct kv_call replicate1(const char *const *key, unsigned dram,
+				 unsigned ssd)
+{
+	return (struct kv_call){ .kind = KV_REPLICATE, .n = 1, .keys = key,
+				 .replicas = (uint8_t)dram,
+				 .ssd_replicas = (uint8_t)ssd };
+}
+
+int xfer_kv_replicate_async(struct xfer_kv *kv, const char *key,
+			    unsigned replica_num, unsigned nof_replica_num,
+			    xfer_kv_cb cb, void *arg)
+{
+	struct kv_call c = replicate1(&key, replica_num, nof_replica_num);
+
+	if (replica_num > XFER_KV_REPLICA_MAX ||
+	    nof_replica_num > XFER_KV_REPLICA_MAX)
+		return XFER_KV_INVALID_PARAMS;
+	c.cb = cb;
+	c.arg = arg;
+	return kv_call(kv, &c);
+}
+
+int64_t xfer_kv_replicate(struct xfer_kv *kv, const char *key,
+			  unsigned replica_num, unsigned nof_replica_num)
+{
+	struct kv_call c = replicate1(&key, replica_num, nof_replica_num);
+
+	if (replica_num > XFER_KV_REPLICA_MAX ||
+	    nof_replica_num > XFER_KV_REPLICA_MAX)
+		return XFER_KV_INVALID_PARAMS;
+	return kv_call_wait(kv, &c);
+}
+
+int xfer_kv_query_task_async(struct xfer_kv *kv, uint64_t id,
+			     struct xfer_kv_task *out, xfer_kv_cb cb,
+			     void *arg)
+{
+	return kv_call(kv, &(struct kv_call){ .kind = KV_QUERY_TASK,
+					      .task_id = id, .task = out,
+					      .cb = cb, .arg = arg });
+}
+
+int xfer_kv_query_task(struct xfer_kv *kv, uint64_t id,
+		       struct xfer_kv_task *out)
+{
+	return (int)kv_call_wait(kv, &(struct kv_call){
+		.kind = KV_QUERY_TASK, .task_id = id, .task = out });
+}
+
+static struct kv_call create1(const char *const *key, uint8_t type,
+			      const char *source,
+			      const char *const *targets, size_t n)
+{
+	return (struct kv_call){ .kind = KV_CREATE_TASK, .n = 1, .keys = key,
+				 .task_type = type, .segment = source,
+				 .targets = targets, .ntargets = n };
+}
+
+int xfer_kv_create_copy_task_async(struct xfer_kv *kv, const char *key,
+				   const char *const *targets, size_t n,
+				   xfer_kv_cb cb, void *arg)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_COPY, NULL,
+				   targets, n);
+
+	c.cb = cb;
+	c.arg = arg;
+	return kv_call(kv, &c);
+}
+
+int64_t xfer_kv_create_copy_task(struct xfer_kv *kv, const char *key,
+				 const char *const *targets, size_t n)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_COPY, NULL,
+				   targets, n);
+
+	return kv_call_wait(kv, &c);
+}
+
+int xfer_kv_create_move_task_async(struct xfer_kv *kv, const char *key,
+				   const char *source, const char *target,
+				   xfer_kv_cb cb, void *arg)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_MOVE, source,
+				   &target, 1);
+
+	if (!source || !*source)
+		return XFER_KV_INVALID_PARAMS;
+	c.cb = cb;
+	c.arg = arg;
+	return kv_call(kv, &c);
+}
+
+int64_t xfer_kv_create_move_task(struct xfer_kv *kv, const char *key,
+				 const char *source, const char *target)
+{
+	struct kv_call c = create1(&key, XFER_KV_TASK_REPLICA_MOVE, source,
+				   &target, 1);
+
+	if (!source || !*source)
+		return XFER_KV_INVALID_PARAMS;
+	return kv_call_wait(kv, &c);
 }

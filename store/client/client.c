@@ -82,7 +82,10 @@ static void connected(struct xfer_kv *kv)
 
 static void connect_failed(struct xfer_kv *kv, int err)
 {
-	if (kv->ready_wait)
+	/* a master found in etcd may be about to listen: wait on */
+	if (kv->disc)
+		kv_disc_retry(kv);
+	if (kv->ready_wait && !kv->disc)
 		ready(kv, err);
 	else
 		xfer_log(XFER_LOG_DEBUG, "xfer store client: no connection to "
@@ -115,7 +118,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	kv_conn_check(kv, kv_now_ms());
 	if (!kv->bev) {
-		if (!kv->closing)
+		kv_disc_check(kv);
+		if (!kv->closing && kv->addr_len)
 			kv_conn_start(kv);
 		return;
 	}
@@ -138,6 +142,12 @@ static void start(void *arg)
 		ready(kv, -ENOMEM);
 		return;
 	}
+	if (kv->disc) {
+		/* connects once etcd names the master */
+		if (kv_disc_start(kv))
+			ready(kv, -EINVAL);
+		return;
+	}
 	kv_conn_start(kv);
 }
 
@@ -155,6 +165,7 @@ static void stop(void *arg)
 		event_free(kv->tick_ev);
 		kv->tick_ev = NULL;
 	}
+	kv_disc_free(kv);
 	kv_conn_fini(kv);
 	kv_segs_free(kv);
 }
@@ -217,10 +228,13 @@ static void destroy(struct xfer_kv *kv)
 {
 	if (kv->r)
 		xfer_reactor_run(kv->r, stop, kv);
+	else
+		kv_disc_free(kv);      /* never started: no etcd open */
 	kv_ssd_forget(kv);
 	unmap_region(kv, kv->seg_mem, kv->seg_size);
 	unmap_region(kv, kv->stage_mem, kv->stage_size);
 	store_alloc_free(kv->stage);
+	kv_tier_free(kv);
 	if (kv->own_engine)
 		xfer_engine_free(kv->e);
 	store_buf_free(&kv->out);
@@ -233,7 +247,10 @@ static int resolve(struct xfer_kv *kv, const char *master)
 {
 	char host[256];
 	uint16_t port;
+	int ret;
 
+	if (master && (ret = kv_disc_new(kv, master)) <= 0)
+		return ret;
 	if (!master || xfer_split_host_port(master, host, sizeof(host),
 					    &port))
 		return -EINVAL;
@@ -258,6 +275,7 @@ struct xfer_kv *xfer_kv_new(struct xfer_engine *e,
 	if (!ret && e && xfer_reactor_on_thread(xfer_engine_control(e)))
 		ret = -EDEADLK;
 	if (ret) {
+		kv_disc_free(kv);
 		free(kv);
 		errno = (int)-ret;
 		return NULL;
@@ -266,6 +284,7 @@ struct xfer_kv *xfer_kv_new(struct xfer_engine *e,
 	if (!e) {
 		kv->e = xfer_engine_new(cfg);
 		if (!kv->e) {
+			kv_disc_free(kv);
 			free(kv);
 			return NULL;
 		}
@@ -364,6 +383,7 @@ int xfer_kv_free(struct xfer_kv *kv)
 		return 0;
 	if (xfer_reactor_on_thread(kv->r))
 		return -EDEADLK;
+	kv_tier_stop(kv);      /* what is queued is written and reported */
 	atomic_store(&kv->closing, true);
 	xfer_reactor_run(kv->r, close_begin, kv);
 	/* calls end on their own timeouts, the unmount within 10 s */

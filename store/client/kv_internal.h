@@ -12,6 +12,8 @@
  *   api.c     the public calls, asynchronous and blocking
  *   api_more.c the calls beyond put, get, exist and remove: upsert,
  *             versions, sync, remove by pattern (through api.c's kv_call)
+ *   flush.c   the slower tier: files of flushed objects, the lazy
+ *             thread (its own locks) and its reports
  *
  * Files call down this list only (conn.c lowest, then move.c, op.c, and
  * client.c and api.c on top: test/check_layers.py); what goes up goes
@@ -48,6 +50,7 @@ struct xfer_batch;
 struct xfer_wait;
 struct kv_op;
 struct kv_task;
+struct kv_tier;
 
 /* A request in flight: answered (@p rep) or failed (NULL: the connection
  * broke or timed out). */
@@ -110,7 +113,8 @@ struct kv_key {
 };
 
 enum kv_kind { KV_PUT, KV_GET, KV_EXIST, KV_SIZE, KV_REMOVE, KV_REMOVE_ALL,
-	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR };
+	       KV_SYNC, KV_REMOVE_REGEX, KV_DESC, KV_REPLICA_CLEAR,
+	       KV_REPLICATE, KV_QUERY_TASK, KV_CREATE_TASK };
 
 /* One piece of a round: key @p k's bytes [off, off + len) at staging
  * offset @p pos. */
@@ -128,13 +132,19 @@ struct kv_op {
 	enum kv_kind kind;
 	unsigned flags;                /* XFER_KV_ZERO_COPY */
 	bool force, waiting;
-	uint8_t replicas, ssd_replicas, pin;         /* pin: put_start's flags */
+	uint8_t replicas, ssd_replicas, pin; /* pin: put_start's flags */
+	uint8_t flush;                 /* put: enum xfer_kv_flush */
 	char *preferred;               /* or replica_clear's segment */
 	char *pattern;                 /* remove_regex */
 	uint64_t min_version;          /* get: 0, or the least to read */
 	uint64_t *version;             /* get: the caller's, set at the end */
 	struct xfer_kv_replica_desc *desc; /* desc: the caller's, per key
 					      XFER_KV_REPLICA_MAX */
+	uint64_t task_id;              /* query_task */
+	struct xfer_kv_task *task;     /* query_task: the caller's */
+	uint8_t task_type;             /* create_task */
+	char **targets;                /* create_task: one allocation */
+	size_t ntargets;
 	size_t n;
 	struct kv_key *keys;
 	char *arena;                   /* the keys' bytes */
@@ -174,6 +184,7 @@ struct xfer_kv {
 	struct kv_op *stage_wait, **stage_wait_tail;
 
 	/* the master */
+	struct kv_disc *disc;          /* found in etcd (discover.c) */
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	int fd;                        /* connecting or proving */
@@ -197,6 +208,7 @@ struct xfer_kv {
 	atomic_bool healthy;           /* the master answered the last ping */
 	struct xfer_wait *ready_wait, *close_wait;
 	int ready_err;
+	struct kv_tier *tier;          /* flush.c's; NULL: none */
 
 	/* ssd.c: the file segment, copies between tiers */
 	char *ssd_name;                /* NULL: none */
@@ -240,6 +252,12 @@ struct kv_call {
 	const char *segment;           /* replica_clear: NULL or a name */
 	const uint64_t *src_offsets;   /* a ranged get: one per key */
 	struct xfer_kv_replica_desc *desc;
+	uint8_t replicas, ssd_replicas; /* replicate */
+	uint64_t task_id;              /* query_task */
+	struct xfer_kv_task *task;
+	uint8_t task_type;             /* create_task: copy or move */
+	const char *const *targets;    /* create_task: 1..16 names */
+	size_t ntargets;
 	int64_t *results;
 	xfer_kv_cb cb;
 	void *arg;
@@ -278,6 +296,28 @@ void kv_rpc_send(struct xfer_kv *kv, struct kv_rpc *r, uint16_t type);
 /** Fail requests that waited over KV_RPC_TIMEOUT_MS (the tick). */
 void kv_conn_check(struct xfer_kv *kv, int64_t now);
 
+/* ---- discover.c ---- */
+
+/** A master address of "etcd://...": set up kv->disc. @return 0; 1 (not
+ *  one: a plain host:port); -ENOMEM; -EINVAL (built without etcd,
+ *  logged). */
+int kv_disc_new(struct xfer_kv *kv, const char *master);
+
+/** On the reactor: open etcd, read and watch the leader's address; each
+ *  new one closes the connection and connects there. @return 0, or the
+ *  backend's open error. */
+int kv_disc_start(struct xfer_kv *kv);
+
+/** Read the address again (the tick, while not connected). */
+void kv_disc_check(struct xfer_kv *kv);
+
+/** A connection to the master found failed: try again soon (25 ms,
+ *  doubling to 1 s while it fails), not on the next tick. */
+void kv_disc_retry(struct xfer_kv *kv);
+
+/** Close etcd (on the reactor; no kv->disc is fine). */
+void kv_disc_free(struct xfer_kv *kv);
+
 /* ---- op.c ---- */
 
 /**
@@ -291,6 +331,9 @@ struct kv_op *kv_op_new(struct xfer_kv *kv, enum kv_kind kind, size_t n,
 			const char *const *keys, const struct iovec *iov,
 			const size_t *iovcnt, int64_t *results);
 
+/** Copy the @p n names @p names into op->targets. @return 0, -ENOMEM. */
+int kv_op_targets(struct kv_op *op, const char *const *names, size_t n);
+
 /** Free an op that was never started. */
 void kv_op_free(struct kv_op *op);
 
@@ -300,6 +343,36 @@ void kv_op_post(struct kv_op *op);
 /** Move @p op's keys (state KEY_MOVE, replicas set) with move.c, then
  *  end it: its callback, as after a master's answer. */
 void kv_op_move(struct kv_op *op);
+
+/* ---- flush.c: the slower tier (kv->tier set) ---- */
+
+/** Write put key @p k's version (k->version) into the tier, synced, on
+ *  this thread. @return 0, or XFER_KV_FILE_WRITE_FAIL (logged). */
+int kv_tier_eager(struct xfer_kv *kv, const struct kv_key *k);
+
+/** Copy put key @p k's bytes onto the lazy thread's queue (waiting while
+ *  it is full). @return 0, -ENOMEM. */
+int kv_tier_lazy(struct xfer_kv *kv, const struct kv_key *k);
+
+/**
+ * Read key @p k from the tier into its parts (@p read; else only its
+ * length), if the file there holds its key at version @p want (what the
+ * master records) or later.
+ * @return its length (k->version set); XFER_KV_OBJECT_NOT_FOUND (no such
+ *         file, another key's, or an older version);
+ *         XFER_KV_VERSION_TOO_OLD (older than @p min_version);
+ *         XFER_KV_INVALID_PARAMS (the parts are too small);
+ *         XFER_KV_FILE_READ_FAIL.
+ */
+int64_t kv_tier_get(struct xfer_kv *kv, struct kv_key *k, uint64_t want,
+		    uint64_t min_version, bool read);
+
+/** Stop the lazy thread once it has written what is queued (its last
+ *  reports posted to the reactor). Not on the reactor. */
+void kv_tier_stop(struct xfer_kv *kv);
+
+/** Free the tier (the thread stopped). */
+void kv_tier_free(struct xfer_kv *kv);
 
 /* ---- move.c ---- */
 

@@ -7,8 +7,8 @@
  *   put:    put_start -> move.c writes -> put_end + put_revoke
  *   get:    query -> move.c reads (lease checked per key)
  *   size, desc: query
- *   exist, remove, replica_clear, remove_all, sync, remove_regex: one
- *           phase
+ *   exist, remove, replica_clear, replicate, remove_all, sync,
+ *           remove_regex, query_task, create_task: one phase
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -89,6 +89,20 @@ static int64_t desc_take(struct kv_op *op, struct kv_key *k,
 
 static void key_done(struct kv_op *op, struct kv_key *k, int64_t v);
 
+/* A query_task's answer into the caller's @p t. */
+static void kv_task_take(struct xfer_kv_task *t, const struct store_msg *rep)
+{
+	*t = (struct xfer_kv_task){
+		.id = rep->task, .type = rep->task_type,
+		.status = rep->task_status,
+		.created_at_ms_epoch = (int64_t)rep->created_ms,
+		.last_updated_at_ms_epoch = (int64_t)rep->updated_ms,
+	};
+	memcpy(t->assigned_client, rep->client, STORE_ID_LEN);
+	memcpy(t->message, rep->message.p, rep->message.len);
+	t->message[rep->message.len] = 0;
+}
+
 /* A ranged get reads cap bytes from src_off of each replica (checked to
  * lie in the object): each buffer's bytes from then on, the key's from
  * 0; an empty range is read at once. */
@@ -142,12 +156,25 @@ static void reply_key(struct kv_op *op, uint16_t type, struct kv_key *k,
 		break;
 	case STORE_PUT_END:
 		key_done(op, k, err);
+		k->version = it && !err ? it->version : 0;
 		break;
 	case STORE_PUT_REVOKE:
 		k->state = KEY_DONE;   /* the result says why */
 		break;
+	case STORE_REPLICATE:
+		key_done(op, k, err ? err : (int64_t)it->task);
+		break;
 	case STORE_QUERY:
 		k->version = it ? it->version : 0;
+		/* gone from DRAM, and the master says the tier holds it */
+		if (err == XFER_KV_OBJECT_NOT_FOUND && k->version &&
+		    (op->kind == KV_GET || op->kind == KV_SIZE) &&
+		    op->kv->tier && !k->ranged) {
+			key_done(op, k, kv_tier_get(op->kv, k, k->version,
+						    op->min_version,
+						    op->kind == KV_GET));
+			break;
+		}
 		if (err) {
 			key_done(op, k, err);
 			break;
@@ -176,8 +203,15 @@ static void on_reply(struct kv_rpc *r, const struct store_msg *rep)
 {
 	struct kv_op *op = r->op;
 
-	if (r->type == STORE_REMOVE_ALL || r->type == STORE_SYNC ||
-	    r->type == STORE_REMOVE_REGEX) {
+	if (r->type == STORE_CREATE_TASK) {
+		op->results[0] = !rep ? XFER_KV_RPC_FAIL :
+				 rep->err ? rep->err : (int64_t)rep->task;
+	} else if (r->type == STORE_QUERY_TASK) {
+		op->results[0] = !rep ? XFER_KV_RPC_FAIL : rep->err;
+		if (rep && !rep->err)
+			kv_task_take(op->task, rep);
+	} else if (r->type == STORE_REMOVE_ALL || r->type == STORE_SYNC ||
+		   r->type == STORE_REMOVE_REGEX) {
 		op->results[0] = !rep ? XFER_KV_RPC_FAIL :
 				 rep->err ? rep->err : rep->count;
 	} else {
@@ -226,6 +260,7 @@ static void send_keys(struct kv_op *op, uint16_t type, size_t from,
 
 			m->items[j].key = (struct store_str){ k->key, k->klen };
 			m->items[j].len = k->len;
+			m->items[j].version = k->version;
 		}
 		op->rpcs_out++;
 		kv_rpc_send(kv, r, type);
@@ -259,13 +294,30 @@ static void phase(struct kv_op *op, uint16_t type,
 
 static void finish(struct kv_op *op);
 
+/* The put ended: write what flushes to the tier (eager: now, then tell
+ * the master; lazy: queued for the thread). */
+static void put_flush(struct kv_op *op)
+{
+	for (size_t i = 0; op->flush && i < op->n; i++) {
+		struct kv_key *k = &op->keys[i];
+
+		if (k->state != KEY_DONE || op->results[i] || !k->version)
+			continue;
+		if (op->flush == XFER_KV_FLUSH_LAZY)
+			set_result(op, k, kv_tier_lazy(op->kv, k));
+		else if (!(op->results[i] = kv_tier_eager(op->kv, k)))
+			k->state = KEY_MOVE;
+	}
+	phase(op, STORE_FLUSHED, finish);
+}
+
 /* The put's bytes moved, or failed: end and revoke. */
 static void put_end(struct kv_op *op)
 {
 	size_t a = select_keys(op, KEY_MOVED, 0);
 	size_t b = select_keys(op, KEY_FAILED, a);
 
-	op->then = finish;
+	op->then = put_flush;
 	op->rpcs_used = 0;
 	if (!b) {
 		finish(op);
@@ -283,6 +335,32 @@ static void put_move(struct kv_op *op)
 static void get_move(struct kv_op *op)
 {
 	kv_move(op, finish);
+}
+
+/* One create_task for the key and its targets. */
+static void create_task(struct kv_op *op)
+{
+	struct store_msg *m = op->kv->req;
+	const struct kv_key *k = &op->keys[0];
+
+	op->then = finish;
+	if (k->state == KEY_DONE) {    /* refused: results[0] says why */
+		finish(op);
+		return;
+	}
+	memcpy(m->client, op->kv->client_id, STORE_ID_LEN);
+	m->task_type = op->task_type;
+	m->key = (struct store_str){ k->key, k->klen };
+	m->preferred = (struct store_str){
+		op->preferred, (uint16_t)(op->preferred ?
+					  strlen(op->preferred) : 0) };
+	m->n = (uint32_t)op->ntargets;
+	for (size_t i = 0; i < op->ntargets; i++)
+		m->items[i].key = (struct store_str){
+			op->targets[i], (uint16_t)strlen(op->targets[i]) };
+	op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
+	op->rpcs_out = 1;
+	kv_rpc_send(op->kv, &op->rpcs[0], STORE_CREATE_TASK);
 }
 
 static void op_start(struct xfer_job *job)
@@ -303,7 +381,8 @@ static void op_start(struct xfer_job *job)
 	switch (op->kind) {
 	case KV_PUT:
 		for (size_t i = 0; i < op->n; i++)
-			if (op->keys[i].state == KEY_MOVE && !op->keys[i].len)
+			if (op->keys[i].state == KEY_MOVE &&
+			    (!op->keys[i].len || (op->flush && !kv->tier)))
 				key_done(op, &op->keys[i],
 					 XFER_KV_INVALID_PARAMS);
 		phase(op, STORE_PUT_START, put_move);
@@ -324,18 +403,27 @@ static void op_start(struct xfer_job *job)
 	case KV_REPLICA_CLEAR:
 		phase(op, STORE_REPLICA_CLEAR, finish);
 		break;
+	case KV_REPLICATE:
+		phase(op, STORE_REPLICATE, finish);
+		break;
+	case KV_CREATE_TASK:
+		create_task(op);
+		break;
 	case KV_REMOVE_ALL:
 	case KV_SYNC:
 	case KV_REMOVE_REGEX:
+	case KV_QUERY_TASK:
 		op->then = finish;
 		op->rpcs[0] = (struct kv_rpc){ .op = op, .done = on_reply };
 		kv->req->force = op->force;
+		kv->req->task = op->task_id;
 		kv->req->pattern = (struct store_str){
 			op->pattern, (uint16_t)(op->pattern ?
 						strlen(op->pattern) : 0) };
 		op->rpcs_out = 1;
 		kv_rpc_send(kv, &op->rpcs[0], op->kind == KV_SYNC ? STORE_SYNC :
 			    op->kind == KV_REMOVE_REGEX ? STORE_REMOVE_REGEX :
+			    op->kind == KV_QUERY_TASK ? STORE_QUERY_TASK :
 			    STORE_REMOVE_ALL);
 		break;
 	}
@@ -347,8 +435,28 @@ void kv_op_post(struct kv_op *op)
 	xfer_reactor_post(op->kv->r, &op->job);
 }
 
+int kv_op_targets(struct kv_op *op, const char *const *names, size_t n)
+{
+	size_t bytes = n * sizeof(char *);
+	char *p;
+
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(names[i]) + 1;
+	op->targets = malloc(bytes);
+	if (!op->targets)
+		return -ENOMEM;
+	p = (char *)(op->targets + n);
+	for (size_t i = 0; i < n; i++) {
+		op->targets[i] = strcpy(p, names[i]);
+		p += strlen(p) + 1;
+	}
+	op->ntargets = n;
+	return 0;
+}
+
 void kv_op_free(struct kv_op *op)
 {
+	free(op->targets);
 	free(op->preferred);
 	free(op->pattern);
 	free(op->arena);

@@ -39,6 +39,8 @@ struct stored_srv {
 	struct store_msg *req, *rep;   /* one request at a time */
 	struct store_buf out;
 	struct conn *conns;            /* open connections */
+	stored_follow_cb follow;       /* NULL: no standby is taken */
+	void *follow_arg;
 };
 
 struct conn {
@@ -68,7 +70,7 @@ static void conn_close(struct conn *c)
 		evbuffer_free(c->held);
 	if (c->bev)
 		bufferevent_free(c->bev);  /* closes the socket */
-	else
+	else if (c->fd >= 0)
 		close(c->fd);
 	free(c);
 }
@@ -78,6 +80,25 @@ static void refuse(struct conn *c, const char *why)
 	xfer_log_limited(&bad_log, XFER_LOG_WARN, "xfer-stored: closed a "
 			 "connection: %s", why);
 	conn_close(c);
+}
+
+/* Hand @p c, whose request is ha_follow, to the journal stream. */
+static void follow(struct conn *c)
+{
+	struct stored_srv *srv = c->srv;
+	struct bufferevent *bev = c->bev;
+
+	if (!srv->follow || evbuffer_get_length(c->held)) {
+		refuse(c, srv->follow ? "ha_follow after other requests" :
+		       "ha_follow, and this master takes no standby");
+		return;
+	}
+	evbuffer_drain(bufferevent_get_input(bev),
+		       STORE_HDR_LEN + srv->req->h.len);
+	c->bev = NULL;
+	c->fd = -1;
+	conn_close(c);
+	srv->follow(srv->follow_arg, bev, srv->req);
 }
 
 /* Answer the whole frames in the input. @return false if @p c was
@@ -99,12 +120,20 @@ static bool serve(struct conn *c)
 			refuse(c, "not a request frame");
 			return false;
 		}
+		/* held for a standby: only a standby's request goes on */
+		if (stored_held(srv->state) &&
+		    srv->req->h.type != STORE_HA_FOLLOW)
+			break;
 		if (evbuffer_get_length(in) < STORE_HDR_LEN + srv->req->h.len)
 			break;
 		frame = evbuffer_pullup(in, STORE_HDR_LEN + srv->req->h.len);
 		if (!frame || store_msg_decode(frame + STORE_HDR_LEN,
 					       srv->req)) {
 			refuse(c, frame ? "a malformed request" : "no memory");
+			return false;
+		}
+		if (srv->req->h.type == STORE_HA_FOLLOW) {
+			follow(c);
 			return false;
 		}
 		stored_handle(srv->state, srv->req, srv->rep);
@@ -147,19 +176,24 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	conn_close(arg);               /* EOF or error */
 }
 
-/* The journal committed: what each connection held may go. */
+/* The journal committed: what each connection held may go, and the
+ * requests that waited while stored_held() are served. */
 static void on_committed(void *arg)
 {
 	struct stored_srv *srv = arg;
-
 	struct conn *c, *next;
 
 	for (c = srv->conns; c; c = next) {
 		next = c->next;
 		if (c->held && evbuffer_get_length(c->held) &&
 		    evbuffer_add_buffer(bufferevent_get_output(c->bev),
-					c->held))
+					c->held)) {
 			refuse(c, "no memory for its replies");
+			continue;
+		}
+		if (c->bev && (bufferevent_get_enabled(c->bev) & EV_READ) &&
+		    evbuffer_get_length(bufferevent_get_input(c->bev)))
+			serve(c);
 	}
 }
 
@@ -258,6 +292,13 @@ err:
 	stored_srv_free(srv);
 	errno = err;
 	return NULL;
+}
+
+void stored_srv_set_follow(struct stored_srv *srv, stored_follow_cb cb,
+			   void *arg)
+{
+	srv->follow = cb;
+	srv->follow_arg = arg;
 }
 
 uint16_t stored_srv_port(const struct stored_srv *srv)

@@ -25,6 +25,18 @@ struct stored_srv *stored_srv_new(struct event_base *base,
 				  const struct xfer_auth *auth,
 				  const struct sockaddr *sa, socklen_t salen);
 
+/** A standby asked for the journal stream with @p req (ha_follow): the
+ *  callee owns @p bev from now on, its request drained from the input. */
+struct bufferevent;
+struct store_msg;
+typedef void (*stored_follow_cb)(void *arg, struct bufferevent *bev,
+				 const struct store_msg *req);
+
+/** Hand ha_follow requests to @p cb (store/master/stream.c); without,
+ *  they close their connection. */
+void stored_srv_set_follow(struct stored_srv *srv, stored_follow_cb cb,
+			   void *arg);
+
 /** The port it listens on. */
 uint16_t stored_srv_port(const struct stored_srv *srv);
 

@@ -47,14 +47,17 @@ static const char upgrade_v2[] =
 	"PRAGMA user_version = 3;"
 	"COMMIT;";
 
-enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_UNMOUNT, ST_PUT, ST_COMPLETE,
-       ST_DEL, ST_VERSION, ST_COUNT };
+enum { ST_BEGIN, ST_COMMIT, ST_MOUNT, ST_MOUNT_AS, ST_UNMOUNT, ST_PUT,
+       ST_COMPLETE, ST_DEL, ST_VERSION, ST_FLUSHED, ST_COUNT };
 
 static const char *const stmt_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN",
 	[ST_COMMIT] = "COMMIT",
 	[ST_MOUNT] = "INSERT INTO segments (id, client, name, base, size) "
 		     "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_MOUNT_AS] = "INSERT OR REPLACE INTO segments "
+			"(id, client, name, base, size, sid) "
+			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_UNMOUNT] = "DELETE FROM segments WHERE sid = ?1",
 	[ST_PUT] = "INSERT OR REPLACE INTO objects "
 		   "(key, len, flags, state, writer, replicas, version, "
@@ -63,13 +66,22 @@ static const char *const stmt_sql[ST_COUNT] = {
 			"WHERE key = ?1",
 	[ST_DEL] = "DELETE FROM objects WHERE key = ?1",
 	[ST_VERSION] = "INSERT OR REPLACE INTO meta VALUES ('version', ?1)",
+	[ST_FLUSHED] = "INSERT OR REPLACE INTO flushed VALUES (?1, ?2)",
 };
+
+/* The versions in the slower tier (store/master/flush.c): a table of its
+ * own, made in any journal that lacks it, so older journals still load. */
+static const char flushed_table[] =
+	"CREATE TABLE IF NOT EXISTS flushed (key BLOB NOT NULL PRIMARY KEY,"
+	"  version INTEGER NOT NULL) WITHOUT ROWID";
 
 struct journal {
 	sqlite3 *db;
 	char *path;
 	sqlite3_stmt *st[ST_COUNT];
 	bool in_txn;
+	const struct journal_tap *tap; /* NULL: none */
+	void *tap_arg;
 	int err;                       /* first failure in the transaction */
 	char why[200];
 };
@@ -268,6 +280,10 @@ struct journal *journal_open(const char *path, const char *cluster_id,
 			 "left as it is)", path, why);
 		goto err_free;
 	}
+	if (sqlite3_exec(j->db, flushed_table, NULL, NULL, NULL)) {
+		snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(j->db));
+		goto err_free;
+	}
 	for (int i = 0; i < ST_COUNT; i++)
 		if (sqlite3_prepare_v3(j->db, stmt_sql[i], -1,
 				       SQLITE_PREPARE_PERSISTENT, &j->st[i],
@@ -415,7 +431,9 @@ int journal_load(struct journal *j, const struct journal_load_cb *cb,
 
 int64_t journal_mount(struct journal *j, const struct journal_segment *g)
 {
-	sqlite3_stmt *st = j->st[ST_MOUNT];
+	int i = g->sid ? ST_MOUNT_AS : ST_MOUNT;
+	sqlite3_stmt *st = j->st[i];
+	struct journal_segment tg = *g;
 
 	if (!begin(j))
 		return 0;
@@ -424,9 +442,14 @@ int64_t journal_mount(struct journal *j, const struct journal_segment *g)
 	sqlite3_bind_blob(st, 3, g->name, g->name_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)g->base);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)g->size);
-	if (step(j, ST_MOUNT))
+	if (g->sid)
+		sqlite3_bind_int64(st, 6, g->sid);
+	if (step(j, i))
 		return 0;
-	return sqlite3_last_insert_rowid(j->db);
+	tg.sid = g->sid ? g->sid : sqlite3_last_insert_rowid(j->db);
+	if (j->tap)
+		j->tap->mount(j->tap_arg, &tg);
+	return tg.sid;
 }
 
 void journal_unmount(struct journal *j, int64_t sid)
@@ -434,7 +457,8 @@ void journal_unmount(struct journal *j, int64_t sid)
 	if (!begin(j))
 		return;
 	sqlite3_bind_int64(j->st[ST_UNMOUNT], 1, sid);
-	step(j, ST_UNMOUNT);
+	if (!step(j, ST_UNMOUNT) && j->tap)
+		j->tap->unmount(j->tap_arg, sid);
 }
 
 void journal_put(struct journal *j, const struct journal_object *o)
@@ -465,7 +489,8 @@ void journal_put(struct journal *j, const struct journal_object *o)
 				  SQLITE_STATIC);
 	else
 		sqlite3_bind_null(st, 8);
-	step(j, ST_PUT);
+	if (!step(j, ST_PUT) && j->tap)
+		j->tap->put(j->tap_arg, o);
 }
 
 static void by_key(struct journal *j, int i, const char *key, uint16_t klen)
@@ -485,6 +510,15 @@ void journal_complete(struct journal *j, const char *key, uint16_t klen,
 	sqlite3_bind_int64(j->st[ST_COMPLETE], 2, (sqlite3_int64)version);
 	step(j, ST_COMPLETE);
 	sqlite3_bind_int64(j->st[ST_VERSION], 1, (sqlite3_int64)version);
+	if (!step(j, ST_VERSION) && j->tap)
+		j->tap->complete(j->tap_arg, key, klen, version);
+}
+
+void journal_set_version(struct journal *j, uint64_t version)
+{
+	if (!begin(j))
+		return;
+	sqlite3_bind_int64(j->st[ST_VERSION], 1, (sqlite3_int64)version);
 	step(j, ST_VERSION);
 }
 
@@ -502,6 +536,8 @@ int journal_version(struct journal *j, uint64_t *version)
 void journal_del(struct journal *j, const char *key, uint16_t klen)
 {
 	by_key(j, ST_DEL, key, klen);
+	if (!j->err && j->tap)
+		j->tap->del(j->tap_arg, key, klen);
 }
 
 bool journal_dirty(const struct journal *j)
@@ -525,5 +561,73 @@ int journal_commit(struct journal *j)
 	}
 	j->in_txn = false;
 	j->err = 0;
+	if (!ret && j->tap)
+		j->tap->committed(j->tap_arg);
 	return ret;
+}
+
+void journal_flushed(struct journal *j, const char *key, uint16_t klen,
+		     uint64_t version)
+{
+	sqlite3_stmt *st = j->st[ST_FLUSHED];
+
+	if (!begin(j))
+		return;
+	sqlite3_bind_blob(st, 1, key, klen, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (int64_t)version);
+	if (!step(j, ST_FLUSHED) && j->tap)
+		j->tap->flushed(j->tap_arg, key, klen, version);
+}
+
+int journal_load_flushed(struct journal *j,
+			 int (*cb)(void *arg, const char *key, uint16_t klen,
+				   uint64_t version),
+			 void *arg)
+{
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	rc = sqlite3_prepare_v2(j->db, "SELECT key, version FROM flushed", -1,
+				&st, NULL);
+	while (!rc && !ret && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int klen = sqlite3_column_bytes(st, 0);
+		const char *key = sqlite3_column_blob(st, 0);
+
+		rc = SQLITE_OK;
+		if (!key || klen < 1 || klen > STORE_KEY_MAX)
+			ret = -EINVAL;
+		else
+			ret = cb(arg, key, (uint16_t)klen,
+				 (uint64_t)sqlite3_column_int64(st, 1));
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = -EIO;
+	sqlite3_finalize(st);
+	return ret;
+}
+
+void journal_rollback(struct journal *j)
+{
+	if (j->in_txn && !sqlite3_get_autocommit(j->db))
+		sqlite3_exec(j->db, "ROLLBACK", NULL, NULL, NULL);
+	j->in_txn = false;
+	j->err = 0;
+}
+
+void journal_reset(struct journal *j)
+{
+	if (begin(j) && sqlite3_exec(j->db, "DELETE FROM segments;"
+				     "DELETE FROM objects;"
+				     "DELETE FROM flushed", NULL, NULL,
+				     NULL) && !j->err) {
+		j->err = -EIO;
+		snprintf(j->why, sizeof(j->why), "%s", sqlite3_errmsg(j->db));
+	}
+}
+
+void journal_set_tap(struct journal *j, const struct journal_tap *tap,
+		     void *arg)
+{
+	j->tap = tap;
+	j->tap_arg = arg;
 }

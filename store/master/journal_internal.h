@@ -98,8 +98,10 @@ int journal_load(struct journal *j, const struct journal_load_cb *cb,
  * journal_commit() answers it.
  */
 
-/** Record segment @p g (its sid is ignored). @return its new sid, or 0
- *  if the insert failed. */
+/** Record segment @p g: under a new sid, or (a standby replaying its
+ *  leader's journal, store/master/stream.c) under g->sid if not 0,
+ *  replacing a row of that sid or id. @return its sid, or 0 if the insert
+ *  failed. */
 int64_t journal_mount(struct journal *j, const struct journal_segment *g);
 void journal_unmount(struct journal *j, int64_t sid);
 /** Record object @p o, replacing any row of its key. */
@@ -113,6 +115,49 @@ void journal_complete(struct journal *j, const char *key, uint16_t klen,
  *  if larger) into *@p version. @return 0, -EIO. */
 int journal_version(struct journal *j, uint64_t *version);
 void journal_del(struct journal *j, const char *key, uint16_t klen);
+
+/** Record that the slower tier holds @p version of @p key (replacing
+ *  what was recorded). */
+void journal_flushed(struct journal *j, const char *key, uint16_t klen,
+		     uint64_t version);
+
+/** Hand every row of the flushed table to @p cb (pointers valid during
+ *  the call). @return 0; -EINVAL (a key of 0 or over STORE_KEY_MAX
+ *  bytes); -EIO (a read failed); or the callback's negative errno. */
+int journal_load_flushed(struct journal *j,
+			 int (*cb)(void *arg, const char *key, uint16_t klen,
+				   uint64_t version),
+			 void *arg);
+
+/** Record @p version as the last given (a standby copying its leader's
+ *  journal, whose objects may not hold the last). */
+void journal_set_version(struct journal *j, uint64_t version);
+
+/** Empty the segments, objects and flushed versions (a standby about to
+ *  load its leader's whole journal). */
+void journal_reset(struct journal *j);
+
+/** Drop the open transaction's changes (none: nothing to do). */
+void journal_rollback(struct journal *j);
+
+/* What journal_set_tap() hears: each change once made in the open
+ * transaction (mount: with its sid), and each commit once durable. */
+struct journal_tap {
+	void (*mount)(void *arg, const struct journal_segment *g);
+	void (*unmount)(void *arg, int64_t sid);
+	void (*put)(void *arg, const struct journal_object *o);
+	void (*complete)(void *arg, const char *key, uint16_t klen,
+			 uint64_t version);
+	void (*flushed)(void *arg, const char *key, uint16_t klen,
+			uint64_t version);
+	void (*del)(void *arg, const char *key, uint16_t klen);
+	void (*committed)(void *arg);
+};
+
+/** Tell @p tap (kept; NULL: none) of every change and commit from now on
+ *  (the leader streaming its journal to standbys, stream.c). */
+void journal_set_tap(struct journal *j, const struct journal_tap *tap,
+		     void *arg);
 
 /** Is a transaction open (changes not yet durable)? */
 bool journal_dirty(const struct journal *j);

@@ -21,6 +21,10 @@
 #include "store/master/conn_internal.h"
 #include "store/master/journal_internal.h"
 #include "store/master/master_internal.h"
+#include "store/master/stream_internal.h"
+#ifdef XFER_HAVE_ETCD
+#include "store/master/ha_internal.h"
+#endif
 #include "util/auth_internal.h"
 #include "util/gflags_internal.h"
 #include "util/net_internal.h"
@@ -28,15 +32,34 @@
 struct flags {
 	long long port, rpc_port, client_ttl, discard_s, release_s;
 	long long metrics_port, meta_port;
-	long long max_threads, rpc_thread_num;
+	long long max_threads, rpc_thread_num, ha_ttl;
 	const char *rpc_address, *lease_ttl, *journal, *cluster_id;
+	const char *etcd_endpoints, *ha_type, *ha_conn;
 	const char *metrics_host, *meta_host;
 	char *secret;
 	double evict_ratio, high_watermark;
 	long long promotion_threshold;
 	long long shard_size;
-	bool metric_reporting, no_delay, meta;
+	bool metric_reporting, no_delay, meta, ha, sync_standby;
 	bool offload, offload_on_evict, promotion_on_hit, disk_eviction;
+};
+
+/* What serve() runs; with --enable_ha the state, admin and listener come
+ * once this master leads (lead()). */
+struct master {
+	const struct stored_cfg *cfg;
+	const struct flags *f;
+	struct event_base *base;
+	struct journal *journal;
+	struct xfer_auth *auth;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	uint16_t port;
+	struct stored *state;
+	struct stored_admin *admin;
+	struct stored_srv *srv;
+	struct stream *stream;
+	struct ha *ha;
 };
 
 /*
@@ -66,6 +89,38 @@ static int parse_duration_ms(const char *s, uint64_t *ms)
 			return *ms ? 0 : -EINVAL;
 		}
 	return -EINVAL;
+}
+
+/* --enable_ha's needs. @return 0, or -1 with a message on stderr. */
+static int check_ha(const struct flags *f)
+{
+	const char *why = NULL;
+
+	if (!f->ha)
+		why = f->sync_standby ? "--sync_standby needs --enable_ha" :
+		      NULL;
+#ifndef XFER_HAVE_ETCD
+	else
+		why = "--enable_ha: this xfer-stored was built without etcd "
+		      "(WITH_ETCD=no)";
+#else
+	else if (strcmp(f->ha_type, "etcd"))
+		why = "--ha_backend_type: only etcd is implemented";
+	else if (!*f->ha_conn)
+		why = "--enable_ha needs --etcd_endpoints";
+	else if (!f->journal)
+		why = "--enable_ha needs --journal (a standby keeps the "
+		      "leader's journal there)";
+	else if (!strcmp(f->rpc_address, "0.0.0.0") ||
+		 !strcmp(f->rpc_address, "::"))
+		why = "--enable_ha needs --rpc_address: the address clients "
+		      "and standbys reach this master at";
+	else if (!f->port && !f->rpc_port)
+		why = "--enable_ha needs a --port other than 0";
+#endif
+	if (why)
+		fprintf(stderr, "xfer-stored: %s\n", why);
+	return why ? -1 : 0;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -113,91 +168,171 @@ static int meta_start(struct event_base *base, const struct flags *f,
 	return 0;
 }
 
-static int serve(const struct stored_cfg *cfg, const struct flags *f)
+/* Load the state, serve the admin HTTP and the RPC. @return 0, or -1
+ * with a message on stderr. */
+static int lead(void *arg)
 {
-	uint16_t port = (uint16_t)(f->rpc_port ? f->rpc_port : f->port);
-	struct event *sigint = NULL, *sigterm = NULL;
-	struct event_base *base = NULL;
-	struct journal *journal = NULL;
-	struct xfer_auth *auth = NULL;
-	struct stored_srv *srv = NULL;
-	struct stored *state = NULL;
-	struct stored_admin *admin = NULL;
-	struct metad_store *meta_store = NULL;
-	struct metad_http *meta_http = NULL;
+	struct master *m = arg;
+	const struct flags *f = m->f;
 	uint16_t admin_port = 0;
 	char err[512];
-	struct sockaddr_storage ss;
-	socklen_t len;
+
+	if (m->stream)
+		stream_unfollow(m->stream);
+	m->state = stored_new(m->base, m->cfg, m->journal, err, sizeof(err));
+	if (!m->state) {
+		fprintf(stderr, "xfer-stored: %s\n", err);
+		return -1;
+	}
+	/* the admin first: once the RPC port answers, it does too */
+	m->admin = stored_admin_new(m->base, m->state, f->metrics_host,
+				    (uint16_t)f->metrics_port, &admin_port);
+	if (!m->admin) {
+		fprintf(stderr, "xfer-stored: cannot serve --metrics_port on "
+			"%s:%lld: %s\n", f->metrics_host, f->metrics_port,
+			strerror(errno));
+		return -1;
+	}
+	m->srv = stored_srv_new(m->base, m->state, m->auth,
+				(struct sockaddr *)&m->ss, m->len);
+	if (!m->srv) {
+		fprintf(stderr, "xfer-stored: cannot listen on %s:%u: %s\n",
+			f->rpc_address, m->port, strerror(errno));
+		return -1;
+	}
+	if (m->stream) {
+		stream_lead(m->stream, m->state, f->sync_standby);
+		stored_srv_set_follow(m->srv, stream_adopt, m->stream);
+	}
+	printf("xfer-stored: listening on %s:%u\n", f->rpc_address,
+	       stored_srv_port(m->srv));
+	printf("xfer-stored: metrics and admin on http://%s:%u\n",
+	       f->metrics_host, admin_port);
+	fflush(stdout);
+	return 0;
+}
+
+#ifdef XFER_HAVE_ETCD
+static void follow(void *arg, const char *addr)
+{
+	struct master *m = arg;
+
+	printf("xfer-stored: standby of %s\n", addr);
+	fflush(stdout);
+	if (stream_follow(m->stream, addr))
+		ha_leader_lost(m->ha, false);
+}
+
+static bool synced(void *arg)
+{
+	struct master *m = arg;
+
+	return stream_synced(m->stream);
+}
+
+static void leader_lost(void *arg, bool dead)
+{
+	struct master *m = arg;
+
+	ha_leader_lost(m->ha, dead);
+}
+
+/* Campaign; lead() once elected. @return 0, or -1 (a message out). */
+static int ha_start(struct master *m)
+{
+	char self[300];
+	struct ha_cfg hc = {
+		.endpoints = m->f->ha_conn,
+		.cluster_id = m->f->cluster_id, .self = self,
+		.ttl_s = (int)m->f->ha_ttl, .lead = lead, .follow = follow,
+		.synced = synced, .arg = m,
+	};
+
+	snprintf(self, sizeof(self), "%s%s%s:%u",
+		 strchr(m->f->rpc_address, ':') ? "[" : "", m->f->rpc_address,
+		 strchr(m->f->rpc_address, ':') ? "]" : "", m->port);
+	m->stream = stream_new(m->base, m->journal, m->auth, leader_lost, m);
+	if (!m->stream) {
+		fprintf(stderr, "xfer-stored: out of memory\n");
+		return -1;
+	}
+	m->ha = ha_new(m->base, &hc);
+	return m->ha ? 0 : -1;
+}
+#endif
+
+static int serve(const struct stored_cfg *cfg, const struct flags *f)
+{
+	struct master m = { .cfg = cfg, .f = f };
+	struct event *sigint = NULL, *sigterm = NULL;
+	struct metad_store *meta_store = NULL;
+	struct metad_http *meta_http = NULL;
+	char err[512];
 	int ret = 1;
 
-	if (xfer_net_parse(f->rpc_address, port, &ss, &len)) {
+	m.port = (uint16_t)(f->rpc_port ? f->rpc_port : f->port);
+	if (xfer_net_parse(f->rpc_address, m.port, &m.ss, &m.len)) {
 		fprintf(stderr, "xfer-stored: --rpc_address '%s' is not a "
 			"numeric address\n", f->rpc_address);
 		return 2;
 	}
-	if (f->secret && !(auth = xfer_auth_new(f->secret))) {
+	if (f->secret && !(m.auth = xfer_auth_new(f->secret))) {
 		fprintf(stderr, "xfer-stored: out of memory\n");
 		return 1;
 	}
-	if (f->journal && !(journal = journal_open(f->journal, f->cluster_id,
-						  err, sizeof(err)))) {
+	if (f->journal && !(m.journal = journal_open(f->journal,
+						    f->cluster_id, err,
+						    sizeof(err)))) {
 		fprintf(stderr, "xfer-stored: %s\n", err);
 		goto out;
 	}
-	base = event_base_new();
-	state = base ? stored_new(base, cfg, journal, err, sizeof(err)) : NULL;
-	if (!state) {
-		fprintf(stderr, "xfer-stored: %s\n", base ? err :
-			"out of memory");
+	m.base = event_base_new();
+	if (!m.base) {
+		fprintf(stderr, "xfer-stored: out of memory\n");
 		goto out;
 	}
 	/* before listening: whoever sees the port may stop us cleanly */
-	sigint = evsignal_new(base, SIGINT, on_signal, base);
-	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	sigint = evsignal_new(m.base, SIGINT, on_signal, m.base);
+	sigterm = evsignal_new(m.base, SIGTERM, on_signal, m.base);
 	if (!sigint || !sigterm || evsignal_add(sigint, NULL) ||
 	    evsignal_add(sigterm, NULL)) {
 		fprintf(stderr, "xfer-stored: cannot catch signals\n");
 		goto out;
 	}
-	if (f->meta && meta_start(base, f, &meta_store, &meta_http))
+	if (f->meta && meta_start(m.base, f, &meta_store, &meta_http))
 		goto out;
-	/* the admin first: once the RPC port answers, it does too */
-	admin = stored_admin_new(base, state, f->metrics_host,
-				 (uint16_t)f->metrics_port, &admin_port);
-	if (!admin) {
-		fprintf(stderr, "xfer-stored: cannot serve --metrics_port on "
-			"%s:%lld: %s\n", f->metrics_host, f->metrics_port,
-			strerror(errno));
+#ifdef XFER_HAVE_ETCD
+	if (f->ha ? ha_start(&m) : lead(&m))
 		goto out;
-	}
-	srv = stored_srv_new(base, state, auth, (struct sockaddr *)&ss, len);
-	if (!srv) {
-		fprintf(stderr, "xfer-stored: cannot listen on %s:%u: %s\n",
-			f->rpc_address, port, strerror(errno));
+#else
+	if (lead(&m))
 		goto out;
-	}
-	printf("xfer-stored: listening on %s:%u\n", f->rpc_address,
-	       stored_srv_port(srv));
-	printf("xfer-stored: metrics and admin on http://%s:%u\n",
-	       f->metrics_host, admin_port);
-	fflush(stdout);
-	if (event_base_dispatch(base) == 0 && !stored_failed(state))
+#endif
+	if (event_base_dispatch(m.base) == 0 &&
+	    !(m.state && stored_failed(m.state)))
 		ret = 0;
 out:
 	if (sigterm)
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
-	stored_admin_free(admin);
+	/* the master's parts first: what runs while ha_free() gives the
+	 * key up must find none of them */
+	stored_srv_free(m.srv);
+	stream_free(m.stream);
+	stored_admin_free(m.admin);
+	stored_free(m.state);
+#ifdef XFER_HAVE_ETCD
+	if (m.ha && ha_failed(m.ha))
+		ret = 1;
+	ha_free(m.ha);
+#endif
 	metad_http_free(meta_http);
 	metad_store_free(meta_store);
-	stored_srv_free(srv);
-	stored_free(state);
-	if (base)
-		event_base_free(base);
-	journal_close(journal);
-	xfer_auth_free(auth);
+	if (m.base)
+		event_base_free(m.base);
+	journal_close(m.journal);
+	xfer_auth_free(m.auth);
 	return ret;
 }
 
@@ -212,6 +347,7 @@ int main(int argc, char **argv)
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
 		.promotion_threshold = 2, .disk_eviction = true,
+		.ha_ttl = 2, .ha_type = "etcd",
 	};
 	const char *secret = NULL, *env = getenv("XFER_AUTH_SECRET");
 	const struct xfer_gflag flags[] = {
@@ -269,6 +405,23 @@ int main(int argc, char **argv)
 		{ "cluster_id", XFER_GF_STRING, &f.cluster_id, 0, 0,
 		  "the cluster's name; a journal of another is refused "
 		  "(mooncake_cluster)" },
+		{ "enable_ha", XFER_GF_BOOL, &f.ha, 0, 0,
+		  "elect a leader among masters on etcd; the others follow "
+		  "its journal and take over (needs --journal, "
+		  "--etcd_endpoints, --rpc_address; false)" },
+		{ "ha_backend_type", XFER_GF_STRING, &f.ha_type, 0, 0,
+		  "where --enable_ha elects: etcd (etcd)" },
+		{ "ha_backend_connstring", XFER_GF_STRING, &f.ha_conn, 0, 0,
+		  "its members; unset: --etcd_endpoints (none)" },
+		{ "etcd_endpoints", XFER_GF_STRING, &f.etcd_endpoints, 0, 0,
+		  "etcd members for --enable_ha: host:port[;host:port]... "
+		  "or etcd://host:port[,host:port]... (none)" },
+		{ "sync_standby", XFER_GF_BOOL, &f.sync_standby, 0, 0,
+		  "with --enable_ha, answer a change only once a standby "
+		  "has it in its journal (xfer's; false)" },
+		{ "ha_lease_ttl", XFER_GF_INT, &f.ha_ttl, 1, 60,
+		  "seconds the leader's etcd lease lives without it: how "
+		  "long a dead leader goes unnoticed (xfer's; 2)" },
 		{ "auth_secret", XFER_GF_STRING, &secret, 0, 0,
 		  "cluster secret clients must prove (xfer's; default "
 		  "$XFER_AUTH_SECRET)" },
@@ -335,6 +488,10 @@ int main(int argc, char **argv)
 	}
 	if (!secret && env && *env)
 		secret = env;
+	if (!f.ha_conn || !*f.ha_conn)
+		f.ha_conn = f.etcd_endpoints ? f.etcd_endpoints : "";
+	if (check_ha(&f))
+		return 2;
 	if (secret && !*secret) {
 		fprintf(stderr, "xfer-stored: empty --auth_secret\n");
 		return 2;

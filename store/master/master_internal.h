@@ -30,6 +30,8 @@ enum {
 	MC_REPLICA_NOT_FOUND = -710,
 	/* xfer's own: no version of the object is as new as asked */
 	MC_VERSION_TOO_OLD = -720,
+	MC_TASK_NOT_FOUND = -1400,
+	MC_TASK_PENDING_LIMIT_EXCEEDED = -1401,
 };
 
 /* put_start flags (ReplicateConfig): pins keep an object from eviction,
@@ -90,6 +92,17 @@ void stored_set_committed(struct stored *s, void (*cb)(void *arg),
  * are done, and calls the committed callback.
  */
 bool stored_pending(const struct stored *s);
+
+/**
+ * After each commit, ask @p gate(@p arg) whether the answers it holds
+ * must wait longer (--sync_standby: until a standby has the commit,
+ * store/master/stream.c). While they wait, stored_held() is true and no
+ * request is served (a later commit's answer must not overtake); then
+ * stored_release() lets them go, calling the committed callback.
+ */
+void stored_set_gate(struct stored *s, bool (*gate)(void *arg), void *arg);
+void stored_release(struct stored *s);
+bool stored_held(const struct stored *s);
 
 /** Did a commit fail? The loop was then broken: the master must exit
  *  without answering what waits (its clients retry a restarted one). */

@@ -176,6 +176,11 @@ int stored_metrics(struct stored *s, struct evbuffer *out)
 			  "Copies from SSD back to DRAM done", s->promoted);
 	failed |= counter(out, "xfer_stored_offload_completed", "_total",
 			  "Copies from DRAM to SSD done", s->offloaded);
+	failed |= counter(out, "xfer_stored_repair_tasks", "_total",
+			  "Replication tasks made for replicas lost with "
+			  "their segment", s->repl_repairs);
+	failed |= gauge(out, "xfer_stored_active_tasks", "Replication, "
+			"copy and move tasks at work", s->repl_nactive);
 	failed |= per_segment(out, s, true);
 	failed |= per_segment(out, s, false);
 	failed |= gauge(out, "master_key_count", "Total number of keys "

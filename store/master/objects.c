@@ -21,7 +21,7 @@
 #define EVICT_SCAN_MAX 20000
 #define EVICT_SCAN_JOURNAL 2000
 
-static uint64_t fnv1a(const char *p, size_t n)
+uint64_t fnv1a(const char *p, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
@@ -157,6 +157,8 @@ static uint64_t obj_free(struct stored *s, struct object *o)
 	list_del(&o->link);
 	if (o->state != OBJ_DISCARDED)
 		unhash(s, o);
+	if (o->flags & OBJ_REP_HEAP)
+		free(o->rep);
 	free(o);
 	return freed;
 }
@@ -185,7 +187,7 @@ bool objects_visible(const struct object *o)
 
 /* An object whose last replica goes with its segment stays in the
  * journal: loading drops rows whose segments are all gone. */
-void objects_drop_replica(struct stored *s, struct replica *r)
+bool objects_drop_replica(struct stored *s, struct replica *r)
 {
 	struct object *o = r->obj;
 	struct replica *head = stripe_head(r);
@@ -194,8 +196,10 @@ void objects_drop_replica(struct stored *s, struct replica *r)
 	for (unsigned j = 0; head->parts > 1 && j < head->parts; j++)
 		replica_release(s, head + j);
 	replica_release(s, r);
-	if (!o->nlive)
-		obj_free(s, o);
+	if (o->nlive)
+		return true;
+	obj_free(s, o);
+	return false;
 }
 
 void objects_fini(struct stored *s)
@@ -460,6 +464,8 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 		return MC_INTERNAL_ERROR;
 	o->len = it->len;
 	o->cap = (uint8_t)tier_slots(s, want + req->replicas * (parts - 1));
+	o->want_dram = req->replicas;
+	o->want_ssd = req->ssd_replicas;
 	if (parts > 1)
 		got = stripe_place(s, o, req->replicas, parts,
 				   &req->preferred);
@@ -576,6 +582,7 @@ void objects_put_end(struct stored *s, const struct store_msg *req,
 			obj_delete(s, o);
 		else
 			complete(s, o);
+		rep->items[i].version = !*err && !revoke ? o->version : 0;
 	}
 }
 
@@ -606,6 +613,10 @@ void objects_query(struct stored *s, const struct store_msg *req,
 		if (!o || o->state != OBJ_COMPLETE) {
 			out->err = exist ? 0 : !o ? MC_OBJECT_NOT_FOUND :
 						    MC_REPLICA_IS_NOT_READY;
+			/* where the slower tier holds it: its version */
+			if (!o && !exist)
+				out->version = flush_version(
+					s, &req->items[i].key);
 			continue;
 		}
 		out->version = o->version;

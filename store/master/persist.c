@@ -60,8 +60,33 @@ static void on_commit(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(s->base);
 		return;
 	}
+	if (s->gate && s->gate(s->gate_arg)) {
+		s->gated = true;
+		return;
+	}
+	s->gated = false;
 	if (s->committed)
 		s->committed(s->committed_arg);
+}
+
+void stored_set_gate(struct stored *s, bool (*gate)(void *arg), void *arg)
+{
+	s->gate = gate;
+	s->gate_arg = arg;
+}
+
+void stored_release(struct stored *s)
+{
+	if (!s->gated)
+		return;
+	s->gated = false;
+	if (s->committed)
+		s->committed(s->committed_arg);
+}
+
+bool stored_held(const struct stored *s)
+{
+	return s->gated;
 }
 
 static void changed(struct stored *s)

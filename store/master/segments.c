@@ -74,9 +74,14 @@ static struct segment *segment_find(struct stored *s, const uint8_t *id)
 void segment_free(struct stored *s, struct segment *g)
 {
 	persist_unmount(s, g);
-	while (!list_empty(&g->replicas))
-		objects_drop_replica(s, container_of(g->replicas.next,
-						     struct replica, in_seg));
+	while (!list_empty(&g->replicas)) {
+		struct replica *r = container_of(g->replicas.next,
+						 struct replica, in_seg);
+		struct object *o = r->obj;
+
+		if (objects_drop_replica(s, r))  /* made again elsewhere */
+			replicate_lost(s, o);
+	}
 	if (g->online) {
 		*(segment_ssd(g) ? &s->ssd_capacity : &s->capacity) -= g->size;
 		s->segs[g->index] = s->segs[--s->nsegs];
@@ -283,6 +288,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	persist_expire(s, now);
 	objects_sweep(s, now);
 	tier_sweep(s, now);
+	replicate_tick(s, now);
 	objects_evict_watermark(s);
 }
 
@@ -309,6 +315,7 @@ struct stored *stored_new(struct event_base *base,
 	s->rng = (uint64_t)stored_now_ms() | 1;
 	list_init(&s->clients);
 	list_init(&s->offline);
+	replicate_init(s);
 	if (objects_init(s))
 		goto err;
 	s->tick = event_new(base, -1, EV_PERSIST, on_tick, s);
@@ -317,6 +324,8 @@ struct stored *stored_new(struct event_base *base,
 		goto err;
 	s->journal = journal;
 	if (journal && (ret = persist_load(s, err, errlen)))
+		goto err;
+	if ((ret = flush_init(s, err, errlen)))
 		goto err;
 	return s;
 
@@ -340,7 +349,9 @@ void stored_free(struct stored *s)
 	while (!list_empty(&s->clients))
 		client_free(s, container_of(s->clients.next, struct client,
 					    link));
+	replicate_fini(s);
 	objects_fini(s);
+	flush_fini(s);
 	free(s->segs);
 	free(s);
 }
@@ -354,7 +365,7 @@ void stored_set_committed(struct stored *s, void (*cb)(void *arg),
 
 bool stored_pending(const struct stored *s)
 {
-	return s->journal && journal_dirty(s->journal);
+	return s->gated || (s->journal && journal_dirty(s->journal));
 }
 
 bool stored_failed(const struct stored *s)
@@ -450,6 +461,18 @@ void stored_handle(struct stored *s, const struct store_msg *req,
 		break;
 	case STORE_TIER_DONE:
 		tier_done(s, req, rep);
+		break;
+	case STORE_FLUSHED:
+		flush_report(s, req, rep);
+		break;
+	case STORE_REPLICATE:
+		replicate_request(s, req, rep);
+		break;
+	case STORE_QUERY_TASK:
+		replicate_query(s, req, rep);
+		break;
+	case STORE_CREATE_TASK:
+		replicate_create(s, req, rep);
 		break;
 	}
 	count(s, req, rep);

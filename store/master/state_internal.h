@@ -16,6 +16,7 @@
 struct event;
 struct journal;
 struct store_alloc;
+struct flushed;
 
 /* Offsets and sizes in a segment are multiples of this. */
 #define SEG_ALIGN 64
@@ -103,6 +104,10 @@ enum obj_state { OBJ_PENDING, OBJ_COMPLETE, OBJ_DISCARDED };
 /* object.flags beside the pins: an upsert in progress that has no
  * journal row (the row of its key is the older object's until it ends) */
 #define OBJ_UNLOGGED 0x80
+/* ... its rep[] is an array of its own (replicate.c grew it) */
+#define OBJ_REP_HEAP 0x20
+/* ... a replication task works on it (replicate.c) */
+#define OBJ_REPLICATING 0x40
 
 struct object {
 	struct object *hnext;          /* hash chain (not when discarded) */
@@ -121,6 +126,10 @@ struct object {
 	uint8_t state, flags, nrep, nlive;
 	uint8_t cap;                   /* room in rep[] */
 	uint8_t hits;                  /* gets while only on SSD (tier.c) */
+	/* the replicas its put or last replicate asked for (DRAM, SSD):
+	 * replicate.c makes them again when a segment goes; 0, 0: none
+	 * asked (restored from the journal) */
+	uint8_t want_dram, want_ssd;
 	uint16_t klen;
 	struct tier_task *task;        /* a copy between tiers, or NULL */
 	struct replica *rep;           /* nrep, after the key */
@@ -157,6 +166,9 @@ struct stored {
 	struct event *commit_ev;       /* active while changes wait */
 	void (*committed)(void *arg);
 	void *committed_arg;
+	bool (*gate)(void *arg);       /* stored_set_gate() */
+	void *gate_arg;
+	bool gated;                    /* a commit waits for the gate */
 	bool failed;                   /* the journal could not be written */
 	struct stored_stats stats;
 	size_t nclients;
@@ -172,6 +184,13 @@ struct stored {
 	struct list ssd_lru;           /* complete, with no DRAM replica */
 	uint64_t rng;
 	uint64_t version;              /* the last put that ended */
+	struct flushed *flushed;       /* flush.c's */
+	/* replicate.c: tasks at work (oldest first) and finished ones
+	 * kept for query_task (oldest first) */
+	struct list repl_active, repl_done;
+	size_t repl_nactive, repl_ndone;
+	uint64_t repl_next;            /* the last task id given */
+	uint64_t repl_repairs;         /* tasks made for lost replicas */
 };
 
 /** Monotonic milliseconds. */
@@ -192,6 +211,9 @@ void segment_free(struct stored *s, struct segment *g);
 
 /* ---- objects.c ---- */
 
+/** FNV-1a of @p n bytes at @p p: the hash of the key tables. */
+uint64_t fnv1a(const char *p, size_t n);
+
 /** Set up and free the object table. @return 0, -ENOMEM. */
 int objects_init(struct stored *s);
 void objects_fini(struct stored *s);
@@ -210,8 +232,9 @@ struct object *objects_lookup(struct stored *s, const struct store_str *key);
 bool objects_visible(const struct object *o);
 
 /** Replica @p r's segment is going: drop it; an object left with no
- *  replica goes too. */
-void objects_drop_replica(struct stored *s, struct replica *r);
+ *  replica goes too (a copy into another one is cancelled with it).
+ *  @return whether the object is still there. */
+bool objects_drop_replica(struct stored *s, struct replica *r);
 
 /** Move puts older than the discard timeout aside and free those older
  *  than the release timeout. */
@@ -307,6 +330,10 @@ bool stripe_ready(const struct object *o, unsigned i);
 unsigned stripe_wire(const struct object *o, unsigned i,
 		     struct store_replica *out);
 
+/** Has @p o a striped replica? Replication tasks refuse it, and its
+ *  lost replicas are not made again (replicate.c). */
+bool stripe_any(const struct object *o);
+
 /** The first buffer of the replica that @p r belongs to. */
 static inline struct replica *stripe_head(struct replica *r)
 {
@@ -348,6 +375,71 @@ void tier_poll(struct stored *s, const struct store_msg *req,
 	       struct store_msg *rep);
 void tier_done(struct stored *s, const struct store_msg *req,
 	       struct store_msg *rep);
+
+/* ---- flush.c: the versions in the slower tier ---- */
+
+/** Set up the table, loading the journal's rows. @return 0, -ENOMEM,
+ *  -EINVAL or -EIO (a message in @p err). */
+int flush_init(struct stored *s, char *err, size_t errlen);
+void flush_fini(struct stored *s);
+
+/** The version of @p key the tier holds, or 0. */
+uint64_t flush_version(const struct stored *s, const struct store_str *key);
+
+/** STORE_FLUSHED: per key, raise its recorded version to the item's (0:
+ *  only read it); answer the version recorded, or -600 (an empty key, a
+ *  version never given) or -1 (no memory). */
+void flush_report(struct stored *s, const struct store_msg *req,
+		  struct store_msg *rep);
+
+/** Make a copy of @p o from its ready replica @p src into a new one,
+ *  filling, in segment @p g, or (@p g NULL) on a segment of medium
+ *  @p ssd that @p o is not in yet, taken by the owner of @p src (or of
+ *  the new one, when @p src is on SSD). @return whether a copy was made
+ *  (false: no room, or @p o is in @p g already). */
+bool tier_copy(struct stored *s, struct object *o, struct replica *src,
+	       bool ssd, struct segment *g);
+
+/** Is @p o's copy in flight one of tier_copy()'s? Then whether a poll
+ *  took it, and by whom (@p client, STORE_ID_LEN bytes). */
+bool tier_copying(const struct object *o, bool *given, uint8_t *client);
+
+/* ---- replicate.c: replica counts changed, lost ones made again ---- */
+
+/** Set up and free the tasks. */
+void replicate_init(struct stored *s);
+void replicate_fini(struct stored *s);
+
+/** replicate: per key a task that brings the object to req->replicas
+ *  DRAM and req->ssd_replicas SSD replicas (its id in the item's task),
+ *  or -704, -703, -600, -1401. */
+void replicate_request(struct stored *s, const struct store_msg *req,
+		       struct store_msg *rep);
+
+/** create_task: a copy of req->key into the segments named by the
+ *  items (REPLICA_COPY), or its replica in segment req->preferred moved
+ *  into the one item's (REPLICA_MOVE); the task id in rep->task, or
+ *  rep->err -704, -703, -600, -101, -1401. */
+void replicate_create(struct stored *s, const struct store_msg *req,
+		      struct store_msg *rep);
+
+/** query_task of req->task into @p rep, or rep->err -1400. */
+void replicate_query(struct stored *s, const struct store_msg *req,
+		     struct store_msg *rep);
+
+/** A replica of @p o went with its segment: a task makes it again if
+ *  the object asked for more than are left. */
+void replicate_lost(struct stored *s, struct object *o);
+
+/** What @p o holds now is what it asks for (its replicas were cleared
+ *  on purpose). */
+void replicate_keep(struct object *o);
+
+/** A copy of tier_copy() for @p o failed. */
+void replicate_copy_failed(struct stored *s, struct object *o);
+
+/** Move tasks on (the tick): copies to start, replicas to drop. */
+void replicate_tick(struct stored *s, int64_t now);
 
 /* ---- persist.c: the journal (no-ops without one) ---- */
 

@@ -129,6 +129,14 @@ unsigned stripe_place(struct stored *s, struct object *o, unsigned want,
 	return done;
 }
 
+bool stripe_any(const struct object *o)
+{
+	for (unsigned i = 0; i < o->nrep; i++)
+		if (o->rep[i].seg && o->rep[i].parts > 1)
+			return true;
+	return false;
+}
+
 bool stripe_ready(const struct object *o, unsigned i)
 {
 	const struct replica *r = &o->rep[i];

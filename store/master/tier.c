@@ -31,7 +31,8 @@
 #define TIER_SCAN_MAX 2000
 #define TIER_ROOM_TRIES 8
 
-enum tier_kind { TIER_OFFLOAD, TIER_EVICT, TIER_PROMOTE };
+/* TIER_REPLICATE: replicate.c's copies, between any two segments */
+enum tier_kind { TIER_OFFLOAD, TIER_EVICT, TIER_PROMOTE, TIER_REPLICATE };
 
 struct tier_task {
 	struct list link;              /* stored.tier_tasks, oldest first */
@@ -40,7 +41,9 @@ struct tier_task {
 	uint8_t kind;
 	bool given;                    /* taken by a poll */
 	uint64_t bytes;                /* of stored.offloading */
-	struct client *to;             /* the owner of the DRAM side */
+	struct client *to;             /* who copies: the owner of the
+					  source if in DRAM, else of the
+					  new replica */
 	int64_t made_ms;
 };
 
@@ -168,7 +171,8 @@ static bool task_new(struct stored *s, struct object *o, struct replica *src,
 	t->src = (uint8_t)(src - o->rep);
 	t->dst = (uint8_t)(dst - o->rep);
 	t->kind = (uint8_t)kind;
-	t->to = (kind == TIER_PROMOTE ? dst : src)->seg->client;
+	/* a client copies from or into its own DRAM segment */
+	t->to = (segment_ssd(src->seg) ? dst : src)->seg->client;
 	t->made_ms = stored_now_ms();
 	if (kind == TIER_EVICT)
 		for (unsigned i = 0; i < o->nrep; i++)
@@ -208,13 +212,18 @@ static void task_end(struct stored *s, struct object *o, bool ok)
 		objects_release_replica(s, dst);
 		if (drop)                 /* eviction wanted it gone */
 			objects_delete(s, o);
+		else if (kind == TIER_REPLICATE)
+			replicate_copy_failed(s, o);
 		return;
 	}
 	dst->filling = false;
 	for (unsigned i = 0; drop && i < o->nrep; i++)
 		if (o->rep[i].seg && !segment_ssd(o->rep[i].seg))
 			objects_release_replica(s, &o->rep[i]);
-	*(kind == TIER_PROMOTE ? &s->promoted : &s->offloaded) += 1;
+	if (kind == TIER_PROMOTE)
+		s->promoted++;
+	else if (kind != TIER_REPLICATE)
+		s->offloaded++;
 	relist(s, o);
 	persist_put(s, o);
 }
@@ -253,6 +262,28 @@ void tier_completed(struct stored *s, struct object *o)
 	dst = place(s, o, true, src->seg->client);
 	if (dst)
 		task_new(s, o, src, dst, TIER_OFFLOAD);
+}
+
+bool tier_copy(struct stored *s, struct object *o, struct replica *src,
+	       bool ssd, struct segment *g)
+{
+	struct replica *dst = g ? objects_place_in(s, o, g) :
+				  place(s, o, ssd, NULL);
+
+	if (dst)
+		dst->filling = true;
+	return dst && task_new(s, o, src, dst, TIER_REPLICATE);
+}
+
+bool tier_copying(const struct object *o, bool *given, uint8_t *client)
+{
+	const struct tier_task *t = o->task;
+
+	if (!t || t->kind != TIER_REPLICATE)
+		return false;
+	*given = t->given;
+	memcpy(client, t->to->id, STORE_ID_LEN);
+	return true;
 }
 
 void tier_hit(struct stored *s, struct object *o)

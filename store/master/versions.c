@@ -100,6 +100,7 @@ static int32_t replica_clear(struct stored *s, const struct store_msg *req,
 	for (unsigned i = 0; i < o->nrep; i++)
 		if (in_segment(&o->rep[i], &req->preferred))
 			objects_drop_replica(s, &o->rep[i]);
+	replicate_keep(o);             /* not made again when one goes */
 	persist_put(s, o);             /* the row, with those left */
 	return 0;
 }

@@ -483,7 +483,10 @@ static void conn_cancel(void *arg)
 	runs_cancel(&c->sendq, c->sent > 0);
 	if (xfer_stream_open(&c->s))
 		xfer_event_want(c->s.wev, &c->s.writing, can_send(c));
-	touch(c);
+	/* no touch(): a cancel moves no byte, and one repeated (a closing
+	 * engine's) must not keep a stalled owner's runs from timing out */
+	if (!c->waitq.head && !c->sendq.head)
+		event_del(c->timer);
 }
 
 /* Queue the run of the @p n slices at @p s, @p len bytes, as one

@@ -3,7 +3,9 @@
  * index), owned by a worker reactor. Slices arrive from any thread in an
  * inbox; the reactor writes their headers and payloads with gathered
  * sendmsg, and reads the in-order replies (status frames, READ payloads)
- * with scattered recvmsg straight into the slices' memory.
+ * with scattered recvmsg straight into the slices' memory. A task's
+ * adjacent slices on one connection go as one request of up to RUN_MAX
+ * bytes, carried by the first of them.
  *
  * A quiet connection (open, nothing in flight, protocol v2) is lent to
  * submitters: a task of one small slice is written by the submitting
@@ -43,6 +45,10 @@
 /* Largest slice a submitter writes itself (header and payload, bytes). */
 #define DIRECT_MAX ((64u << 10) + TCP_HDR_LEN)
 #define BURST_MS 50 /* no lending for so long after a burst */
+/* Most bytes of a task's consecutive slices that go as one request: its
+ * header and status frame, the target's read and reply, paid once per
+ * run instead of once per 64 KiB slice. */
+#define RUN_MAX (1u << 20)
 
 static _Thread_local uint8_t discard[DISCARD_LEN];
 
@@ -343,6 +349,8 @@ static int conn_recv(struct tcp_conn *c)
 				iov[k].iov_base = discard;
 				iov[k++].iov_len = left < DISCARD_LEN ? left
 								     : DISCARD_LEN;
+				if (left > DISCARD_LEN)
+					break; /* its rest comes first */
 			} else if (s->opcode == XFER_READ) {
 				iov[k].iov_base = (uint8_t *)s->local + x->data_got;
 				iov[k++].iov_len = s->len - x->data_got;
@@ -548,7 +556,8 @@ void xfer_tcp_conn_cancel(struct tcp_conn *c)
 	pthread_mutex_unlock(&c->lock);
 	/* a head partly on the wire goes out whole: the stream needs it */
 	xfer_slices_cancel(&c->sendq.head, &c->sendq.tail, c->sent ? 1 : 0);
-	touch(c);
+	/* no touch(): a cancel moves no byte, and one repeated (a closing
+	 * engine's) must not keep a stalled peer's slices from timing out */
 	settle(c);
 }
 
@@ -576,27 +585,52 @@ static int send_lent(struct tcp_conn *c, struct xfer_slice *s)
 	return (size_t)n == want;
 }
 
+/* Does @p b go on where @p a ends, in memory and in the segment? */
+static bool adjacent(const struct xfer_slice *a, const struct xfer_slice *b)
+{
+	return b->opcode == a->opcode && b->task == a->task &&
+	       (uint8_t *)b->local == (uint8_t *)a->local + a->len &&
+	       b->remote == a->remote + a->len;
+}
+
 void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
 			   size_t n)
 {
 	uint8_t op = (c->peer->version == 2 ? TCP_OP_V2 : 0);
+	struct xfer_slice *head = NULL, **tail = &head, *last = NULL;
+	size_t runs = 0;
 	int lent = -1;
 	bool kick;
 
-	for (size_t i = 0; i < n; i++) {
+	/* Runs of adjacent slices, each one request in its first slice,
+	 * which grows to the run's length; the others end at once with no
+	 * bytes of their own (the task ends with the first). */
+	for (size_t i = 0, j; i < n; i = j) {
 		struct tcp_slice *x = ts(&s[i]);
 		uint64_t len = s[i].len;
 
+		for (j = i + 1; j < n && adjacent(&s[j - 1], &s[j]) &&
+		     len + s[j].len <= RUN_MAX; j++)
+			len += s[j].len;
 		memset(x, 0, sizeof(*x));
 		memcpy(x->hdr, &len, 8);
 		memcpy(x->hdr + 8, &s[i].remote, 8);
 		x->hdr[16] = op | (s[i].opcode == XFER_WRITE ? TCP_OP_WRITE : 0);
-		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
+		for (size_t k = i + 1; k < j; k++) {
+			s[k].len = 0;
+			xfer_slice_done(&s[k], XFER_COMPLETED);
+		}
+		s[i].len = (uint32_t)len;
+		*tail = last = &s[i];
+		tail = &s[i].next;
+		runs++;
 	}
+	*tail = NULL;
+	s = head;
 	pthread_mutex_lock(&c->lock);
 	if (c->lent.head)
 		c->burst_ms = xfer_now_ms();
-	if (c->quiet && !c->inbox.head && n == 1 &&
+	if (c->quiet && !c->inbox.head && runs == 1 &&
 	    wire_len(s) <= DIRECT_MAX &&
 	    (!c->burst_ms || xfer_now_ms() - c->burst_ms >= BURST_MS)) {
 		c->quiet = false; /* the reactor's again after the reply */
@@ -604,7 +638,7 @@ void xfer_tcp_conn_enqueue(struct tcp_conn *c, struct xfer_slice *s,
 	}
 	if (lent < 0) {
 		*c->inbox.tail = s;
-		c->inbox.tail = &s[n - 1].next;
+		c->inbox.tail = &last->next;
 	}
 	kick = lent < 1 && !c->kicked;
 	c->kicked |= kick;

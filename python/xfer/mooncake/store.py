@@ -29,11 +29,13 @@ import re
 from .. import _xfer
 from .replica import (Descriptor, MemoryDescriptor, ReplicaDescriptor,
                       ReplicaStatus)
+from .tasks import QueryTaskResponse, TaskCalls, TaskStatus, TaskType
 
 __all__ = [
     "MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction",
-    "ObjectDataType", "BufferHandle", "ReplicaDescriptor", "ReplicaStatus",
-    "MemoryDescriptor", "Descriptor",
+    "ObjectDataType", "FlushMode", "BufferHandle", "ReplicaDescriptor",
+    "ReplicaStatus", "MemoryDescriptor", "Descriptor", "TaskType",
+    "TaskStatus", "QueryTaskResponse",
 ]
 
 # Mooncake's ErrorCode numbers the calls return (its types.h)
@@ -78,6 +80,14 @@ class ObjectDataType(enum.IntEnum):
     GENERAL = 9
 
 
+class FlushMode(enum.IntEnum):
+    """When a put's object reaches the slower tier (the store's design's
+    Eager / Lazy / None; include/xfer/store.h's enum xfer_kv_flush)."""
+    NONE = 0
+    EAGER = 1
+    LAZY = 2
+
+
 class ReplicateConfig:
     """What a put asks of the master (Mooncake's ReplicateConfig, its
     fields and defaults; they may also be given as keywords).
@@ -91,7 +101,11 @@ class ReplicateConfig:
       object from eviction until nothing else can go;
     - ``with_hard_pin``: never evicted;
     - ``preferred_segments`` (its first) or ``preferred_segment``: the
-      segment (a client's ``get_hostname()``) for the first replica.
+      segment (a client's ``get_hostname()``) for the first replica;
+    - ``flush`` (xfer's, from the store's design): ``FlushMode.NONE``
+      (0), ``EAGER`` (the put returns once the object is in the slower
+      tier) or ``LAZY`` (written there later); needs
+      ``set_root_fs_dir()`` first.
 
     ``soft_pin_ttl_ms``, ``data_type`` and ``group_ids`` are kept and have
     no effect; ``dfs_replica_num`` (a distributed file system) and
@@ -113,6 +127,7 @@ class ReplicateConfig:
         self.prefer_alloc_in_same_node = False
         self.data_type = ObjectDataType.UNKNOWN
         self.group_ids = None
+        self.flush = FlushMode.NONE
         for name, value in fields.items():
             if not hasattr(self, name) and name != "with_soft_pin":
                 raise TypeError(f"ReplicateConfig has no field {name!r}")
@@ -142,13 +157,15 @@ class ReplicateConfig:
         if self.preferred_segment:
             text += (f", preferred_segment (deprecated): "
                      f"{self.preferred_segment}")
+        if self.flush:
+            text += f", flush: {FlushMode(self.flush).name}"
         return text + " }"
 
     __repr__ = __str__
 
     def _args(self):
-        """(replica_num, soft, hard, preferred, nof_replica_num) for the
-        client, or None if it asks for what the store has not."""
+        """(replica_num, soft, hard, preferred, nof_replica_num, flush) for
+        the client, or None if it asks for what the store has not."""
         n = operator.index(self.replica_num)
         nof = operator.index(self.nof_replica_num)
         if not 0 <= n <= 16 or not 0 <= nof <= 16 or \
@@ -157,8 +174,11 @@ class ReplicateConfig:
             return None
         pref = (self.preferred_segments[0] if self.preferred_segments else
                 self.preferred_segment) or None
+        flush = operator.index(self.flush)
+        if flush not in (0, 1, 2):
+            return None
         return (n, self.soft_pin_action == SoftPinAction.ENABLE,
-                bool(self.with_hard_pin), pref, nof)
+                bool(self.with_hard_pin), pref, nof, flush)
 
 
 _DEFAULT_CONFIG = ReplicateConfig()
@@ -240,7 +260,7 @@ def _registered(r):
         INVALID_PARAMS
 
 
-class MooncakeDistributedStore:
+class MooncakeDistributedStore(TaskCalls):
     """Mooncake's MooncakeDistributedStore: a client of the store's master
     (xfer-stored) that lends ``global_segment_size`` bytes of this
     process's memory to the store and puts and gets objects by key. Make
@@ -341,6 +361,18 @@ class MooncakeDistributedStore:
         if kv is not None:
             kv.close()
         return 0
+
+    def set_root_fs_dir(self, path):
+        """xfer's: the slower tier, a folder (local, or a POSIX mount the
+        clients share) where puts with ``ReplicateConfig.flush`` write
+        one file per key, and from which gets of objects no longer in
+        DRAM read them back (xfer_kv_set_root_fs_dir). Once, after
+        setup(). Returns 0; -600 (not set up); a negative errno (-2: no
+        such folder, -16: already set)."""
+        kv = self._kv
+        if kv is None:
+            return INVALID_PARAMS
+        return kv.set_root_fs_dir(os.fspath(path))
 
     def health_check(self):
         """0 healthy; 1 not set up, or closed; 2 the master did not
@@ -833,5 +865,5 @@ class MooncakeDistributedStore:
 
 # The calls with an asynchronous twin (async_NAME) in
 # MooncakeDistributedStoreAsync: those whose plan is _p_NAME.
-CALLS = tuple(n[3:] for n in vars(MooncakeDistributedStore)
-              if n.startswith("_p_"))
+CALLS = tuple(n[3:] for c in (MooncakeDistributedStore, TaskCalls)
+              for n in vars(c) if n.startswith("_p_"))
