@@ -51,13 +51,14 @@ $(STORE_ALLOC_BENCH): $(BUILD)/bench/store/alloc_bench.o \
 
 # the client between two processes, against the engine alone (it runs
 # xfer-stored beside it)
-$(STORE_BENCH): $(BUILD)/bench/store/store_bench.o $(LIB_A) | $(STORED)
+$(STORE_BENCH): $(BUILD)/bench/store/store_bench.o \
+		$(BUILD)/bench/store/stored_run.o $(LIB_A) | $(STORED)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
 		$(LDLIBS)
 
-$(STORE_STRIPE_BENCH): $(BUILD)/bench/store/stripe_bench.o $(LIB_A) | \
-		       $(STORED)
+$(STORE_STRIPE_BENCH): $(BUILD)/bench/store/stripe_bench.o \
+		       $(BUILD)/bench/store/stored_run.o $(LIB_A) | $(STORED)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
 		$(LDLIBS)

@@ -27,7 +27,6 @@
  * keys put beforehand.
  */
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,15 +35,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <xfer/store.h>
 
+#include "bench/store/stored_run.h"
 #include "util/gflags_internal.h"
-#include "util/net_internal.h"
 
 #define LAT_MAX (1 << 20)      /* calls timed per run */
 #define LIST_MAX 16
@@ -142,47 +140,11 @@ static void stop_children(void)
 /* xfer-stored beside this program, on a free port of 127.0.0.1. */
 static void start_master(char *addr, size_t len)
 {
-	char self[PATH_MAX], prog[PATH_MAX + 16], flag[32];
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	uint16_t port;
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	int fd;
+	char err[PATH_MAX + 64];
 
-	if (n <= 0)
-		die("cannot find this program's folder");
-	self[n] = 0;
-	snprintf(prog, sizeof(prog), "%s/xfer-stored", dirname(self));
-	/* a port free a moment ago */
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || xfer_net_parse("127.0.0.1", 0, &ss, &sl) ||
-	    bind(fd, (struct sockaddr *)&ss, sl))
-		die("no free port");
-	port = xfer_net_local_port(fd);
-	close(fd);
-	xfer_net_set_port(&ss, port);
-	snprintf(flag, sizeof(flag), "--port=%u", port);
-	snprintf(addr, len, "127.0.0.1:%u", port);
-	stored_pid = fork();
+	stored_pid = bench_stored_start(NULL, addr, len, err, sizeof(err));
 	if (stored_pid < 0)
-		die("fork: %s", strerror(errno));
-	if (!stored_pid) {
-		if (!freopen("/dev/null", "w", stdout))
-			_exit(127);
-		execl(prog, prog, flag, "--rpc_address=127.0.0.1",
-		      "--metrics_port=0", (char *)0);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (!connect(fd, (struct sockaddr *)&ss, sl)) {
-			close(fd);
-			return;
-		}
-		close(fd);
-		usleep(10000);
-	}
-	die("%s did not serve", prog);
+		die("%s", err);
 }
 
 static struct xfer_kv *client(const char *master, uint64_t seg,

@@ -19,7 +19,6 @@
  * NICs.
  */
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,15 +26,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <xfer/store.h>
 
+#include "bench/store/stored_run.h"
 #include "util/gflags_internal.h"
-#include "util/net_internal.h"
 
 #define HOLDERS_MAX 8
 
@@ -81,48 +79,13 @@ static double now_s(void)
  * @p shard_flag (or none): its address into @p addr. */
 static pid_t start_master(const char *shard_flag, char *addr, size_t len)
 {
-	char self[PATH_MAX], prog[PATH_MAX + 16], flag[32];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	uint16_t port;
-	pid_t pid;
-	int fd;
+	char err[PATH_MAX + 64];
+	pid_t pid = bench_stored_start(shard_flag, addr, len, err,
+				       sizeof(err));
 
-	if (n <= 0)
-		die("cannot find this program's folder");
-	self[n] = 0;
-	snprintf(prog, sizeof(prog), "%s/xfer-stored", dirname(self));
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || xfer_net_parse("127.0.0.1", 0, &ss, &sl) ||
-	    bind(fd, (struct sockaddr *)&ss, sl))
-		die("no free port");
-	port = xfer_net_local_port(fd);
-	close(fd);
-	xfer_net_set_port(&ss, port);
-	snprintf(flag, sizeof(flag), "--port=%u", port);
-	snprintf(addr, len, "127.0.0.1:%u", port);
-	pid = fork();
 	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (!pid) {
-		if (!freopen("/dev/null", "w", stdout))
-			_exit(127);
-		execl(prog, prog, flag, "--rpc_address=127.0.0.1",
-		      "--metrics_port=0", shard_flag, (char *)0);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (!connect(fd, (struct sockaddr *)&ss, sl)) {
-			close(fd);
-			return pid;
-		}
-		close(fd);
-		usleep(10000);
-	}
-	die("%s did not serve", prog);
-	return -1;
+		die("%s", err);
+	return pid;
 }
 
 static struct xfer_kv *client(const char *master, uint64_t seg,
