@@ -225,8 +225,9 @@ static void test_striped(void **state)
 	th_master.pid = 0;
 }
 
-/* A remove gives back every shard: two objects that each need most of
- * every segment fit one after the other only if it does. */
+/* A remove gives back every shard: objects that each need most of
+ * every segment fit one after the other only if it does; and so does
+ * eviction, when a put finds no room. */
 static void test_remove_frees(void **state)
 {
 	const uint64_t len = 3 * (SEG - 4 * MiB);
@@ -250,6 +251,16 @@ static void test_remove_frees(void **state)
 		assert_int_equal(xfer_kv_remove(kv, key, true), 0);
 		assert_int_equal(xfer_kv_exist(kv, key), 0);
 	}
+	/* no room: the put evicts the object before it (not leased, a put
+	 * grants none) and is striped in the space its shards leave */
+	assert_int_equal(th_kv_cmd(&holder[0], "putz e0 %llu 7 1",
+				   (unsigned long long)len), 0);
+	assert_int_equal(th_kv_cmd(&holder[1], "putz e1 %llu 8 1",
+				   (unsigned long long)len), 0);
+	assert_int_equal(descs(kv, "e1", len, d, &reps), 3);
+	assert_int_equal(th_get_pattern(kv, "e1", len, 8, true),
+			 (int64_t)len);
+	assert_int_equal(xfer_kv_exist(kv, "e0"), 0);
 	assert_int_equal(xfer_kv_free(kv), 0);
 	for (int i = 0; i < 3; i++)
 		th_kv_proc_stop(&holder[i]);

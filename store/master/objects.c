@@ -471,16 +471,21 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 				   &req->preferred);
 	/* what does not stripe is placed whole */
 	place(s, o, req->replicas - got, STORE_MEDIUM_DRAM, &req->preferred);
-	/* space that offloads in flight free is not evicted twice */
-	if (req->replicas && !o->nrep && s->offloading < it->len &&
-	    evict(s, it->len))
-		place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
+	/* space that offloads in flight free is not evicted twice; what
+	 * eviction frees is spread over segments: striped again first */
+	if (req->replicas && !o->nlive && s->offloading < it->len &&
+	    evict(s, it->len)) {
+		got = parts > 1 ? stripe_place(s, o, req->replicas, parts,
+					       &req->preferred) : 0;
+		place(s, o, req->replicas - got, STORE_MEDIUM_DRAM,
+		      &req->preferred);
+	}
 	place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD, &req->preferred);
-	for (int i = 0; i < 8 && !o->nrep && req->ssd_replicas &&
+	for (int i = 0; i < 8 && !o->nlive && req->ssd_replicas &&
 	     tier_ssd_room(s, o->len); i++)
 		place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD,
 		      &req->preferred);
-	if (!o->nrep) {
+	if (!o->nlive) {
 		free(o);
 		s->stats.alloc_failures++;
 		return MC_NO_AVAILABLE_HANDLE;
