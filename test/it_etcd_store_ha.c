@@ -6,7 +6,8 @@
  * --sync_standby, the leader SIGKILLed under writer processes is
  * replaced, puts succeed again within 3 s, and every put acknowledged
  * before any kill is read back with its bytes; a hung leader, a secret,
- * etcd's own leader lost (three members), a hostile standby. Flags it
+ * etcd's own leader lost (three members), a hostile standby; a striped
+ * object's shards the same after a handover. Flags it
  * needs are refused by name. $XFER_TEST_HA_KILLS sets the number of kills (3; the
  * report's figures come from 20); $XFER_TEST_WRAP runs the masters behind
  * a command (valgrind: with XFER_TEST_HA_TTL=6, their lease's TTL);
@@ -61,6 +62,7 @@ struct master {
 };
 static struct master ms[MASTERS];
 static bool sync_standby;
+static const char *extra_flag;   /* one more flag of the masters, or NULL */
 /* the masters' --ha_lease_ttl: $XFER_TEST_HA_TTL (valgrind's slowness
  * can starve a 2 s lease's keepalives), else the default */
 static int ttl_s = 2;
@@ -105,6 +107,8 @@ static void master_start(int i)
 	argv[n++] = "--metrics_port=0";
 	if (sync_standby)
 		argv[n++] = "--sync_standby";
+	if (extra_flag)
+		argv[n++] = extra_flag;
 	argv[n] = NULL;
 	ms[i].pid = fork();
 	assert_true(ms[i].pid >= 0);
@@ -629,6 +633,51 @@ static void test_etcd_leader_killed(void **state)
 	th_etcd_restart(&th_cluster, e);
 }
 
+/* A striped object (--dram_shard_size) over three clients' segments:
+ * the standby that leads after a handover has its shards from the
+ * journal stream, the same buffers, and serves its bytes. */
+static void test_striped_handover(void **state)
+{
+	const size_t len = 12u << 20;
+	struct xfer_kv_replica_desc d[XFER_KV_REPLICA_MAX];
+	struct xfer_kv_replica_desc e[XFER_KV_REPLICA_MAX];
+	struct xfer_kv *kv[3];
+	int l, n, m = 0;
+	int64_t t0;
+
+	(void)state;
+	extra_flag = "--dram_shard_size=4194304";
+	cluster_start("stripe", MASTERS, true);
+	extra_flag = NULL;
+	l = leader(0);
+	for (int i = 0; i < 3; i++)
+		kv[i] = th_kv(SEG, STAGE);
+	assert_int_equal(th_put_pattern(kv[0], "big", len, 5, 1, true), 0);
+	n = xfer_kv_get_replica_desc(kv[1], "big", d);
+	assert_int_equal(n, 3);
+	assert_int_equal(d[0].shards, 3);
+	th_stored_stop(ms[l].pid);
+	ms[l].pid = 0;
+	assert_true(leader(5000) >= 0);
+	t0 = th_now_ms();
+	do {
+		usleep(20000);
+		m = xfer_kv_get_replica_desc(kv[2], "big", e);
+	} while (m != n && th_now_ms() - t0 < 10000);
+	assert_int_equal(m, n);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(e[i].addr, d[i].addr);
+		assert_int_equal(e[i].size, d[i].size);
+		assert_int_equal(e[i].shards, d[i].shards);
+		assert_string_equal(e[i].endpoint, d[i].endpoint);
+	}
+	assert_int_equal(th_get_pattern(kv[2], "big", len, 5, false),
+			 (int64_t)len);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(xfer_kv_free(kv[i]), 0);
+	cluster_stop();
+}
+
 static int group_teardown(void **state)
 {
 	cluster_stop();
@@ -646,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_secret),
 		cmocka_unit_test(test_hostile_standby),
 		cmocka_unit_test(test_sigkill_sync_standby),
+		cmocka_unit_test(test_striped_handover),
 	};
 
 	const struct CMUnitTest tests3[] = {
