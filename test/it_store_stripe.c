@@ -4,7 +4,8 @@
  * object's replica is cut into shards on distinct segments (seen in the
  * replica descriptors), read back from other processes, whole, ranged
  * across shard ends, staged and zero-copy, every byte checked,
- * upserted, and refused by replication tasks; a remove gives every
+ * upserted, and refused by replication tasks; placed whole when a
+ * segment has no room for its shard; a remove gives every
  * shard's space back; a holder of one shard killed, the get reads the
  * other replica, and once the master drops that holder the broken
  * replica is gone whole, its other shard's space given back (the admin
@@ -268,6 +269,47 @@ static void test_remove_frees(void **state)
 	th_master.pid = 0;
 }
 
+/* A segment too full for a shard: the replica is placed whole, in the
+ * slots the stripe gave back, and reads back. */
+static void test_fallback_whole(void **state)
+{
+	const uint64_t len = 27 * MiB;
+	struct xfer_kv_replica_desc d[XFER_KV_REPLICA_MAX];
+	struct xfer_kv *kv;
+	uint8_t *buf;
+	int reps;
+
+	(void)state;
+	cluster(3);
+	kv = th_kv(0, 8 * MiB);
+	/* whole objects in holder 2's segment, named as preferred */
+	buf = calloc(1, 3 * MiB);
+	assert_non_null(buf);
+	for (int i = 0; i < 8; i++) {
+		struct xfer_kv_replicate rc = { .replica_num = 1,
+						.preferred_segment = names[2] };
+		char key[16];
+
+		snprintf(key, sizeof(key), "f%d", i);
+		assert_int_equal(xfer_kv_put(kv, key, buf, 3 * MiB, &rc), 0);
+		assert_int_equal(descs(kv, key, 3 * MiB, d, &reps), 1);
+		assert_string_equal(d[0].endpoint, names[2]);
+	}
+	free(buf);
+	/* 9 MiB shards: holder 2 has 8 MiB left */
+	assert_int_equal(th_kv_cmd(&holder[0], "put w %llu 9 1",
+				   (unsigned long long)len), 0);
+	assert_int_equal(descs(kv, "w", len, d, &reps), 1);
+	assert_int_equal(d[0].shards, 1);
+	assert_string_not_equal(d[0].endpoint, names[2]);
+	assert_int_equal(th_get_pattern(kv, "w", len, 9, true), (int64_t)len);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	for (int i = 0; i < 3; i++)
+		th_kv_proc_stop(&holder[i]);
+	th_stored_stop(th_master.pid);
+	th_master.pid = 0;
+}
+
 /* Two replicas of two shards on four holders: one holder killed, gets go
  * on from the other replica; once the master drops it, the replica it
  * held a shard of is gone whole. */
@@ -393,6 +435,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_striped, teardown),
 		cmocka_unit_test_teardown(test_remove_frees, teardown),
+		cmocka_unit_test_teardown(test_fallback_whole, teardown),
 		cmocka_unit_test_teardown(test_holder_killed, teardown),
 		cmocka_unit_test_teardown(test_journal, teardown),
 	};
