@@ -20,6 +20,12 @@
  * fewer with a journal, where each one freed is a row deleted too. */
 #define EVICT_SCAN_MAX 20000
 #define EVICT_SCAN_JOURNAL 2000
+/* A put that finds no free range evicts a run of neighbours in one
+ * segment: at most this many objects go for it, and the search of the
+ * objects and ranges of one request looks at RUN_VISITS at most (each a
+ * cache miss or two: some milliseconds in all). */
+#define RUN_MAX 16384
+#define RUN_VISITS 65536
 
 uint64_t fnv1a(const char *p, size_t n)
 {
@@ -211,6 +217,8 @@ void objects_fini(struct stored *s)
 						 struct object, link));
 	free(s->buckets);
 	s->buckets = NULL;
+	free(s->run);
+	s->run = NULL;
 }
 
 /* A put that was never ended: out of the table (the key is free again),
@@ -297,6 +305,69 @@ static uint64_t evict(struct stored *s, uint64_t target)
 	return freed;
 }
 
+/* May @p o go to make room? Complete (a put in progress or set aside
+ * is on no LRU list but holds ranges too), with no lease, no pin and
+ * no copy between tiers. */
+static bool obj_may_go(const struct object *o, int64_t now)
+{
+	return o->state == OBJ_COMPLETE && o->lease_until_ms <= now &&
+	       !o->task && !(o->flags & (STORED_HARD_PIN | STORED_SOFT_PIN));
+}
+
+static bool may_go(void *tag, void *arg)
+{
+	return obj_may_go(((const struct replica *)tag)->obj,
+			  *(const int64_t *)arg);
+}
+
+/* Make room for one DRAM replica of @p len bytes when no segment has a
+ * free range that large: freed bytes scattered over the segments would
+ * not do. From the least recently used object that may go, the
+ * allocator looks for a run of neighbours of one of its replicas that
+ * may all go and would merge into such a range; the first found is
+ * evicted (offloaded first where tier.c says so: then the room comes
+ * once the copies end). Work is bounded by *@p visits (objects and
+ * ranges looked at, shared by the items of one request). @return
+ * whether a run was evicted. */
+static bool evict_run(struct stored *s, uint64_t len, uint32_t *visits)
+{
+	int64_t now = stored_now_ms();
+	double t0 = cpu_s();
+	uint64_t freed = 0, b;
+	struct list *l;
+	uint32_t n = 0;
+
+	if (!s->run && !(s->run = malloc(RUN_MAX * sizeof(*s->run))))
+		return false;
+	for (l = s->lru.prev; l != &s->lru && !n && *visits; l = l->prev) {
+		struct object *o = container_of(l, struct object, link);
+
+		--*visits;
+		if (!obj_may_go(o, now))
+			continue;
+		for (unsigned i = 0; i < o->nrep && !n; i++) {
+			struct segment *g = o->rep[i].seg;
+
+			if (g && g->online && !segment_ssd(g) && g->size >= len)
+				n = store_alloc_run(g->alloc, o->rep[i].alloc_id,
+						    len, may_go, &now, s->run,
+						    RUN_MAX, visits);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		b = tier_evict(s, ((struct replica *)s->run[i])->obj);
+		freed += b;
+		s->stats.evicted += b > 0;
+	}
+	s->stats.evict_passes++;
+	s->stats.evict_passes_ok += freed > 0;
+	s->stats.evicted_bytes += freed;
+	t0 = cpu_s() - t0;
+	if (t0 > s->stats.evict_cpu_max_s)
+		s->stats.evict_cpu_max_s = t0;
+	return n > 0;
+}
+
 static bool above_watermark(const struct stored *s)
 {
 	return (double)(s->used - s->offloading) >
@@ -357,6 +428,7 @@ struct replica *objects_place_in(struct stored *s, struct object *o,
 	    store_alloc_get(g->alloc, o->len, &r->off, &r->alloc_id))
 		return NULL;
 	segment_account(s, g, store_alloc_len(g->alloc, r->alloc_id), 1);
+	store_alloc_set_tag(g->alloc, r->alloc_id, r);
 	r->obj = o;
 	r->seg = g;
 	r->filling = false;
@@ -428,7 +500,7 @@ void objects_insert(struct stored *s, struct object *o)
 
 static int put_start_one(struct stored *s, const struct store_msg *req,
 			 const struct store_item *it, int64_t now,
-			 struct store_item *out)
+			 uint32_t *visits, struct store_item *out)
 {
 	struct object *o = *find(s, &it->key, fnv1a(it->key.p, it->key.len));
 	unsigned want = (unsigned)req->replicas + req->ssd_replicas;
@@ -455,7 +527,7 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 	place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
 	/* space that offloads in flight free is not evicted twice */
 	if (req->replicas && !o->nrep && s->offloading < it->len &&
-	    evict(s, it->len))
+	    evict_run(s, it->len, visits))
 		place(s, o, req->replicas, STORE_MEDIUM_DRAM, &req->preferred);
 	place(s, o, req->ssd_replicas, STORE_MEDIUM_SSD, &req->preferred);
 	for (int i = 0; i < 8 && !o->nrep && req->ssd_replicas &&
@@ -500,12 +572,13 @@ void objects_put_start(struct stored *s, const struct store_msg *req,
 		       struct store_msg *rep)
 {
 	int64_t now = stored_now_ms();
+	uint32_t visits = RUN_VISITS;
 
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
 		rep->items[i].nrep = 0;
 		rep->items[i].err = put_start_one(s, req, &req->items[i], now,
-						  &rep->items[i]);
+						  &visits, &rep->items[i]);
 	}
 	if (above_watermark(s))
 		evict_soon(s);

@@ -178,6 +178,7 @@ struct stored {
 	size_t nbuckets, nobjects;
 	struct list pending, lru, discarded;
 	struct list ssd_lru;           /* complete, with no DRAM replica */
+	void **run;                    /* objects.c's scratch: a run to evict */
 	uint64_t rng;
 	uint64_t version;              /* the last put that ended */
 	struct flushed *flushed;       /* flush.c's */
