@@ -95,7 +95,7 @@ test-examples: $(EX_BINS)
 
 # Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
 # Then one more guest for the Python case (mk/python.mk).
-test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD) $(PY_EXT)
+test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD) $(STORED) $(PY_EXT)
 	@sh test/rdma/run.sh
 	@PYTHON=$(PYTHON) sh python/tests/rdma.sh
 
