@@ -6,16 +6,12 @@
  * staged and zero-copy, and a read after the holder of one replica was
  * killed comes from the other. Every byte read back is checked.
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +21,7 @@
 
 #include "test/helpers.h"
 #include "test/rdma/rt.h"
+#include "test/th_store.h"
 
 #define CTL_PORT 17801
 #define STORED_PORT 17802
@@ -56,60 +53,14 @@ static struct xfer_kv *kv_new(const char *host, const char *master,
 	return kv;
 }
 
-static uint64_t seed(const char *key, uint64_t v)
-{
-	uint64_t h = v * 0x9e3779b97f4a7c15ull;
-
-	while (*key)
-		h = (h ^ (uint8_t)*key++) * 0x100000001b3ull;
-	return h;
-}
-
-/* Put @p len bytes of th_fill(seed(@p key, @p v)), @p repl replicas, the
- * first on segment @p pref, staged or (@p z) zero-copy. No cmocka. */
+/* th_put_pattern() with the first replica on segment @p pref. */
 static int64_t put(struct xfer_kv *kv, const char *key, size_t len,
 		   uint64_t v, unsigned repl, const char *pref, bool z)
 {
 	struct xfer_kv_replicate rc = { .replica_num = repl,
 					.preferred_segment = pref };
-	uint8_t *buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
-	int64_t ret = -ENOMEM;
 
-	if (!buf)
-		return ret;
-	th_fill(buf, len, seed(key, v));
-	if (!z)
-		ret = xfer_kv_put(kv, key, buf, len, &rc);
-	else if (!(ret = xfer_kv_register_buffer(kv, buf, len))) {
-		ret = xfer_kv_put_from(kv, key, buf, len, &rc);
-		xfer_kv_unregister_buffer(kv, buf);
-	}
-	free(buf);
-	return ret;
-}
-
-/* Get @p key (@p len bytes) and check them. @return its length, an
- * error, or -9999 for a wrong byte. No cmocka. */
-static int64_t get(struct xfer_kv *kv, const char *key, size_t len,
-		   uint64_t v, bool z)
-{
-	uint8_t *buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
-	int64_t ret = -ENOMEM;
-
-	if (!buf)
-		return ret;
-	memset(buf, 0, len);
-	if (!z)
-		ret = xfer_kv_get(kv, key, buf, len);
-	else if (!(ret = xfer_kv_register_buffer(kv, buf, len))) {
-		ret = xfer_kv_get_into(kv, key, buf, len);
-		xfer_kv_unregister_buffer(kv, buf);
-	}
-	if (ret > 0 && (ret != (int64_t)len || th_check(buf, len,
-							 seed(key, v)) >= 0))
-		ret = -9999;
-	free(buf);
-	return ret;
+	return th_put_pattern_rc(kv, key, len, v, &rc, z);
 }
 
 /* ---- node1: a holder process and a client driven by node0 ---- */
@@ -146,10 +97,8 @@ static pid_t holder_start(const char *master, char *name)
 
 static int run_node1(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(CTL_PORT) };
 	char line[256], op[8], key[64], master[64], pref[64], hname[64];
-	int one = 1, lfd, fd, n;
+	int fd = rt_ctl_accept(CTL_PORT), n;
 	unsigned long long len, v;
 	unsigned repl;
 	bool z;
@@ -158,12 +107,7 @@ static int run_node1(void)
 	pid_t holder;
 	FILE *f;
 
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1))
-		return 2;
-	fd = accept(lfd, NULL, NULL);
-	f = fdopen(fd, "r");            /* replies go by dprintf on fd */
+	f = fd < 0 ? NULL : fdopen(fd, "r"); /* replies by dprintf on fd */
 	if (!f || !fgets(line, sizeof(line), f) ||
 	    sscanf(line, "master %63s", master) != 1)
 		return 2;
@@ -181,8 +125,8 @@ static int run_node1(void)
 			dprintf(fd, "%lld\n", (long long)put(kv, key, len, v,
 							     repl, pref, z));
 		else if (n == 4 && !strncmp(op, "get", 3))
-			dprintf(fd, "%lld\n", (long long)get(kv, key, len, v,
-							     z));
+			dprintf(fd, "%lld\n", (long long)th_get_pattern(kv, key,
+						len, v, z));
 		else if (n == 1 && !strcmp(op, "kill")) {
 			kill(holder, SIGKILL);
 			waitpid(holder, NULL, 0);
@@ -221,23 +165,6 @@ static long long cmd(const char *fmt, ...)
 	return strtoll(line, NULL, 10);
 }
 
-static int connect_to(const char *host, uint16_t port, int tries)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-
-	inet_pton(AF_INET, host, &sa.sin_addr);
-	while (tries--) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
-			return fd;
-		close(fd);
-		usleep(200000);
-	}
-	return -1;
-}
-
 static int setup(void **state)
 {
 	const char *path = getenv("XFER_STORED");
@@ -257,10 +184,10 @@ static int setup(void **state)
 		      (char *)NULL);
 		_exit(127);
 	}
-	fd = connect_to(NODE0, STORED_PORT, 300);
+	fd = rt_ctl_connect(NODE0, STORED_PORT, 60000);
 	assert_true(fd >= 0);
 	close(fd);
-	fd = connect_to(NODE1, CTL_PORT, 600);
+	fd = rt_ctl_connect(NODE1, CTL_PORT, 120000);
 	assert_true(fd >= 0);
 	ctl = fdopen(fd, "r");
 	dprintf(fd, "master %s\n", master);
@@ -308,16 +235,18 @@ static void test_both_ways(void **state)
 
 	(void)state;
 	assert_int_equal(put(kv0, "a", 3 * MiB + 5, 1, 1, holder, false), 0);
-	assert_int_equal(get(kv0, "a", 3 * MiB + 5, 1, false), 3 * MiB + 5);
+	assert_int_equal(th_get_pattern(kv0, "a", 3 * MiB + 5, 1, false),
+			 3 * MiB + 5);
 	assert_int_equal(put(kv0, "az", 2 * MiB, 2, 1, holder, true), 0);
-	assert_int_equal(get(kv0, "az", 2 * MiB, 2, true), 2 * MiB);
+	assert_int_equal(th_get_pattern(kv0, "az", 2 * MiB, 2, true), 2 * MiB);
 	assert_int_equal(cmd("get a %u 1\n", 3 * MiB + 5), 3 * MiB + 5);
 	assert_int_equal(cmd("put b %u 3 1 %s\n", 5 * MiB + 3, self), 0);
 	assert_int_equal(cmd("get b %u 3\n", 5 * MiB + 3), 5 * MiB + 3);
 	assert_int_equal(cmd("putz bz %u 4 1 %s\n", MiB, self), 0);
 	assert_int_equal(cmd("getz bz %u 4\n", MiB), MiB);
 	/* node0 reads its own segment: b lies there */
-	assert_int_equal(get(kv0, "b", 5 * MiB + 3, 3, false), 5 * MiB + 3);
+	assert_int_equal(th_get_pattern(kv0, "b", 5 * MiB + 3, 3, false),
+			 5 * MiB + 3);
 	printf("node0's NICs moved %llu bytes\n",
 	       (unsigned long long)nic_bytes());
 	assert_true(nic_bytes() >= 2 * (5 * MiB + 5));
@@ -337,8 +266,9 @@ static void test_holder_killed(void **state)
 	assert_int_equal(cmd("get r %u 5\n", 4 * MiB + 1), 4 * MiB + 1);
 	printf("read after the holder was killed: %lld ms\n",
 	       (long long)(th_now_ms() - t0));
-	assert_int_equal(get(kv0, "r", 4 * MiB + 1, 5, false), 4 * MiB + 1);
-	got = get(kv0, "a", 3 * MiB + 5, 1, false);
+	assert_int_equal(th_get_pattern(kv0, "r", 4 * MiB + 1, 5, false),
+			 4 * MiB + 1);
+	got = th_get_pattern(kv0, "a", 3 * MiB + 5, 1, false);
 	assert_true(got < 0 && got != -9999);
 }
 
