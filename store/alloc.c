@@ -392,7 +392,7 @@ uint32_t store_alloc_run(const struct store_alloc *a, uint32_t id,
 	if (!is_live(a, id) || !len || len > UINT64_MAX - mask || !*visits)
 		return 0;
 	need = (len + mask) >> a->shift;
-	if (need >> 60)
+	if (need >> 60)          /* past any segment; bin_start() overflows */
 		return 0;
 	need = bin_start(bin_up(need));   /* what find_bin() takes */
 	if (need > a->units)
