@@ -21,10 +21,12 @@
 #define EVICT_SCAN_MAX 20000
 #define EVICT_SCAN_JOURNAL 2000
 /* A put that finds no free range evicts a run of neighbours in one
- * segment: at most this many objects go for it, and the search of the
- * objects and ranges of one request looks at RUN_VISITS at most (each a
- * cache miss or two: some milliseconds in all). */
+ * segment: at most this many objects go for it (fewer with a journal: a
+ * row deleted takes some microseconds more, 4096 some 10 ms), and the
+ * search of the objects and ranges of one request looks at RUN_VISITS
+ * at most (each a cache miss or two: some milliseconds in all). */
 #define RUN_MAX 16384
+#define RUN_MAX_JOURNAL 4096
 #define RUN_VISITS 65536
 
 uint64_t fnv1a(const char *p, size_t n)
@@ -351,6 +353,7 @@ static bool evict_run(struct stored *s, uint64_t len, uint32_t *visits)
 			if (g && g->online && !segment_ssd(g) && g->size >= len)
 				n = store_alloc_run(g->alloc, o->rep[i].alloc_id,
 						    len, may_go, &now, s->run,
+						    s->journal ? RUN_MAX_JOURNAL :
 						    RUN_MAX, visits);
 		}
 	}
