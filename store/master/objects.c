@@ -657,6 +657,13 @@ static void touch(struct stored *s, struct object *o, int64_t now)
 	list_add_before(&o->link, tier_lru(s, o)->next);
 }
 
+/* What readers of @p o's key get: the object an upsert in progress
+ * replaces, while it does. */
+static struct object *readable(struct object *o)
+{
+	return o && o->older ? o->older : o;
+}
+
 /* The keys of a batch hashed into @p hash, and their buckets, then the
  * first object of each, asked of the memory ahead of the lookups: their
  * cache misses overlap instead of coming one after the other. */
@@ -683,10 +690,10 @@ void objects_query(struct stored *s, const struct store_msg *req,
 	prefetch(s, req, hash);
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = *find(s, &req->items[i].key, hash[i]);
+		struct object *o = readable(*find(s, &req->items[i].key,
+						  hash[i]));
 		struct store_item *out = &rep->items[i];
 
-		o = o && o->older ? o->older : o;  /* objects_readable() */
 		out->nrep = 0;
 		out->len = out->lease_ms = out->version = 0;
 		/* an object whose segments are all offline is not there
@@ -758,9 +765,7 @@ int objects_remove_one(struct stored *s, struct object *o, bool force,
 
 struct object *objects_readable(struct stored *s, const struct store_str *key)
 {
-	struct object *o = objects_lookup(s, key);
-
-	return o && o->older ? o->older : o;
+	return readable(objects_lookup(s, key));
 }
 
 int64_t objects_remove_all(struct stored *s, bool force)
