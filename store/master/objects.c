@@ -18,7 +18,7 @@
 #define BUCKETS_MIN 1024
 /* Objects one eviction pass looks at: bounds the time an event waits;
  * fewer with a journal, where each one freed is a row deleted too. */
-#define EVICT_SCAN_MAX 20000
+#define EVICT_SCAN_MAX 8000
 #define EVICT_SCAN_JOURNAL 2000
 /* A put that finds no free range evicts a run of neighbours in one
  * segment: at most this many objects go for it (fewer with a journal: a
