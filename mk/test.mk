@@ -48,7 +48,10 @@ $(foreach n,$(TH_NAMES),$(foreach k,it unit,$(eval $(filter \
 $(BUILD)/test/rdma/%: $(BUILD)/test/rdma/%.o $(BUILD)/test/rdma/rt.o \
 		      $(BUILD)/test/helpers.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out $(LIB_A),$^) $(LIB_A) \
+		$(TEST_LIBS)
+# the store's clients over RDMA use the store tests' helpers
+$(BUILD)/test/rdma/rt_pair_store: $(BUILD)/test/th_store.o
 
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(LIB_A)
 	@$(if $(Q),echo "  LINK    $@")
@@ -95,7 +98,7 @@ test-examples: $(EX_BINS)
 
 # Boots the guests; skips, saying why, where QEMU or rdmavm is missing.
 # Then one more guest for the Python case (mk/python.mk).
-test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD) $(PY_EXT)
+test-rdma: $(RT_BINS) $(BENCH) $(CAPI_TEST_BINS) $(METAD) $(STORED) $(PY_EXT)
 	@sh test/rdma/run.sh
 	@PYTHON=$(PYTHON) sh python/tests/rdma.sh
 

@@ -23,6 +23,7 @@ struct range {
 	uint32_t bin_prev, bin_next; /* the bin's list, free ranges only */
 	uint32_t nb_prev, nb_next;   /* the ranges beside it in the segment */
 	bool used;
+	void *tag;                   /* the owner's, allocated ranges only */
 };
 
 struct store_alloc {
@@ -66,6 +67,15 @@ static uint32_t bin_down(uint64_t n)
 	start = 63 - (unsigned)__builtin_clzll(n) - MANT_BITS;
 	return ((start + 1) << MANT_BITS) +
 	       ((uint32_t)(n >> start) & MANT_MASK);
+}
+
+/* The smallest size that bin @p b holds: the inverse of bin_up(). */
+static uint64_t bin_start(uint32_t b)
+{
+	if (b < MANT_VALUE)
+		return b;
+	return (uint64_t)(MANT_VALUE | (b & MANT_MASK)) <<
+	       ((b >> MANT_BITS) - 1);
 }
 
 /* The lowest set bit of @p mask at or above @p from, or NONE. */
@@ -233,6 +243,7 @@ int store_alloc_get(struct store_alloc *a, uint64_t len, uint64_t *offset,
 	rest = a->r[i].len - units;
 	a->r[i].len = units;
 	a->r[i].used = true;
+	a->r[i].tag = NULL;
 	if (rest) {
 		j = file_free(a, a->r[i].off + units, rest);
 		a->r[j].nb_prev = i;
@@ -348,6 +359,59 @@ int store_alloc_restore(struct store_alloc *a,
 		link_after(a, prev, file_free(a, cur, a->units - cur));
 	a->count = n;
 	return 0;
+}
+
+void store_alloc_set_tag(struct store_alloc *a, uint32_t id, void *tag)
+{
+	if (is_live(a, id))
+		a->r[id].tag = tag;
+}
+
+/* Take range @p i into the run: @return false if it may not go (or
+ * @p tags is full). */
+static bool run_take(const struct store_alloc *a, uint32_t i,
+		     bool (*may_go)(void *tag, void *arg), void *arg,
+		     void **tags, uint32_t max, uint32_t *n)
+{
+	if (!a->r[i].used)
+		return true;
+	if (*n == max || !may_go(a->r[i].tag, arg))
+		return false;
+	tags[(*n)++] = a->r[i].tag;
+	return true;
+}
+
+uint32_t store_alloc_run(const struct store_alloc *a, uint32_t id,
+			 uint64_t len, bool (*may_go)(void *tag, void *arg),
+			 void *arg, void **tags, uint32_t max,
+			 uint32_t *visits)
+{
+	uint64_t mask = (1ull << a->shift) - 1, need, got;
+	uint32_t n = 0, i;
+
+	if (!is_live(a, id) || !len || len > UINT64_MAX - mask || !*visits)
+		return 0;
+	need = (len + mask) >> a->shift;
+	if (need >> 60)          /* past any segment; bin_start() overflows */
+		return 0;
+	need = bin_start(bin_up(need));   /* what find_bin() takes */
+	if (need > a->units)
+		return 0;
+	--*visits;
+	if (!run_take(a, id, may_go, arg, tags, max, &n))
+		return 0;
+	got = a->r[id].len;
+	for (int dir = 0; dir < 2 && got < need; dir++) {
+		i = dir ? a->r[id].nb_prev : a->r[id].nb_next;
+		for (; i != NONE && got < need && *visits;
+		     i = dir ? a->r[i].nb_prev : a->r[i].nb_next) {
+			--*visits;
+			if (!run_take(a, i, may_go, arg, tags, max, &n))
+				break;
+			got += a->r[i].len;
+		}
+	}
+	return got >= need ? n : 0;
 }
 
 uint64_t store_alloc_size(const struct store_alloc *a)

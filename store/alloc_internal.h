@@ -20,6 +20,7 @@
 #ifndef XFER_STORE_ALLOC_INTERNAL_H
 #define XFER_STORE_ALLOC_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Largest alignment store_alloc_new() takes (1 MiB). */
@@ -34,7 +35,7 @@ struct store_alloc;
  * @param align      every offset and size is a multiple of it: a power
  *                   of two from 1 to STORE_ALLOC_ALIGN_MAX
  * @param max_allocs most live allocations (>= 1); the bookkeeping grows
- *                   on demand up to 2 * @p max_allocs + 1 ranges of 44
+ *                   on demand up to 2 * @p max_allocs + 1 ranges of 48
  *                   bytes each
  * @return the allocator, or NULL with errno EINVAL (a bad argument) or
  *         ENOMEM.
@@ -84,6 +85,32 @@ struct store_alloc_range {
 int store_alloc_restore(struct store_alloc *a,
 			const struct store_alloc_range *r, uint32_t n,
 			uint32_t *ids);
+
+/** Attach @p tag to live allocation @p id (store_alloc_run() hands it
+ *  back); a new allocation has NULL. Not live: nothing happens. */
+void store_alloc_set_tag(struct store_alloc *a, uint32_t id, void *tag);
+
+/**
+ * A run of adjacent ranges around live allocation @p id that, were its
+ * allocations released, would merge into one free range from which
+ * store_alloc_get() of @p len surely succeeds (@p len rounded up to
+ * the start of its bin, as a get searches: at most 1/8 more): @p id,
+ * then the ranges after it, then those before it, each free or an
+ * allocation whose tag @p may_go(tag, @p arg) accepts, taken until they
+ * add up. Nothing changes: the caller releases what it chooses.
+ * Work is bounded by @p visits: each range looked at takes one.
+ * @param tags   gets the tags of the allocations in the run (@p id's
+ *               first); @p max of them at most
+ * @param visits ranges left to look at; decreased by those looked at
+ * @return how many allocations the run holds (>= 1), or 0: no such run
+ *         around @p id (one @p may_go refuses is in the way on both
+ *         sides, the segment ends, it needs more than @p max
+ *         allocations, or @p *visits ran out), or @p id is not live.
+ */
+uint32_t store_alloc_run(const struct store_alloc *a, uint32_t id,
+			 uint64_t len, bool (*may_go)(void *tag, void *arg),
+			 void *arg, void **tags, uint32_t max,
+			 uint32_t *visits);
 
 /** Bytes managed (the size given to store_alloc_new(), aligned). */
 uint64_t store_alloc_size(const struct store_alloc *a);

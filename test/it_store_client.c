@@ -210,6 +210,70 @@ static void test_capacity(void **state)
 }
 
 
+/* 512 objects of 64 KiB fill a holder's 32 MiB, the even ones least
+ * recently used: a put of 16 MiB evicts a run of 256 neighbours (not 16
+ * MiB of even ones, scattered), the first half; every byte is read back.
+ * With a hard-pinned object every 4 MiB no run can be found: -200, and
+ * nothing is evicted for it; 2 MiB still fit between two pins. */
+static void test_room_for_large(void **state)
+{
+	struct th_sizes holder = { 32 * MiB, STAGE };
+	struct xfer_kv_replicate pin = { .replica_num = 1,
+					 .with_hard_pin = true };
+	uint8_t *buf = th_alloc(64 << 10);
+	struct th_proc h;
+	char hname[64], key[16];
+	struct xfer_kv *kv;
+
+	(void)state;
+	th_master_start((const char *[]){ "--eviction_high_watermark_ratio=1",
+					  "--default_kv_lease_ttl=1000", NULL });
+	th_kv_proc_start(&h, &holder, hname);
+	kv = th_kv(0, STAGE);
+	for (int i = 0; i < 512; i++) {
+		snprintf(key, sizeof(key), "s%d", i);
+		assert_int_equal(th_put_pattern(kv, key, 64 << 10, 1, 1,
+						false), 0);
+	}
+	for (int i = 1; i < 512; i += 2) {
+		snprintf(key, sizeof(key), "s%d", i);
+		assert_int_equal(xfer_kv_exist(kv, key), 1);
+	}
+	usleep(1100 * 1000);                    /* the leases end */
+	assert_int_equal(th_put_pattern(kv, "big", 16 * MiB, 2, 1, false), 0);
+	assert_int_equal(th_get_pattern(kv, "big", 16 * MiB, 2, false),
+			 16 * MiB);
+	for (int i = 0; i < 512; i++) {
+		snprintf(key, sizeof(key), "s%d", i);
+		assert_int_equal(th_get_pattern(kv, key, 64 << 10, 1, false),
+				 i < 256 ? XFER_KV_OBJECT_NOT_FOUND : 64 << 10);
+	}
+
+	assert_int_equal(xfer_kv_remove_all(kv, true), 257);
+	th_fill(buf, 64 << 10, 3);
+	for (int i = 0; i < 512; i++) {
+		snprintf(key, sizeof(key), "p%d", i);
+		assert_int_equal(i % 64 == 32 ?
+				 xfer_kv_put(kv, key, buf, 64 << 10, &pin) :
+				 th_put_pattern(kv, key, 64 << 10, 1, 1,
+						false), 0);
+	}
+	assert_int_equal(th_put_pattern(kv, "big", 16 * MiB, 2, 1, false),
+			 XFER_KV_NO_AVAILABLE_HANDLE);
+	for (int i = 0; i < 512; i++) {
+		snprintf(key, sizeof(key), "p%d", i);
+		assert_int_equal(xfer_kv_exist(kv, key), 1);
+	}
+	usleep(1100 * 1000);
+	assert_int_equal(th_put_pattern(kv, "mid", 2 * MiB, 2, 1, false), 0);
+	assert_int_equal(th_get_pattern(kv, "mid", 2 * MiB, 2, false),
+			 2 * MiB);
+	assert_int_equal(xfer_kv_free(kv), 0);
+	th_kv_proc_stop(&h);
+	free(buf);
+}
+
+
 /* A query or exist leases: remove is refused (-706) unless forced, and
  * remove_all skips leased objects unless forced. */
 static void test_leases(void **state)
@@ -378,6 +442,7 @@ int main(void)
 		T(test_put_get),
 		T(test_batches),
 		T(test_capacity),
+		T(test_room_for_large),
 		T(test_leases),
 		T(test_no_staging),
 		T(test_lease_expired),

@@ -3,8 +3,8 @@
  * a small client of the RPC (store/proto.c): flags, mount and unmount,
  * put start/end/revoke, query and exist with leases, remove, replicas on
  * distinct segments, eviction and -200, expiry of a silent client,
- * discard and reclaim of puts never ended, bad frames, pipelining and the
- * cluster secret.
+ * discard and reclaim of puts never ended, bad frames, pipelining, the
+ * cluster secret and the cap on connections.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +14,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -376,6 +378,81 @@ static void test_secret(void **state)
 	st_stop();
 }
 
+/* Has the master closed @p fd (within @p ms)? */
+static bool closed_within(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	return poll(&p, 1, ms) == 1 &&
+	       recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* --max_rpc_conns=8: a flood of silent connections closes its own (the
+ * oldest first) while a client that sent requests is served; with every
+ * connection sending, the one idle longest goes; with every one in the
+ * middle of a request, the new one is closed and no request is lost. */
+static void test_conn_cap(void **state)
+{
+	enum { FLOOD = 100, CAP = 8 };
+	int good, fds[FLOOD], busy[CAP - 1], fd, open = 0;
+	uint8_t half[STORE_HDR_LEN / 2] = { 0 };
+	char key[16];
+
+	(void)state;
+	assert_int_equal(st_start(0, (const char *[]){ "--max_rpc_conns=0",
+						 NULL }), 2);
+	assert_int_equal(st_start(0, (const char *[]){ "--max_rpc_conns=8",
+						 NULL }), 0);
+	good = th_connect(st_port);
+	assert_true(st_ping_needs_mount(good, A));
+	assert_int_equal(st_mount(good, A, 1, "127.0.0.1:1234", 0x100000,
+				  1 << 20), 0);
+	for (int i = 0; i < FLOOD; i++) {
+		fds[i] = th_connect(st_port);
+		if (i % 10 == 9) {
+			snprintf(key, sizeof(key), "k%d", i);
+			assert_int_equal(st_put(good, A, key, 4096), 0);
+		}
+	}
+	assert_int_equal(st_one(good, STORE_QUERY, A, "k99", 0, 0, 0), 0);
+	for (int i = 0; i < FLOOD - (CAP - 1); i++)
+		assert_true(closed_within(fds[i], 5000));
+	for (int i = FLOOD - (CAP - 1); i < FLOOD; i++)
+		open += !closed_within(fds[i], 100);
+	assert_int_equal(open, CAP - 1);
+
+	/* all sent a request: the one idle longest goes (fds[93] first) */
+	for (int i = FLOOD - (CAP - 1); i < FLOOD; i++)
+		assert_false(st_ping_needs_mount(fds[i], A));
+	assert_false(st_ping_needs_mount(good, A));
+	fd = th_connect(st_port);
+	assert_true(closed_within(fds[FLOOD - (CAP - 1)], 5000));
+	assert_false(closed_within(fds[FLOOD - 1], 100));
+	assert_false(st_ping_needs_mount(good, A));
+	close(fd);
+	for (int i = 0; i < FLOOD; i++)
+		close(fds[i]);
+
+	/* every one in the middle of a request: the new one is closed */
+	for (int i = 0; i < CAP - 1; i++) {
+		busy[i] = th_connect(st_port);
+		assert_false(st_ping_needs_mount(busy[i], A));
+		assert_int_equal(th_send_all(busy[i], half, sizeof(half)), 0);
+	}
+	assert_int_equal(th_send_all(good, half, sizeof(half)), 0);
+	usleep(100 * 1000);
+	fd = th_connect(st_port);
+	assert_true(closed_within(fd, 5000));
+	close(fd);
+	for (int i = 0; i < CAP - 1; i++) {
+		assert_false(closed_within(busy[i], 0));
+		close(busy[i]);
+	}
+	close(good);
+	st_stop();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +465,7 @@ int main(void)
 		cmocka_unit_test(test_discard),
 		cmocka_unit_test(test_bad_frames_and_pipelining),
 		cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_conn_cap),
 	};
 
 	return cmocka_run_group_tests(tests, st_setup, st_teardown);

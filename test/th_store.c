@@ -199,10 +199,10 @@ struct xfer_kv *th_kv(uint64_t seg, uint64_t stage)
 	return kv;
 }
 
-int64_t th_put_pattern(struct xfer_kv *kv, const char *key, size_t len,
-		       uint64_t v, unsigned repl, bool z)
+int64_t th_put_pattern_rc(struct xfer_kv *kv, const char *key, size_t len,
+			  uint64_t v, const struct xfer_kv_replicate *rc,
+			  bool z)
 {
-	struct xfer_kv_replicate rc = { .replica_num = repl };
 	uint8_t *buf = malloc(len);
 	int64_t ret = -ENOMEM;
 
@@ -210,13 +210,21 @@ int64_t th_put_pattern(struct xfer_kv *kv, const char *key, size_t len,
 		return ret;
 	th_fill(buf, len, th_seed(key, v));
 	if (!z)
-		ret = xfer_kv_put(kv, key, buf, len, &rc);
+		ret = xfer_kv_put(kv, key, buf, len, rc);
 	else if (!(ret = xfer_kv_register_buffer(kv, buf, len))) {
-		ret = xfer_kv_put_from(kv, key, buf, len, &rc);
+		ret = xfer_kv_put_from(kv, key, buf, len, rc);
 		xfer_kv_unregister_buffer(kv, buf);
 	}
 	free(buf);
 	return ret;
+}
+
+int64_t th_put_pattern(struct xfer_kv *kv, const char *key, size_t len,
+		       uint64_t v, unsigned repl, bool z)
+{
+	struct xfer_kv_replicate rc = { .replica_num = repl };
+
+	return th_put_pattern_rc(kv, key, len, v, &rc, z);
 }
 
 int64_t th_get_pattern(struct xfer_kv *kv, const char *key, size_t len,

@@ -90,6 +90,14 @@ struct xfer_kv *th_kv(uint64_t seg, uint64_t stage);
 int64_t th_put_pattern(struct xfer_kv *kv, const char *key, size_t len,
 		       uint64_t v, unsigned repl, bool z);
 
+struct xfer_kv_replicate;
+
+/** th_put_pattern() with the replicas, pins and preferred segment of
+ *  @p rc. No cmocka. */
+int64_t th_put_pattern_rc(struct xfer_kv *kv, const char *key, size_t len,
+			  uint64_t v, const struct xfer_kv_replicate *rc,
+			  bool z);
+
 /** Get @p key into @p len bytes (@p z: registered ones, zero-copy).
  *  @return its length, an error, or -9999 if its bytes are not those of
  *  th_seed(@p key, @p v). No cmocka. */

@@ -1,7 +1,8 @@
 /*
  * The store's segment allocator (store/alloc.c): ranges never overlap,
  * neighbours merge when released, a full segment refuses and serves again
- * once space comes back, and random traffic agrees with a bitmap model.
+ * once space comes back, runs of neighbours to release for a large get
+ * are found, and random traffic agrees with a bitmap model.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +209,76 @@ static bool bit(uint64_t u)
 	return used_map[u / 8] & (1u << (u % 8));
 }
 
+static bool page_may_go(void *tag, void *arg)
+{
+	(void)arg;
+	return *(const bool *)tag;
+}
+
+/* Runs around an allocation: after it first, then before it, across free
+ * ranges, stopped by one that may not go; sizes rounded as a get looks
+ * for them; bounded by max and visits; releasing a run makes the get
+ * succeed there. */
+static void test_run(void **state)
+{
+	struct store_alloc *a = store_alloc_new(1 << 20, 4096, 1024);
+	static bool ok[256];
+	uint32_t id[256], visits = 1000, v;
+	uint64_t off;
+	void *tags[32];
+
+	(void)state;
+	for (int i = 0; i < 256; i++) {
+		ok[i] = true;
+		assert_int_equal(store_alloc_get(a, 4096, &off, &id[i]), 0);
+		assert_int_equal(off, (uint64_t)i * 4096);
+		store_alloc_set_tag(a, id[i], &ok[i]);
+	}
+	assert_int_equal(store_alloc_run(a, id[10], 3 * 4096, page_may_go,
+					 NULL, tags, 32, &visits), 3);
+	assert_ptr_equal(tags[0], &ok[10]);
+	assert_ptr_equal(tags[1], &ok[11]);
+	assert_ptr_equal(tags[2], &ok[12]);
+	assert_int_equal(visits, 997);
+	ok[12] = false;                          /* then it grows left */
+	assert_int_equal(store_alloc_run(a, id[10], 3 * 4096, page_may_go,
+					 NULL, tags, 32, &visits), 3);
+	assert_ptr_equal(tags[1], &ok[11]);
+	assert_ptr_equal(tags[2], &ok[9]);
+	ok[8] = false;                           /* 9, 10, 11 only */
+	assert_int_equal(store_alloc_run(a, id[10], 4 * 4096, page_may_go,
+					 NULL, tags, 32, &visits), 0);
+	assert_int_equal(store_alloc_run(a, id[8], 4096, page_may_go, NULL,
+					 tags, 32, &visits), 0);
+	/* free ranges count and hold no tag */
+	assert_int_equal(store_alloc_release(a, id[14]), 0);
+	assert_int_equal(store_alloc_release(a, id[15]), 0);
+	ok[12] = true;
+	assert_int_equal(store_alloc_run(a, id[13], 4 * 4096, page_may_go,
+					 NULL, tags, 32, &visits), 2);
+	assert_ptr_equal(tags[1], &ok[16]);
+	/* 17 pages: a get looks in the bin from 18 pages */
+	assert_int_equal(store_alloc_run(a, id[100], 17 * 4096, page_may_go,
+					 NULL, tags, 32, &visits), 18);
+	assert_int_equal(store_alloc_run(a, id[100], 17 * 4096, page_may_go,
+					 NULL, tags, 17, &visits), 0);
+	v = 10;
+	assert_int_equal(store_alloc_run(a, id[100], 17 * 4096, page_may_go,
+					 NULL, tags, 32, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(store_alloc_run(a, id[100], 17 * 4096, page_may_go,
+					 NULL, tags, 32, &visits), 18);
+	for (int i = 100; i < 118; i++)
+		assert_int_equal(store_alloc_release(a, id[i]), 0);
+	assert_int_equal(store_alloc_get(a, 17 * 4096, &off, &id[100]), 0);
+	assert_int_equal(off, 100 * 4096);
+	assert_int_equal(store_alloc_run(a, id[100], 2 << 20, page_may_go,
+					 NULL, tags, 32, &visits), 0);
+	assert_int_equal(store_alloc_run(a, id[14], 4096, page_may_go, NULL,
+					 tags, 32, &visits), 0);   /* not live */
+	store_alloc_free(a);
+}
+
 static void mark(uint64_t u, uint64_t n, bool on)
 {
 	for (uint64_t k = u; k < u + n; k++) {
@@ -290,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_max_allocs),
 		cmocka_unit_test(test_coalesce_all),
 		cmocka_unit_test(test_restore),
+		cmocka_unit_test(test_run),
 		cmocka_unit_test(test_random_model),
 	};
 

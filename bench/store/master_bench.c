@@ -16,7 +16,9 @@
  *             with --journal
  *   evict     the longest ping round trip (the loop's longest stall)
  *             while the master evicts, --objects stored (1 M), next to
- *             the longest one before eviction starts
+ *             the longest one before eviction starts; then the same
+ *             with the segments full and one put of 16 MiB (a run of
+ *             neighbours evicted to make room for it)
  *   restart   --restart-objects (100 k) put with a journal, the master
  *             SIGKILLed, then the time until it serves again, its
  *             segments are mounted again and every object was queried
@@ -45,6 +47,7 @@
 
 #define SEGS 4
 #define VALUE 4096
+#define LARGE (16u << 20)
 
 struct master {
 	pid_t pid;
@@ -510,14 +513,37 @@ static double metric(const struct master *m, const char *name)
 	return v;
 }
 
+/* One put of LARGE into segments full of VALUE-byte objects: the
+ * master evicts a run of neighbours. @return its put_start's err. */
+static int32_t put_large(struct conn *c)
+{
+	int32_t err;
+
+	set_keys(c, 2 * objects, 1);   /* put_range() may go past objects */
+	c->req->items[0].len = LARGE;
+	queue(c, STORE_PUT_START);
+	flush(c);
+	err = next_reply(c)->items[0].err;
+	if (!err) {
+		queue(c, STORE_PUT_END);
+		flush(c);
+		next_reply(c);
+	}
+	return err;
+}
+
 /* Fill --objects, just under the watermark, then 2 % more while a
- * pinger measures round trips; with @p journal_flag (or NULL). */
-static void evict_once(const char *journal_flag)
+ * pinger measures round trips; with @p journal_flag (or NULL). With
+ * @p large, they fill the segments and one put of LARGE follows. */
+static void evict_once(const char *journal_flag, bool large)
 {
 	/* the watermark sits just above what --objects fill */
-	uint64_t seg = (uint64_t)((double)objects * VALUE / 0.899 / SEGS);
-	const char *extra[] = { "--eviction_high_watermark_ratio=0.9",
+	uint64_t seg = (uint64_t)((double)objects * VALUE /
+				  (large ? 1 : 0.899) / SEGS);
+	const char *extra[] = { large ? "--eviction_high_watermark_ratio=1" :
+				"--eviction_high_watermark_ratio=0.9",
 				journal_flag, NULL };
+	char what[64] = "";
 	struct master m;
 	struct conn c;
 	pthread_t t;
@@ -536,15 +562,19 @@ static void evict_once(const char *journal_flag)
 	before = ping_max_us;
 	ping_max_us = 0;
 	/* 2 % more: over the watermark, 5 % of the capacity goes */
-	put_range(&c, objects, objects / 50, 128, 8);
+	if (large)
+		snprintf(what, sizeof(what), ", then one of %u MiB (%d)",
+			 LARGE >> 20, put_large(&c));
+	else
+		put_range(&c, objects, objects / 50, 128, 8);
 	usleep(2000000);
 	ping_stop = true;
 	pthread_join(t, NULL);
-	printf("evict    %s, %ld objects stored: the costliest eviction "
+	printf("evict    %s, %ld objects stored%s: the costliest eviction "
 	       "pass took %.1f ms of CPU (%.0f passes, %.0f objects "
 	       "evicted); longest ping round trip %.1f ms while evicting "
 	       "(%.1f ms before; %ld pings)\n",
-	       journal_flag ? "with --journal" : "no journal", objects,
+	       journal_flag ? "with --journal" : "no journal", objects, what,
 	       metric(&m, "xfer_stored_evict_pass_max_seconds") * 1e3,
 	       metric(&m, "master_attempted_evictions_total"),
 	       metric(&m, "master_evicted_key_count"), ping_max_us / 1e3,
@@ -557,13 +587,15 @@ static void bench_evict(void)
 {
 	char jflag[300], path[256];
 
-	evict_once(NULL);
 	snprintf(path, sizeof(path), "%s/xfer-store-bench.%d.evict", dir,
 		 (int)getpid());
 	snprintf(jflag, sizeof(jflag), "--journal=%s", path);
-	unlink(path);
-	evict_once(jflag);
-	unlink(path);
+	for (int large = 0; large < 2; large++) {
+		evict_once(NULL, large);
+		unlink(path);
+		evict_once(jflag, large);
+		unlink(path);
+	}
 	snprintf(jflag, sizeof(jflag), "%s-wal", path);
 	unlink(jflag);
 }

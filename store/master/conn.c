@@ -8,6 +8,13 @@
  * being read once STORED_OUT_MAX bytes wait for it. While the journal
  * has changes not yet durable, replies are held (in order, after any
  * held before) and go out once it commits, at the end of the pass.
+ *
+ * At most max_conns connections (xfer's cap; the data ports of the
+ * engine do the same, transports/sstream.c): one more closes the oldest
+ * that has not sent a request yet, else the one idle longest (no byte
+ * waiting either way, nothing held), else the new one itself. A client
+ * that serves its pings is never idle long, so a flood of silent
+ * connections closes its own.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,7 +45,9 @@ struct stored_srv {
 	struct xfer_listener *listener;
 	struct store_msg *req, *rep;   /* one request at a time */
 	struct store_buf out;
-	struct conn *conns;            /* open connections */
+	struct conn *conns;            /* open connections, newest first */
+	unsigned nconns, max_conns;
+	uint64_t seq;                  /* requests answered, over all */
 	stored_follow_cb follow;       /* NULL: no standby is taken */
 	void *follow_arg;
 };
@@ -51,9 +60,11 @@ struct conn {
 	struct xfer_auth_srv *auth;
 	struct bufferevent *bev;
 	struct evbuffer *held;         /* replies waiting for a commit */
+	uint64_t last;                 /* srv.seq at its last request; 0:
+					  none yet */
 };
 
-static struct xfer_log_limit bad_log;
+static struct xfer_log_limit bad_log, cap_log;
 
 static void conn_close(struct conn *c)
 {
@@ -63,6 +74,7 @@ static void conn_close(struct conn *c)
 		c->srv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	c->srv->nconns--;
 	if (c->auth_ev)
 		event_free(c->auth_ev);
 	xfer_auth_srv_free(c->auth);
@@ -146,6 +158,7 @@ static bool serve(struct conn *c)
 			return false;
 		}
 		evbuffer_drain(in, STORE_HDR_LEN + srv->req->h.len);
+		c->last = ++srv->seq;
 	}
 	/* read on only once the client has taken its replies */
 	if (evbuffer_get_length(out) + evbuffer_get_length(c->held) >=
@@ -232,17 +245,61 @@ static void on_auth(evutil_socket_t fd, short what, void *arg)
 		refuse(c, "no memory");
 }
 
+/* Nothing to read, write or hold: closing it loses no request. */
+static bool idle(const struct conn *c)
+{
+	return c->bev && !evbuffer_get_length(bufferevent_get_input(c->bev)) &&
+	       !evbuffer_get_length(bufferevent_get_output(c->bev)) &&
+	       !evbuffer_get_length(c->held);
+}
+
+/* The connection to close for a new one: the oldest that has sent no
+ * request (proving itself or not), else the idle one whose last request
+ * is oldest; NULL if every one is busy. */
+static struct conn *victim(struct stored_srv *srv)
+{
+	struct conn *c, *fresh = NULL, *old = NULL;
+
+	for (c = srv->conns; c; c = c->next) {
+		if (!c->last)
+			fresh = c;     /* the list is newest first */
+		else if (!fresh && idle(c) && (!old || c->last < old->last))
+			old = c;
+	}
+	return fresh ? fresh : old;
+}
+
+/* Room for one more under the cap. @return false if there is none. */
+static bool make_room(struct stored_srv *srv)
+{
+	struct conn *v;
+
+	if (srv->nconns < srv->max_conns)
+		return true;
+	v = victim(srv);
+	xfer_log_limited(&cap_log, XFER_LOG_WARN, "xfer-stored: %u "
+			 "connections open (--max_rpc_conns): %s", srv->nconns,
+			 !v ? "a new one closed, every other busy" :
+			 !v->last ? "the oldest that sent no request closed" :
+			 "the one idle longest closed");
+	if (!v)
+		return false;
+	conn_close(v);
+	return true;
+}
+
 static void on_accept(void *arg, int fd)
 {
 	struct timeval tv = { AUTH_TIMEOUT_S, 0 };
 	struct stored_srv *srv = arg;
-	struct conn *c = calloc(1, sizeof(*c));
+	struct conn *c;
 	int one = 1;
 
-	if (!c) {
+	if (!make_room(srv) || !(c = calloc(1, sizeof(*c)))) {
 		close(fd);
 		return;
 	}
+	srv->nconns++;
 	c->srv = srv;
 	c->fd = fd;
 	c->next = srv->conns;
@@ -265,13 +322,19 @@ static void on_accept(void *arg, int fd)
 struct stored_srv *stored_srv_new(struct event_base *base,
 				  struct stored *state,
 				  const struct xfer_auth *auth,
-				  const struct sockaddr *sa, socklen_t salen)
+				  const struct sockaddr *sa, socklen_t salen,
+				  unsigned max_conns)
 {
-	struct stored_srv *srv = calloc(1, sizeof(*srv));
+	struct stored_srv *srv;
 	int err = ENOMEM;
 
-	if (!srv)
+	if (!max_conns) {
+		errno = EINVAL;
 		return NULL;
+	}
+	if (!(srv = calloc(1, sizeof(*srv))))
+		return NULL;
+	srv->max_conns = max_conns;
 	srv->base = base;
 	srv->state = state;
 	srv->auth = auth;

@@ -17,13 +17,18 @@ struct xfer_auth;
 /**
  * Listen on @p sa (@p salen bytes) and serve @p state's requests on
  * @p base. With @p auth (not NULL; kept, not copied), every connection
- * must prove the secret first (docs/PROTOCOL.md §6).
- * @return the server, or NULL with errno (EADDRINUSE, EACCES, ENOMEM).
+ * must prove the secret first (docs/PROTOCOL.md §6). At most
+ * @p max_conns (>= 1) connections: a new one past it closes the oldest
+ * that sent no request, else the one idle longest, else itself (xfer's
+ * --max_rpc_conns, as the engine's data ports cap theirs).
+ * @return the server, or NULL with errno (EINVAL: @p max_conns is 0;
+ *         EADDRINUSE, EACCES, ENOMEM).
  */
 struct stored_srv *stored_srv_new(struct event_base *base,
 				  struct stored *state,
 				  const struct xfer_auth *auth,
-				  const struct sockaddr *sa, socklen_t salen);
+				  const struct sockaddr *sa, socklen_t salen,
+				  unsigned max_conns);
 
 /** A standby asked for the journal stream with @p req (ha_follow): the
  *  callee owns @p bev from now on, its request drained from the input. */

@@ -32,7 +32,7 @@
 struct flags {
 	long long port, rpc_port, client_ttl, discard_s, release_s;
 	long long metrics_port, meta_port;
-	long long max_threads, rpc_thread_num, ha_ttl;
+	long long max_threads, rpc_thread_num, ha_ttl, max_conns;
 	const char *rpc_address, *lease_ttl, *journal, *cluster_id;
 	const char *etcd_endpoints, *ha_type, *ha_conn;
 	const char *metrics_host, *meta_host;
@@ -194,7 +194,8 @@ static int lead(void *arg)
 		return -1;
 	}
 	m->srv = stored_srv_new(m->base, m->state, m->auth,
-				(struct sockaddr *)&m->ss, m->len);
+				(struct sockaddr *)&m->ss, m->len,
+				(unsigned)f->max_conns);
 	if (!m->srv) {
 		fprintf(stderr, "xfer-stored: cannot listen on %s:%u: %s\n",
 			f->rpc_address, m->port, strerror(errno));
@@ -347,7 +348,7 @@ int main(int argc, char **argv)
 		.evict_ratio = 0.05, .high_watermark = 0.90,
 		.max_threads = 16, .metric_reporting = true, .no_delay = true,
 		.promotion_threshold = 2, .disk_eviction = true,
-		.ha_ttl = 2, .ha_type = "etcd",
+		.ha_ttl = 2, .ha_type = "etcd", .max_conns = 4096,
 	};
 	const char *secret = NULL, *env = getenv("XFER_AUTH_SECRET");
 	const struct xfer_gflag flags[] = {
@@ -402,6 +403,9 @@ int main(int argc, char **argv)
 		  "keep objects in this SQLite file, each change on disk "
 		  "before it is answered, and load them at start (xfer's; "
 		  "default: none)" },
+		{ "max_rpc_conns", XFER_GF_INT, &f.max_conns, 1, 1048576,
+		  "connections served at once; one more closes the oldest "
+		  "silent or idle one (xfer's; 4096)" },
 		{ "cluster_id", XFER_GF_STRING, &f.cluster_id, 0, 0,
 		  "the cluster's name; a journal of another is refused "
 		  "(mooncake_cluster)" },

@@ -1,8 +1,8 @@
 /*
  * xfer-stored's objects: a chained hash table by key (FNV-1a, doubled
  * as it fills), puts (start, end, revoke), queries with leases, removal,
- * stale puts set aside and freed later, and eviction in LRU order
- * (state_internal.h). Complete objects sit on one list, most recently
+ * stale puts set aside and freed later (state_internal.h; eviction is
+ * evict.c's). Complete objects sit on one list, most recently
  * used first; puts in progress on another, oldest first.
  */
 #include <errno.h>
@@ -16,10 +16,10 @@
 #include "store/master/state_internal.h"
 
 #define BUCKETS_MIN 1024
-/* Objects one eviction pass looks at: bounds the time an event waits;
- * fewer with a journal, where each one freed is a row deleted too. */
-#define EVICT_SCAN_MAX 20000
-#define EVICT_SCAN_JOURNAL 2000
+/* The objects and ranges the search of a run of neighbours to evict
+ * for the items of one put_start request looks at, at most (each a
+ * cache miss or two: some milliseconds in all; evict.c). */
+#define RUN_VISITS 65536
 
 uint64_t fnv1a(const char *p, size_t n)
 {
@@ -214,6 +214,8 @@ void objects_fini(struct stored *s)
 						 struct object, link));
 	free(s->buckets);
 	s->buckets = NULL;
+	free(s->run);
+	s->run = NULL;
 }
 
 /* A put that was never ended: out of the table (the key is free again),
@@ -255,88 +257,6 @@ void objects_sweep(struct stored *s, int64_t now)
 	}
 }
 
-/* Free up to @p target bytes in LRU order, leased and hard-pinned objects
- * skipped, soft-pinned ones only in a second pass. @return bytes freed. */
-static double cpu_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t evict(struct stored *s, uint64_t target)
-{
-	unsigned scanned = 0, most = s->journal ? EVICT_SCAN_JOURNAL :
-						  EVICT_SCAN_MAX;
-	int64_t now = stored_now_ms();
-	double t0 = cpu_s();
-	uint64_t freed = 0, n;
-
-	for (int pass = 0; pass < 2 && freed < target; pass++) {
-		struct list *l = s->lru.prev, *prev;
-
-		for (; l != &s->lru && freed < target &&
-		       scanned < most; l = prev, scanned++) {
-			struct object *o = container_of(l, struct object, link);
-
-			prev = l->prev;
-			if (o->lease_until_ms > now || o->task ||
-			    (o->flags & STORED_HARD_PIN) ||
-			    (!pass && (o->flags & STORED_SOFT_PIN)) ||
-			    !objects_visible(o))  /* it holds no space yet */
-				continue;
-			n = tier_evict(s, o);
-			freed += n;
-			s->stats.evicted += n > 0;
-		}
-	}
-	s->stats.evict_passes++;
-	s->stats.evict_passes_ok += freed > 0;
-	s->stats.evicted_bytes += freed;
-	t0 = cpu_s() - t0;
-	if (t0 > s->stats.evict_cpu_max_s)
-		s->stats.evict_cpu_max_s = t0;
-	return freed;
-}
-
-static bool above_watermark(const struct stored *s)
-{
-	return (double)(s->used - s->offloading) >
-	       s->cfg.high_watermark * (double)s->capacity;
-}
-
-/* Evict in the next pass of the loop: a timer of 0 fires after the
- * poll, so the sockets are served in between (an event made active
- * from a callback would run in this pass). */
-static void evict_soon(struct stored *s)
-{
-	static const struct timeval now = { 0, 0 };
-
-	event_add(s->evict_ev, &now);
-}
-
-/* Past the watermark, eviction_ratio of the capacity goes, in passes;
- * it stops early if a pass frees nothing (all is leased or pinned). */
-void objects_evict_watermark(struct stored *s)
-{
-	uint64_t freed;
-
-	if (!s->evict_left) {
-		if (!above_watermark(s))
-			return;
-		s->evict_left = (uint64_t)(s->cfg.evict_ratio *
-					   (double)s->capacity);
-		if (!s->evict_left)
-			s->evict_left = 1;
-	}
-	freed = evict(s, s->evict_left);
-	s->evict_left = !freed || freed >= s->evict_left ?
-			0 : s->evict_left - freed;
-	if (s->evict_left)
-		evict_soon(s);
-}
-
 static bool has_segment(const struct object *o, const struct segment *g)
 {
 	for (unsigned i = 0; i < o->nrep; i++)
@@ -366,6 +286,7 @@ struct replica *objects_place_len(struct stored *s, struct object *o,
 	    store_alloc_get(g->alloc, len, &r->off, &r->alloc_id))
 		return NULL;
 	segment_account(s, g, store_alloc_len(g->alloc, r->alloc_id), 1);
+	store_alloc_set_tag(g->alloc, r->alloc_id, r);
 	r->obj = o;
 	r->seg = g;
 	r->filling = false;
@@ -439,7 +360,7 @@ void objects_insert(struct stored *s, struct object *o)
 
 static int put_start_one(struct stored *s, const struct store_msg *req,
 			 const struct store_item *it, int64_t now,
-			 struct store_item *out)
+			 uint32_t *visits, struct store_item *out)
 {
 	struct object *o = *find(s, &it->key, fnv1a(it->key.p, it->key.len));
 	unsigned want = (unsigned)req->replicas + req->ssd_replicas;
@@ -471,10 +392,12 @@ static int put_start_one(struct stored *s, const struct store_msg *req,
 				   &req->preferred);
 	/* what does not stripe is placed whole */
 	place(s, o, req->replicas - got, STORE_MEDIUM_DRAM, &req->preferred);
-	/* space that offloads in flight free is not evicted twice; what
-	 * eviction frees is spread over segments: striped again first */
+	/* space that offloads in flight free is not evicted twice; a run
+	 * evicted for the put frees one range it fits in whole, striped
+	 * again first */
 	if (req->replicas && !o->nlive && s->offloading < it->len &&
-	    evict(s, it->len)) {
+	    (evict_run(s, it->len, visits) ||
+	     (parts > 1 && evict(s, it->len)))) {
 		got = parts > 1 ? stripe_place(s, o, req->replicas, parts,
 					       &req->preferred) : 0;
 		place(s, o, req->replicas - got, STORE_MEDIUM_DRAM,
@@ -518,15 +441,16 @@ void objects_put_start(struct stored *s, const struct store_msg *req,
 		       struct store_msg *rep)
 {
 	int64_t now = stored_now_ms();
+	uint32_t visits = RUN_VISITS;
 
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
 		rep->items[i].nrep = 0;
 		rep->items[i].err = put_start_one(s, req, &req->items[i], now,
-						  &rep->items[i]);
+						  &visits, &rep->items[i]);
 	}
-	if (above_watermark(s))
-		evict_soon(s);
+	if (objects_above_watermark(s))
+		objects_evict_soon(s);
 }
 
 struct object *objects_lookup(struct stored *s, const struct store_str *key)
@@ -599,14 +523,41 @@ static void touch(struct stored *s, struct object *o, int64_t now)
 	list_add_before(&o->link, tier_lru(s, o)->next);
 }
 
+/* What readers of @p o's key get: the object an upsert in progress
+ * replaces, while it does. */
+static struct object *readable(struct object *o)
+{
+	return o && o->older ? o->older : o;
+}
+
+/* The keys of a batch hashed into @p hash, and their buckets, then the
+ * first object of each, asked of the memory ahead of the lookups: their
+ * cache misses overlap instead of coming one after the other. */
+static void prefetch(const struct stored *s, const struct store_msg *req,
+		     uint64_t *hash)
+{
+	size_t mask = s->nbuckets - 1;
+
+	for (uint32_t i = 0; i < req->n; i++) {
+		hash[i] = fnv1a(req->items[i].key.p, req->items[i].key.len);
+		__builtin_prefetch(&s->buckets[hash[i] & mask]);
+	}
+	for (uint32_t i = 0; i < req->n; i++)
+		if (s->buckets[hash[i] & mask])
+			__builtin_prefetch(s->buckets[hash[i] & mask]);
+}
+
 void objects_query(struct stored *s, const struct store_msg *req,
 		   struct store_msg *rep, bool exist)
 {
 	int64_t now = stored_now_ms();
+	uint64_t hash[STORE_BATCH_MAX];
 
+	prefetch(s, req, hash);
 	rep->n = req->n;
 	for (uint32_t i = 0; i < req->n; i++) {
-		struct object *o = objects_readable(s, &req->items[i].key);
+		struct object *o = readable(*find(s, &req->items[i].key,
+						  hash[i]));
 		struct store_item *out = &rep->items[i];
 
 		out->nrep = 0;
@@ -673,9 +624,7 @@ int objects_remove_one(struct stored *s, struct object *o, bool force,
 
 struct object *objects_readable(struct stored *s, const struct store_str *key)
 {
-	struct object *o = objects_lookup(s, key);
-
-	return o && o->older ? o->older : o;
+	return readable(objects_lookup(s, key));
 }
 
 int64_t objects_remove_all(struct stored *s, bool force)

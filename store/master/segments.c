@@ -174,8 +174,12 @@ int segment_remount(struct stored *s, struct segment *g)
 		goto out;
 	}
 	n = 0;
-	for (l = g->replicas.next; l != &g->replicas; l = l->next)
-		container_of(l, struct replica, in_seg)->alloc_id = ids[n++];
+	for (l = g->replicas.next; l != &g->replicas; l = l->next) {
+		struct replica *x = container_of(l, struct replica, in_seg);
+
+		x->alloc_id = ids[n++];
+		store_alloc_set_tag(g->alloc, x->alloc_id, x);
+	}
 	segment_account(s, g, store_alloc_used(g->alloc), 1);
 	list_del(&g->in_offline);
 	segs_add(s, g);

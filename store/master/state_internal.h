@@ -182,6 +182,7 @@ struct stored {
 	size_t nbuckets, nobjects;
 	struct list pending, lru, discarded;
 	struct list ssd_lru;           /* complete, with no DRAM replica */
+	void **run;                    /* objects.c's scratch: a run to evict */
 	uint64_t rng;
 	uint64_t version;              /* the last put that ended */
 	struct flushed *flushed;       /* flush.c's */
@@ -240,8 +241,32 @@ bool objects_drop_replica(struct stored *s, struct replica *r);
  *  than the release timeout. */
 void objects_sweep(struct stored *s, int64_t now);
 
+/* ---- evict.c ---- */
+
 /** Evict (bounded work) while above the watermark. */
 void objects_evict_watermark(struct stored *s);
+
+/** Is DRAM use (less what offloads in flight free) past the watermark? */
+bool objects_above_watermark(const struct stored *s);
+
+/** Evict in the next pass of the loop. */
+void objects_evict_soon(struct stored *s);
+
+/** Free up to @p target bytes in LRU order, leased, hard-pinned and
+ *  copying objects skipped, soft-pinned ones only in a second pass.
+ *  @return bytes freed. */
+uint64_t evict(struct stored *s, uint64_t target);
+
+/**
+ * Make room for one DRAM replica of @p len bytes when no segment has a
+ * free range that large: from the least recently used object that may
+ * go, the allocator looks for a run of neighbours of one of its
+ * replicas that may all go and would merge into such a range; the first
+ * found is evicted. Work is bounded by *@p visits (objects and ranges
+ * looked at, shared by the items of one request).
+ * @return whether a run was evicted.
+ */
+bool evict_run(struct stored *s, uint64_t len, uint32_t *visits);
 
 void objects_put_start(struct stored *s, const struct store_msg *req,
 		       struct store_msg *rep);

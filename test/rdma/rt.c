@@ -1,10 +1,14 @@
-/* Helpers of the RDMA tier: RDMA engines and a target process. */
+/* Helpers of the RDMA tier: RDMA engines, a target process, the control
+ * connection between two guests. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +107,41 @@ int rt_targets_stop(struct rt_targets *t)
 	close(t->ctl);
 	waitpid(t->pid, &st, 0);
 	return st;
+}
+
+int rt_ctl_accept(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port) };
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd = -1;
+
+	if (lfd < 0)
+		return -1;
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (!bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) && !listen(lfd, 1))
+		fd = accept(lfd, NULL, NULL);
+	close(lfd);
+	return fd;
+}
+
+int rt_ctl_connect(const char *host, uint16_t port, int ms)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port) };
+	int64_t end = th_now_ms() + ms;
+
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return -1;
+	do {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (fd >= 0 && !connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		usleep(200000);
+	} while (th_now_ms() < end);
+	return -1;
 }
 
 double rt_proc_cpu(pid_t pid)

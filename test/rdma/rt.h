@@ -29,6 +29,15 @@ void rt_targets_start(struct rt_targets *t, int n, const char *host,
 /** Ask the process to end and reap it; @return its exit status. */
 int rt_targets_stop(struct rt_targets *t);
 
+/** Listen on TCP port @p port (any address) and accept one control
+ *  connection (the other guest's). No cmocka. @return its fd, or -1. */
+int rt_ctl_accept(uint16_t port);
+
+/** Connect to @p host:@p port, trying every 200 ms for up to @p ms (the
+ *  other guest may still be booting). No cmocka. @return the fd, or
+ *  -1. */
+int rt_ctl_connect(const char *host, uint16_t port, int ms);
+
 /** CPU seconds (user + system) process @p pid has used so far. */
 double rt_proc_cpu(pid_t pid);
 

@@ -4,16 +4,13 @@
  * NICs carry data, a link taken down mid-run loses nothing, a killed peer
  * fails its batch within a second, saying so in one log line.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,19 +27,15 @@
 
 static int run_target(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(CTL_PORT) };
 	struct rt_targets tg;
-	int one = 1, lfd, fd;
 	char cmd[16];
 	FILE *f;
+	int fd;
 
 	rt_targets_start(&tg, 1, NODE1, TARGET_LEN);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1))
+	fd = rt_ctl_accept(CTL_PORT);
+	if (fd < 0)
 		return 2;
-	fd = accept(lfd, NULL, NULL);
 	f = fdopen(fd, "r"); /* replies go by dprintf on fd */
 	dprintf(fd, "%s %llu\n", tg.name[0], (unsigned long long)tg.addr[0]);
 	/* "kill": the target dies at once, mid-transfer. EOF: all done. */
@@ -68,21 +61,11 @@ static uint8_t *local;
 
 static FILE *connect_ctl(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(CTL_PORT) };
-	int64_t end = th_now_ms() + 120000;
+	int fd = rt_ctl_connect(NODE1, CTL_PORT, 120000);
 
-	inet_pton(AF_INET, NODE1, &sa.sin_addr);
-	while (th_now_ms() < end) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
-			return fdopen(fd, "r");
-		close(fd);
-		usleep(200000);
-	}
-	fail_msg("node1 never listened");
-	return NULL;
+	if (fd < 0)
+		fail_msg("node1 never listened");
+	return fdopen(fd, "r");
 }
 
 static int setup(void **state)
