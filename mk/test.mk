@@ -67,7 +67,7 @@ endef
 test-unit: $(UNIT_BINS) $(LIB_SO) $(CAPI_SO) $(BENCH)
 	@sh test/check_exports.sh $(LIB_SO) XFER_EXPORT include/xfer/xfer.h \
 		include/xfer/config.h include/xfer/event.h include/xfer/store.h \
-		include/xfer/store_tasks.h
+		include/xfer/store_tasks.h include/xfer/store_segments.h
 	@sh test/check_exports.sh $(CAPI_SO) XFER_TE_EXPORT \
 		include/xfer/transfer_engine_c.h include/xfer/store_c.h
 	@python3 test/check_layers.py $(LIB_OBJS) $(CAPI_OBJS) $(BENCH_OBJS)

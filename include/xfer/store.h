@@ -725,6 +725,7 @@ int64_t xfer_kv_remove_by_regex(struct xfer_kv *kv, const char *pattern,
 				bool force);
 
 #include <xfer/store_tasks.h>
+#include <xfer/store_segments.h>
 
 #ifdef __cplusplus
 }

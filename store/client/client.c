@@ -72,6 +72,7 @@ static void mount(struct xfer_kv *kv)
 static void connected(struct xfer_kv *kv)
 {
 	kv_ssd_mount(kv);
+	kv_extra_mount(kv);
 	if (kv->seg_size) {
 		mount(kv);
 		return;
@@ -106,8 +107,10 @@ static void on_ping(struct kv_rpc *r, const struct store_msg *rep)
 			 "segment %s: mounting it again", kv->name);
 		mount(kv);
 	}
-	if (rep && !rep->err && (rep->flags & 1))
+	if (rep && !rep->err && (rep->flags & 1)) {
 		kv_ssd_mount(kv);
+		kv_extra_mount(kv);
+	}
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -231,6 +234,7 @@ static void destroy(struct xfer_kv *kv)
 	else
 		kv_disc_free(kv);      /* never started: no etcd open */
 	kv_ssd_forget(kv);
+	kv_extra_free_all(kv);
 	unmap_region(kv, kv->seg_mem, kv->seg_size);
 	unmap_region(kv, kv->stage_mem, kv->stage_size);
 	store_alloc_free(kv->stage);
@@ -339,10 +343,15 @@ err:
 static void drained(struct xfer_kv *kv)
 {
 	struct store_msg *m = kv->req;
+	bool last;
 
 	if (kv->drained)
 		return;
 	kv->drained = true;
+	/* answers come in order: the last request's ends the close */
+	last = !kv->bev || !(kv->ssd_mounted || kv->mounted);
+	if (kv_extra_unmount_all(kv, last) && last)
+		return;
 	if (kv_ssd_unmount(kv) && !kv->mounted)
 		return;                /* its answer ends the close */
 	if (!kv->bev || !kv->mounted) {

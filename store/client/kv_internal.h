@@ -14,6 +14,7 @@
  *             versions, sync, remove by pattern (through api.c's kv_call)
  *   flush.c   the slower tier: files of flushed objects, the lazy
  *             thread (its own locks) and its reports
+ *   mount.c   more DRAM segments of the caller's memory
  *
  * Files call down this list only (conn.c lowest, then move.c, op.c, and
  * client.c and api.c on top: test/check_layers.py); what goes up goes
@@ -41,6 +42,7 @@
 #define KV_RPC_TIMEOUT_MS 10000
 #define KV_CONNECT_TIMEOUT_MS 10000
 #define KV_STAGE_ALIGN 64
+#define KV_SEG_ALIGN 64        /* the master's allocation unit */
 
 struct bufferevent;
 struct event;
@@ -109,6 +111,7 @@ struct kv_key {
 	uint64_t version;              /* get: read, or the largest there */
 	uint64_t src_off;              /* a ranged get: from this byte */
 	bool ranged;                   /* read cap bytes from src_off */
+	bool retried;                  /* a failed round was tried again */
 	struct kv_rep rep[STORE_REPLICA_MAX];
 };
 
@@ -170,6 +173,19 @@ struct kv_op {
 	bool staged;                   /* holds stage_id */
 };
 
+/* mount.c: a segment of the caller's memory, registered with the engine
+ * while it is in kv->extras. */
+struct kv_extra {
+	struct kv_extra *next;
+	struct xfer_kv *kv;
+	uint8_t id[STORE_ID_LEN];
+	uint64_t base, size;
+	bool mounted, mount_out, unmounting, ends_close;
+	bool dropped;                  /* to free once mount_rpc ends */
+	struct kv_rpc mount_rpc, unmount_rpc;
+	struct xfer_wait *wait;        /* a public call's */
+};
+
 struct xfer_kv {
 	struct xfer_engine *e;
 	bool own_engine;
@@ -218,6 +234,8 @@ struct xfer_kv {
 	struct kv_rpc ssd_mount_rpc, ssd_unmount_rpc, tier_rpc;
 	struct xfer_wait *ssd_wait;
 
+	struct kv_extra *extras;       /* mount.c's */
+
 	/* client.c's, for the files below it */
 	void (*connected)(struct xfer_kv *kv);
 	void (*connect_failed)(struct xfer_kv *kv, int err); /* -errno */
@@ -231,6 +249,23 @@ static inline int64_t kv_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/** Does [@p addr, + @p len) lie in the own segment or one of mount.c's
+ *  (memory of this process a memcpy reaches)? */
+static inline bool kv_own_has(const struct xfer_kv *kv, uint64_t addr,
+			      uint64_t len)
+{
+	uint64_t base = (uintptr_t)kv->seg_mem;
+
+	if (kv->seg_size && addr >= base && addr - base <= kv->seg_size &&
+	    len <= kv->seg_size - (addr - base))
+		return true;
+	for (const struct kv_extra *x = kv->extras; x; x = x->next)
+		if (addr >= x->base && addr - x->base <= x->size &&
+		    len <= x->size - (addr - x->base))
+			return true;
+	return false;
 }
 
 /* ---- api.c, for api_more.c ---- */
@@ -404,5 +439,18 @@ void kv_ssd_forget(void *arg);
 
 /** The tick: poll the master for copies between tiers. */
 void kv_ssd_tick(struct xfer_kv *kv);
+
+/* ---- mount.c ---- */
+
+/** (Re)mount the segments of xfer_kv_mount_segment() (with the own). */
+void kv_extra_mount(struct xfer_kv *kv);
+
+/** Unmount them at the end; the last answer ends the close if
+ *  @p ends_close. @return whether a request went out. */
+bool kv_extra_unmount_all(struct xfer_kv *kv, bool ends_close);
+
+/** Forget them, unregistered unless the engine is the client's own (at
+ *  the end, the reactor stopped). */
+void kv_extra_free_all(struct xfer_kv *kv);
 
 #endif

@@ -48,12 +48,8 @@ static bool replicas_take(struct xfer_kv *kv, struct kv_key *k,
 		 * its bytes are read with the others' */
 		if (r->shards == 1 && r->endpoint.len == nlen &&
 		    !memcmp(r->endpoint.p, kv->name, nlen)) {
-			/* the own segment: a memcpy, so it must lie there */
-			uint64_t base = (uintptr_t)kv->seg_mem;
-
-			if (!kv->seg_size || r->addr < base ||
-			    r->addr - base > kv->seg_size ||
-			    len > kv->seg_size - (r->addr - base))
+			/* an own segment: a memcpy, so it must lie there */
+			if (!kv_own_has(kv, r->addr, len))
 				return false;
 		} else {
 			out->seg = kv_seg_get(kv, r->endpoint.p,

@@ -221,16 +221,14 @@ static void on_moved(struct xfer_kv *kv, int64_t result, void *arg)
 	kv_rpc_send(kv, &t->rpc, STORE_TIER_DONE);
 }
 
-/* The own segment's side of a copy, if @p r lies in it. */
+/* The own segments' side of a copy, if @p r lies in one. */
 static bool own_side(struct xfer_kv *kv, const struct store_replica *r,
 		     struct iovec *iov)
 {
-	uint64_t base = (uintptr_t)kv->seg_mem;
 	size_t nlen = strlen(kv->name);
 
 	if (r->endpoint.len != nlen || memcmp(r->endpoint.p, kv->name, nlen) ||
-	    r->addr < base || r->addr - base > kv->seg_size ||
-	    r->len > kv->seg_size - (r->addr - base))
+	    !kv_own_has(kv, r->addr, r->len))
 		return false;
 	*iov = (struct iovec){ (void *)(uintptr_t)r->addr, r->len };
 	return true;
