@@ -242,6 +242,45 @@ static PyObject *kv_mount_file(KVObject *self, PyObject *args)
 	return PyLong_FromLong(r);
 }
 
+PyDoc_STRVAR(kv_mount_segment_doc,
+"mount_segment(address, length) -> int\n\n"
+"Register @length bytes at @address with the engine and lend them to the\n"
+"store as one more DRAM segment (xfer_kv_mount_segment): 0, a store\n"
+"error code (-600, -900 ...) or a negative errno.");
+
+PyDoc_STRVAR(kv_unmount_segment_doc,
+"unmount_segment(address, length) -> int\n\n"
+"Unmount and unregister a segment of mount_segment()\n"
+"(xfer_kv_unmount_segment): as mount_segment().");
+
+static PyObject *kv_segment(KVObject *self, PyObject *args, bool mount)
+{
+	PyObject *a, *l;
+	uint64_t addr, len;
+	int r;
+
+	if (!PyArg_ParseTuple(args, "OO", &a, &l) ||
+	    xpy_addr(a, &addr) < 0 || xpy_addr(l, &len) < 0 ||
+	    !xpy_kv_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	r = (mount ? xfer_kv_mount_segment : xfer_kv_unmount_segment)(
+		self->k, (void *)(uintptr_t)addr, (size_t)len);
+	Py_END_ALLOW_THREADS
+	xpy_kv_leave(self);
+	return PyLong_FromLong(r);
+}
+
+static PyObject *kv_mount_segment(KVObject *self, PyObject *args)
+{
+	return kv_segment(self, args, true);
+}
+
+static PyObject *kv_unmount_segment(KVObject *self, PyObject *args)
+{
+	return kv_segment(self, args, false);
+}
+
 PyDoc_STRVAR(kv_unregister_doc,
 "unregister_buffer(address) -> int\n\n"
 "Unregister memory of register_buffer(): 0, or a negative errno.");
@@ -400,6 +439,10 @@ static PyMethodDef kv_methods[] = {
 	  kv_mount_file_doc },
 	{ "unregister_buffer", (PyCFunction)kv_unregister, METH_O,
 	  kv_unregister_doc },
+	{ "mount_segment", (PyCFunction)kv_mount_segment, METH_VARARGS,
+	  kv_mount_segment_doc },
+	{ "unmount_segment", (PyCFunction)kv_unmount_segment, METH_VARARGS,
+	  kv_unmount_segment_doc },
 	KW_METHOD("put", kv_put, kv_put_doc),
 	KW_METHOD("get", kv_get, kv_get_doc),
 	KW_METHOD("fetch", kv_fetch, kv_fetch_doc),

@@ -6,6 +6,7 @@ store, the master gone; the GIL let go while a call waits; the asyncio
 twins awaiting the client's callbacks."""
 import asyncio
 import json
+import mmap
 import os
 import re
 import signal
@@ -209,6 +210,34 @@ def test_put_get_between_processes(make_store, peer):
     assert me.put("k" * 5000, b"v") == -600 and me.get("") == b""
     with pytest.raises(TypeError):
         me.put("str", "not a buffer")
+
+
+def test_mount_segment(make_store, peer):
+    """Memory lent by mount_segment() holds the objects put there (a
+    store with no segment of its own prefers its name); a peer reads
+    them; unmount_segment() drops them."""
+    me = make_store(seg=0)
+    mem = mmap.mmap(-1, 8 * MiB)
+    base, _ = address_of(mem)
+    assert me.mount_segment(base, 4 * MiB) == 0
+    assert me.mount_segment(base, 4 * MiB) == -600            # mounted
+    assert me.mount_segment(base + 4096, 4096) == -600        # overlaps
+    assert me.mount_segment(base + 4 * MiB + 8, 4096) == -600  # unaligned
+    assert me.mount_segment(base + 4 * MiB, 0) == -600
+    assert me.unmount_segment(base + 4 * MiB, 4096) == -600   # unknown
+    cfg = ReplicateConfig(replica_num=1,
+                          preferred_segment=me.get_hostname())
+    value = pattern(21, MiB + 3)
+    assert me.put("ms-a", value, cfg) == 0
+    assert mem[:4 * MiB].find(value) >= 0       # in the lent memory
+    assert peer.cmd("get", key="ms-a")["digest"] == digest(value)
+    assert peer.cmd("put", key="ms-b", seed=22, len=5000,
+                    preferred=me.get_hostname())["r"] == 0
+    assert mem[:4 * MiB].find(pattern(22, 5000)) >= 0
+    assert me.unmount_segment(base, 4 * MiB) == 0
+    assert me.unmount_segment(base, 4 * MiB) == -600
+    assert me.is_exist("ms-a") == 0 and me.get_size("ms-b") == -704
+    assert peer.cmd("get", key="ms-a")["len"] == 0
 
 
 def test_zero_copy(make_store, peer):

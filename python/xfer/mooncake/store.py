@@ -139,6 +139,11 @@ def _registered(r):
         INVALID_PARAMS
 
 
+def _stored(r):
+    """A store call's answer: its code, or -1 for an errno."""
+    return r if r == 0 or r <= -100 else INTERNAL_ERROR
+
+
 class MooncakeDistributedStore(TaskCalls):
     """Mooncake's MooncakeDistributedStore: a client of the store's master
     (xfer-stored) that lends ``global_segment_size`` bytes of this
@@ -281,6 +286,29 @@ class MooncakeDistributedStore(TaskCalls):
         kv = self._kv
         return INVALID_PARAMS if kv is None else \
             _registered(kv.unregister_buffer(buffer_ptr))
+
+    def mount_segment(self, buffer_ptr, size):
+        """Lend ``size`` bytes of this process's memory at ``buffer_ptr``
+        to the store as one more segment: registered with the engine and
+        mounted, the master allocates objects in it as in the segment of
+        setup() (and mounts it again after a reconnect). Both a multiple
+        of 64; keep the memory until unmount_segment() or close().
+        Returns 0, -600 (not set up, unaligned, zero length, overlapping
+        a mounted range or the client's own), -900 (the master is
+        unreachable), another error of the master's, or -1."""
+        kv = self._kv
+        return INVALID_PARAMS if kv is None else \
+            _stored(kv.mount_segment(buffer_ptr, size))
+
+    def unmount_segment(self, buffer_ptr, size):
+        """Unmount a segment of mount_segment(), the same ``buffer_ptr``
+        and ``size``: the objects whose replicas lay only there are gone;
+        then it is unregistered. Returns 0, -600 (no such segment, or not
+        set up), -900 (the master is unreachable: it stays mounted), or
+        -1."""
+        kv = self._kv
+        return INVALID_PARAMS if kv is None else \
+            _stored(kv.unmount_segment(buffer_ptr, size))
 
     def mount_file(self, path, size=0):
         """xfer's: lend the file (or block device) at ``path`` to the
