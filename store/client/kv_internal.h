@@ -180,6 +180,7 @@ struct kv_extra {
 	struct xfer_kv *kv;
 	uint8_t id[STORE_ID_LEN];
 	uint64_t base, size;
+	bool ready;                    /* registered: to mount */
 	bool mounted, mount_out, unmounting, ends_close;
 	bool dropped;                  /* to free once mount_rpc ends */
 	struct kv_rpc mount_rpc, unmount_rpc;

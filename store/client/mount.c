@@ -51,8 +51,8 @@ static void send_mount(struct xfer_kv *kv, struct kv_extra *x)
 {
 	struct store_msg *m = kv->req;
 
-	if (x->mount_out || x->unmounting || x->dropped || !kv->bev ||
-	    kv->closing)
+	if (!x->ready || x->mount_out || x->unmounting || x->dropped ||
+	    !kv->bev || kv->closing)
 		return;
 	x->mount_out = true;
 	memcpy(m->client, kv->client_id, STORE_ID_LEN);
@@ -110,6 +110,7 @@ static void mount_begin(void *arg)
 {
 	struct extra_req *q = arg;
 
+	q->x->ready = true;            /* a reconnect mounts it from now */
 	if (!q->kv->bev) {             /* the tick connects, then mounts */
 		xfer_wait_done(q->w, XFER_KV_RPC_FAIL);
 		return;
@@ -213,7 +214,7 @@ static void unmount_begin(void *arg)
 	struct store_msg *m = kv->req;
 
 	while (x && (x->base != q->base || x->size != q->size ||
-		     x->unmounting))
+		     !x->ready || x->unmounting))
 		x = x->next;
 	if (!x || !kv->bev) {
 		xfer_wait_done(q->w, x ? XFER_KV_RPC_FAIL :
