@@ -11,8 +11,8 @@
  * (get) after it. A put writes every replica of a key and fails the key
  * if one write fails (it is revoked); a get reads the replica at rep[cur]
  * and goes on from the next replica if that read fails, and ends a key
- * with its lease checked. The first failed round of a key is tried again
- * once, its segments fetched anew. A striped replica's shards are moved side by
+ * with its lease checked. A key's failed round with no replica left to
+ * go on to is tried again once, its segments fetched anew. A striped replica's shards are moved side by
  * side in the same batch: each request of a piece is cut where a shard
  * ends.
  *
@@ -440,10 +440,13 @@ static void round_end(struct kv_op *op, bool staged)
 
 		if (k->state != KEY_MOVE)
 			continue;
-		if (p->failed && !k->retried) {
-			/* once a key, from its start, its segments fetched
-			 * anew: their owner may have registered the range
-			 * since they were opened, or restarted */
+		if (p->failed && !k->retried &&
+		    (op->kind != KV_GET ||
+		     k->cur + k->rep[k->cur].parts >= k->nrep)) {
+			/* once a key with no replica left to go on to, from
+			 * its start, its segments fetched anew: their owner
+			 * may have registered the range since they were
+			 * opened, or restarted */
 			k->retried = true;
 			k->moved = 0;
 			continue;
