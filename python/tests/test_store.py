@@ -6,7 +6,6 @@ store, the master gone; the GIL let go while a call waits; the asyncio
 twins awaiting the client's callbacks."""
 import asyncio
 import json
-import mmap
 import os
 import re
 import signal
@@ -212,32 +211,46 @@ def test_put_get_between_processes(make_store, peer):
         me.put("str", "not a buffer")
 
 
-def test_mount_segment(make_store, peer):
-    """Memory lent by mount_segment() holds the objects put there (a
-    store with no segment of its own prefers its name); a peer reads
-    them; unmount_segment() drops them."""
+def test_mount_segment(make_store, peer, tmp_path):
+    """A file mapped by mount_segment() (Mooncake's form) holds the
+    objects put there (a store with no segment of its own prefers its
+    name); a peer reads them; unmount_segment() drops them; memory of
+    allocate_and_mount_segment() serves as well."""
     me = make_store(seg=0)
-    mem = mmap.mmap(-1, 8 * MiB)
-    base, _ = address_of(mem)
-    assert me.mount_segment(base, 4 * MiB) == 0
-    assert me.mount_segment(base, 4 * MiB) == -600            # mounted
-    assert me.mount_segment(base + 4096, 4096) == -600        # overlaps
-    assert me.mount_segment(base + 4 * MiB + 8, 4096) == -600  # unaligned
-    assert me.mount_segment(base + 4 * MiB, 0) == -600
-    assert me.unmount_segment(base + 4 * MiB, 4096) == -600   # unknown
+    path = tmp_path / "lent"
+    with open(path, "wb") as f:
+        f.truncate(8 * MiB)
+    r = me.mount_segment(str(path), 4 * MiB)
+    assert r["ret"] == 0 and len(r["segment_ids"]) == 1
+    sid = r["segment_ids"][0]
+    assert me.mount_segment(str(path), MiB, offset=100)["ret"] == -1
+    assert me.mount_segment(str(path), 16 * MiB)["ret"] == -1  # past end
+    assert me.mount_segment(str(tmp_path / "none"), MiB)["ret"] == -1
+    assert me.mount_segment(str(path), 100, offset=4 * MiB)["ret"] == -600
     cfg = ReplicateConfig(replica_num=1,
                           preferred_segment=me.get_hostname())
     value = pattern(21, MiB + 3)
     assert me.put("ms-a", value, cfg) == 0
-    assert mem[:4 * MiB].find(value) >= 0       # in the lent memory
+    lent = path.read_bytes()[:4 * MiB]          # the file holds it
+    assert lent.find(value) >= 0
     assert peer.cmd("get", key="ms-a")["digest"] == digest(value)
     assert peer.cmd("put", key="ms-b", seed=22, len=5000,
                     preferred=me.get_hostname())["r"] == 0
-    assert mem[:4 * MiB].find(pattern(22, 5000)) >= 0
-    assert me.unmount_segment(base, 4 * MiB) == 0
-    assert me.unmount_segment(base, 4 * MiB) == -600
+    assert path.read_bytes()[:4 * MiB].find(pattern(22, 5000)) >= 0
+    assert me.unmount_segment(["no-such-id"]) == -1
+    assert me.unmount_segment([sid]) == 0
+    assert me.unmount_segment([sid]) == -1
     assert me.is_exist("ms-a") == 0 and me.get_size("ms-b") == -704
     assert peer.cmd("get", key="ms-a")["len"] == 0
+    a = me.allocate_and_mount_segment(MiB)
+    assert a["ret"] == 0 and a["allocated_size"] == 4 * MiB
+    assert me.allocate_and_mount_segment(0)["ret"] == -1
+    assert me.put("ms-c", value, cfg) == 0 and me.get("ms-c") == value
+    assert me.unmount_and_free_segment(a["segment_ids"]) == 0
+    assert me.is_exist("ms-c") == 0
+    # a later unmount of one still lent, after its grace period
+    r = me.allocate_and_mount_segment(MiB)
+    assert me.unmount_segment(r["segment_ids"], 1) == 0
 
 
 def test_zero_copy(make_store, peer):

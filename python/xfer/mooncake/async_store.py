@@ -12,9 +12,10 @@ Cancelling the awaiting task abandons the result, not the call: bytes a
 get was reading into your memory may still arrive. The calls that do not
 talk to the master (``setup``, ``init_all``, ``close``,
 ``register_buffer``, ``unregister_buffer``, ``health_check``,
-``get_hostname``), and ``mount_segment`` and ``unmount_segment``, which
-register memory too, have twins run in the loop's default executor as
-Mooncake's are, since they wait on the engine rather than on a reply.
+``get_hostname``), and the segment calls (``mount_segment`` and its
+kin), which register memory too, have twins run in the loop's default
+executor as Mooncake's are, since they wait on the engine rather than on
+a reply.
 """
 import asyncio
 import functools

@@ -30,6 +30,7 @@ from .config import (FlushMode, ObjectDataType, ReplicateConfig,
                      SoftPinAction)
 from .replica import (Descriptor, MemoryDescriptor, ReplicaDescriptor,
                       ReplicaStatus)
+from .segments import SegmentCalls
 from .tasks import QueryTaskResponse, TaskCalls, TaskStatus, TaskType
 
 __all__ = [
@@ -144,7 +145,7 @@ def _stored(r):
     return r if r == 0 or r <= -100 else INTERNAL_ERROR
 
 
-class MooncakeDistributedStore(TaskCalls):
+class MooncakeDistributedStore(TaskCalls, SegmentCalls):
     """Mooncake's MooncakeDistributedStore: a client of the store's master
     (xfer-stored) that lends ``global_segment_size`` bytes of this
     process's memory to the store and puts and gets objects by key. Make
@@ -242,8 +243,11 @@ class MooncakeDistributedStore(TaskCalls):
         0; later calls answer as before setup()."""
         kv, self._kv = self._kv, None
         self._ssd = False
+        lent = self._unlend_all()
         if kv is not None:
-            kv.close()
+            kv.close()          # unmounts the segments lent too
+        for m, _, _ in lent:
+            m.close()
         return 0
 
     def set_root_fs_dir(self, path):
@@ -286,29 +290,6 @@ class MooncakeDistributedStore(TaskCalls):
         kv = self._kv
         return INVALID_PARAMS if kv is None else \
             _registered(kv.unregister_buffer(buffer_ptr))
-
-    def mount_segment(self, buffer_ptr, size):
-        """Lend ``size`` bytes of this process's memory at ``buffer_ptr``
-        to the store as one more segment: registered with the engine and
-        mounted, the master allocates objects in it as in the segment of
-        setup() (and mounts it again after a reconnect). Both a multiple
-        of 64; keep the memory until unmount_segment() or close().
-        Returns 0, -600 (not set up, unaligned, zero length, overlapping
-        a mounted range or the client's own), -900 (the master is
-        unreachable), another error of the master's, or -1."""
-        kv = self._kv
-        return INVALID_PARAMS if kv is None else \
-            _stored(kv.mount_segment(buffer_ptr, size))
-
-    def unmount_segment(self, buffer_ptr, size):
-        """Unmount a segment of mount_segment(), the same ``buffer_ptr``
-        and ``size``: the objects whose replicas lay only there are gone;
-        then it is unregistered. Returns 0, -600 (no such segment, or not
-        set up), -900 (the master is unreachable: it stays mounted), or
-        -1."""
-        kv = self._kv
-        return INVALID_PARAMS if kv is None else \
-            _stored(kv.unmount_segment(buffer_ptr, size))
 
     def mount_file(self, path, size=0):
         """xfer's: lend the file (or block device) at ``path`` to the
