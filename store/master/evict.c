@@ -30,6 +30,19 @@ static double cpu_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* One pass of eviction, begun at CPU time @p t0, freed @p freed bytes:
+ * what /metrics reports. */
+static void count_pass(struct stored *s, uint64_t freed, double t0)
+{
+	double cpu = cpu_s() - t0;
+
+	s->stats.evict_passes++;
+	s->stats.evict_passes_ok += freed > 0;
+	s->stats.evicted_bytes += freed;
+	if (cpu > s->stats.evict_cpu_max_s)
+		s->stats.evict_cpu_max_s = cpu;
+}
+
 uint64_t evict(struct stored *s, uint64_t target)
 {
 	unsigned scanned = 0, most = s->journal ? EVICT_SCAN_JOURNAL :
@@ -56,12 +69,7 @@ uint64_t evict(struct stored *s, uint64_t target)
 			s->stats.evicted += n > 0;
 		}
 	}
-	s->stats.evict_passes++;
-	s->stats.evict_passes_ok += freed > 0;
-	s->stats.evicted_bytes += freed;
-	t0 = cpu_s() - t0;
-	if (t0 > s->stats.evict_cpu_max_s)
-		s->stats.evict_cpu_max_s = t0;
+	count_pass(s, freed, t0);
 	return freed;
 }
 
@@ -114,12 +122,7 @@ bool evict_run(struct stored *s, uint64_t len, uint32_t *visits)
 		freed += b;
 		s->stats.evicted += b > 0;
 	}
-	s->stats.evict_passes++;
-	s->stats.evict_passes_ok += freed > 0;
-	s->stats.evicted_bytes += freed;
-	t0 = cpu_s() - t0;
-	if (t0 > s->stats.evict_cpu_max_s)
-		s->stats.evict_cpu_max_s = t0;
+	count_pass(s, freed, t0);
 	return n > 0;
 }
 
