@@ -89,16 +89,6 @@ static unsigned poll_as(int fd, const uint8_t *c, char *src, char *dst)
 	return st_rep->n;
 }
 
-static int done_as(int fd, const uint8_t *c, const char *key, int32_t err)
-{
-	memcpy(st_req->client, c, STORE_ID_LEN);
-	st_req->n = 1;
-	st_req->items[0].key = st_str(key);
-	st_req->items[0].err = err;
-	st_call(fd, STORE_TIER_DONE);
-	return st_rep->items[0].err;
-}
-
 /* Wait up to 2 s for a copy given to @p c (the tick makes it). */
 static unsigned wait_copy(int fd, const uint8_t *c, char *src, char *dst)
 {
@@ -146,7 +136,7 @@ static void test_raise_lower(void **state)
 		assert_memory_equal(st_rep->client, A, STORE_ID_LEN);
 		/* not listed while it fills */
 		assert_int_equal(nrep(fd, "k"), 1 + k);
-		assert_int_equal(done_as(fd, A, "k", 0), 0);
+		assert_int_equal(st_tier_done(fd, A, "k", 0), 0);
 	}
 	assert_string_not_equal(seen[0], seen[1]);
 	assert_string_not_equal(seen[0], "a");
@@ -202,9 +192,9 @@ static void test_repair(void **state)
 	assert_string_equal(src, "a");
 	assert_string_equal(dst, gone_b ? "c" : "b");
 	/* a failed copy is tried again */
-	assert_int_equal(done_as(fd, A, "r", -800), 0);
+	assert_int_equal(st_tier_done(fd, A, "r", -800), 0);
 	assert_int_equal(wait_copy(fd, A, src, dst), 1);
-	assert_int_equal(done_as(fd, A, "r", 0), 0);
+	assert_int_equal(st_tier_done(fd, A, "r", 0), 0);
 	for (int i = 0; i < 100 && nrep(fd, "r") != 2; i++)
 		usleep(10000);
 	assert_int_equal(nrep(fd, "r"), 2);
@@ -256,7 +246,7 @@ static void test_copy_move(void **state)
 		assert_int_equal(wait_copy(fd, A, src, dst), 1);
 		assert_string_equal(src, "a");
 		assert_string_equal(dst, k ? "b" : "c");
-		assert_int_equal(done_as(fd, A, "m", 0), 0);
+		assert_int_equal(st_tier_done(fd, A, "m", 0), 0);
 	}
 	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
 			 STORE_TASK_SUCCESS);
@@ -268,7 +258,7 @@ static void test_copy_move(void **state)
 	assert_int_equal(wait_copy(fd, A, src, dst), 1);
 	assert_string_equal(dst, "b");
 	assert_int_equal(nrep(fd, "n"), 1);   /* leases it: 200 ms */
-	assert_int_equal(done_as(fd, A, "n", 0), 0);
+	assert_int_equal(st_tier_done(fd, A, "n", 0), 0);
 	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
 			 STORE_TASK_SUCCESS);
 	assert_int_equal(st_rep->task_type, STORE_TASK_REPLICA_MOVE);
@@ -283,7 +273,7 @@ static void test_copy_move(void **state)
 	assert_int_equal(wait_copy(fd, B, src, dst), 1);
 	assert_string_equal(src, "b");
 	assert_string_equal(dst, "c");
-	assert_int_equal(done_as(fd, B, "n", 0), 0);
+	assert_int_equal(st_tier_done(fd, B, "n", 0), 0);
 	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
 			 STORE_TASK_SUCCESS);
 	st_one(fd, STORE_QUERY, A, "n", 0, 0, false);
@@ -327,7 +317,7 @@ static void test_source_gone(void **state)
 	assert_int_equal(nrep(fd, "g"), -704);
 	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_FAILED),
 			 STORE_TASK_FAILED);
-	assert_int_equal(done_as(fd, A, "g", 0), -704);
+	assert_int_equal(st_tier_done(fd, A, "g", 0), -704);
 	assert_false(st_ping_needs_mount(fd, B));
 	close(fd);
 	st_stop();
@@ -353,7 +343,7 @@ static void test_ssd(void **state)
 	assert_string_equal(src, "a");
 	assert_int_equal(st_rep->items[0].rep[1].endpoint.len, 8);
 	assert_memory_equal(st_rep->items[0].rep[1].endpoint.p, "nvmeof/b", 8);
-	assert_int_equal(done_as(fd, A, "s", 0), 0);
+	assert_int_equal(st_tier_done(fd, A, "s", 0), 0);
 	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
 			 STORE_TASK_SUCCESS);
 	/* DRAM ones first, then SSD */
@@ -382,7 +372,7 @@ static void test_ssd(void **state)
 		 st_rep->items[0].rep[0].endpoint.p);
 	assert_string_equal(w, "nvmeof/b");
 	assert_int_equal(dst[0], "abc"[who == A ? 0 : who == B ? 1 : 2]);
-	assert_int_equal(done_as(fd, who, "s", 0), 0);
+	assert_int_equal(st_tier_done(fd, who, "s", 0), 0);
 	assert_int_equal(wait_status(fd, (uint64_t)id, STORE_TASK_SUCCESS),
 			 STORE_TASK_SUCCESS);
 	assert_int_equal(nrep(fd, "s"), 2);
@@ -426,7 +416,7 @@ static void test_clear_then_loss(void **state)
 				    (uint8_t)(names[2][0] - 'a' + 1)), 0);
 	assert_int_equal(nrep(fd, "q"), 1);
 	assert_int_equal(wait_copy(fd, A, src, dst), 1);
-	assert_int_equal(done_as(fd, A, "q", 0), 0);
+	assert_int_equal(st_tier_done(fd, A, "q", 0), 0);
 	for (int i = 0; i < 50; i++) {   /* half a second of ticks */
 		n += poll_as(fd, A, src, dst);
 		usleep(10000);

@@ -79,18 +79,6 @@ static unsigned poll_as(int fd, const uint8_t *c)
 	return st_rep->n;
 }
 
-/* Report @p key's copy as @p c with @p err. @return the item's err. */
-static int done_as(int fd, const uint8_t *c, const char *key, int32_t err)
-{
-	memcpy(st_req->client, c, STORE_ID_LEN);
-	st_req->n = 1;
-	st_req->items[0].key = st_str(key);
-	st_req->items[0].err = err;
-	st_call(fd, STORE_TIER_DONE);
-	assert_int_equal(st_rep->n, 1);
-	return st_rep->items[0].err;
-}
-
 static void test_ssd_replicas_and_promotion(void **state)
 {
 	char w[256];
@@ -124,14 +112,14 @@ static void test_ssd_replicas_and_promotion(void **state)
 	assert_string_equal(where(fd, "s", w, sizeof(w)), "nvmeof/a");
 	/* a copy in flight: no remove unless forced */
 	assert_int_equal(st_one(fd, STORE_REMOVE, A, "s", 0, 0, false), -706);
-	assert_int_equal(done_as(fd, B, "s", 0), -601);
-	assert_int_equal(done_as(fd, A, "s", -800), 0);   /* it failed */
+	assert_int_equal(st_tier_done(fd, B, "s", 0), -601);
+	assert_int_equal(st_tier_done(fd, A, "s", -800), 0);   /* it failed */
 	assert_string_equal(where(fd, "s", w, sizeof(w)), "nvmeof/a");
-	assert_int_equal(done_as(fd, A, "s", 0), -704);
+	assert_int_equal(st_tier_done(fd, A, "s", 0), -704);
 	/* that read was the first of the next two */
 	where(fd, "s", w, sizeof(w));
 	assert_int_equal(poll_as(fd, A), 1);
-	assert_int_equal(done_as(fd, A, "s", 0), 0);
+	assert_int_equal(st_tier_done(fd, A, "s", 0), 0);
 	assert_string_equal(where(fd, "s", w, sizeof(w)), "a,nvmeof/a");
 	assert_int_equal(poll_as(fd, A), 0);    /* in DRAM: no more */
 	{
@@ -190,19 +178,20 @@ static void test_offload_on_evict(void **state)
 				 st_rep->items[i].key.p);
 		assert_true(n + m >= 3);
 		/* a copy that fails: the object goes, as eviction wanted */
-		assert_int_equal(done_as(fd, n ? A : B, keys[0], -800), 0);
+		assert_int_equal(st_tier_done(fd, n ? A : B, keys[0], -800), 0);
 		assert_string_equal(where(fd, keys[0], w, sizeof(w)), "-");
 		/* while it copies, it is read from DRAM; leased, it keeps its
 		 * DRAM replica once copied */
 		assert_string_not_equal(where(fd, keys[1], w, sizeof(w)),
 					"nvmeof/a");
-		assert_int_equal(done_as(fd, n > 1 ? A : B, keys[1], 0), 0);
+		assert_int_equal(st_tier_done(fd, n > 1 ? A : B, keys[1], 0),
+				 0);
 		where(fd, keys[1], w, sizeof(w));
 		assert_true(!strcmp(w, "a,nvmeof/a") ||
 			    !strcmp(w, "b,nvmeof/a"));
 		for (unsigned i = 2; i < n + m; i++) {
-			assert_int_equal(done_as(fd, i < n ? A : B, keys[i], 0),
-					 0);
+			assert_int_equal(st_tier_done(fd, i < n ? A : B,
+							 keys[i], 0), 0);
 			assert_string_equal(where(fd, keys[i], w, sizeof(w)),
 					    "nvmeof/a");
 			ssd++;
@@ -229,8 +218,8 @@ static void test_unmount_under_copies(void **state)
 	/* eager: a copy at its put, by its DRAM segment's owner */
 	assert_int_equal(poll_as(fd, A) + poll_as(fd, B), 1);
 	assert_int_equal(st_unmount(fd, A, 2), 0);
-	assert_int_equal(done_as(fd, A, "e", 0), -704);
-	assert_int_equal(done_as(fd, B, "e", 0), -704);
+	assert_int_equal(st_tier_done(fd, A, "e", 0), -704);
+	assert_int_equal(st_tier_done(fd, B, "e", 0), -704);
 	where(fd, "e", w, sizeof(w));
 	assert_true(!strcmp(w, "a") || !strcmp(w, "b"));
 	assert_int_equal(st_one(fd, STORE_REMOVE, A, "e", 0, 0, true), 0);

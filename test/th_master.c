@@ -225,6 +225,18 @@ int st_one(int fd, unsigned type, const uint8_t *client, const char *key,
 	return st_rep->items[0].err;
 }
 
+int st_tier_done(int fd, const uint8_t *client, const char *key,
+		 int32_t err)
+{
+	memcpy(st_req->client, client, STORE_ID_LEN);
+	st_req->n = 1;
+	st_req->items[0].key = st_str(key);
+	st_req->items[0].err = err;
+	st_call(fd, STORE_TIER_DONE);
+	assert_int_equal(st_rep->n, 1);
+	return st_rep->items[0].err;
+}
+
 int st_put(int fd, const uint8_t *client, const char *key, uint64_t len)
 {
 	int ret = st_one(fd, STORE_PUT_START, client, key, len, 1, false);

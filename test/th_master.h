@@ -81,6 +81,11 @@ int st_unmount(int fd, const uint8_t *client, uint8_t segid);
 int st_one(int fd, unsigned type, const uint8_t *client, const char *key,
 	   uint64_t len, uint8_t replicas, bool force);
 
+/** tier_done of @p key's copy as @p client with @p err (0: copied).
+ *  @return its item's err. */
+int st_tier_done(int fd, const uint8_t *client, const char *key,
+		 int32_t err);
+
 /** put_start then put_end of @p key (@p len bytes, one replica). @return
  *  the first err that is not 0, or 0. */
 int st_put(int fd, const uint8_t *client, const char *key, uint64_t len);
