@@ -224,18 +224,21 @@ BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
 		return NULL;
 	}
 	bo->b = xfer_batch_new(e, cap);
-	xpy_engine_put(eng);
 	if (!bo->b) {
+		xpy_engine_put(eng);
 		xpy_raise(eng, -errno, "batch");
 		Py_DECREF(bo);
 		return NULL;
 	}
 	bo->eng = (EngineObject *)Py_NewRef(eng);
+	/* on the list while still counted on the gate: a close() that
+	 * begins now finds it */
 	bo->next = eng->batches;
 	if (bo->next)
 		bo->next->pprev = &bo->next;
 	bo->pprev = &eng->batches;
 	eng->batches = bo;
+	xpy_engine_put(eng);
 	return bo;
 }
 
@@ -315,6 +318,12 @@ void xpy_batch_release(BatchObject *bo)
 	struct xpy_hold *h, *next;
 	bool alive;
 
+	/* Off the list before the GIL can go (the hold below may wait): a
+	 * close() takes a reference to each batch on it, and this may be the
+	 * dealloc of one whose count is 0 (that reference would free it a
+	 * second time). The quiesce below cancels it, as close() would, and
+	 * its count on the gate keeps the engine until then. */
+	batch_unlink(bo);
 	if (!bo->b)
 		return;
 	alive = xpy_engine_hold(bo->eng); /* may wait out a close */
@@ -322,12 +331,6 @@ void xpy_batch_release(BatchObject *bo)
 		xpy_gate_wait(bo->eng, batch_gone, bo);
 	} else if (bo->b) {
 		bo->freeing = true;
-		/* Off the list before the GIL goes: a close() takes a reference
-		 * to each batch on it, and this may be the dealloc of one whose
-		 * count is 0 (that reference would free it a second time). The
-		 * quiesce below cancels it, as close() would, and its count on
-		 * the gate keeps the engine until then. */
-		batch_unlink(bo);
 		if (alive)
 			batch_quiesce(bo);
 		if (!bo->op.fut) /* an awaited one's comes from its callback */
@@ -419,8 +422,15 @@ void xpy_batches_cancel(EngineObject *eng, const struct timespec *deadline)
 
 void xpy_batches_close(EngineObject *eng)
 {
-	while (eng->batches)
-		xpy_batch_release(eng->batches);
+	BatchObject *bo;
+
+	/* each held: another thread may drop its last reference while the
+	 * release waits without the GIL */
+	while ((bo = eng->batches)) {
+		Py_INCREF(bo);
+		xpy_batch_release(bo);
+		Py_DECREF(bo);
+	}
 }
 
 /* What the collector sees: the engine, a pending future, and the

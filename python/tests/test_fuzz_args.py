@@ -337,11 +337,12 @@ class Fuzz:
                 self.pick([None, 0, 2**63, self.hostile()]))),
             ("_aio_listen", lambda: e._aio_listen(self.pick(
                 [None, print, lambda *a: 1 / 0, self.hostile()]))),
-            # close() racing the other threads' calls is left out: a
-            # longer run under load can still crash the module there (a
-            # known defect, docs/PYTHON.md); test_close_race.py and
-            # test_threads.py close under load deterministically
+            ("close and restart", self.restart),
         ]
+
+    def restart(self):
+        if self.rng.random() < 0.05:
+            self.new_engine()
 
     CLEAN = (TypeError, ValueError, OverflowError, IndexError, KeyError,
              MemoryError, BufferError, RuntimeError, ZeroDivisionError,
