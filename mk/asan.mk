@@ -10,7 +10,12 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
               -fno-omit-frame-pointer
 # detect_leaks: a leak fails the program at exit; abort_on_error and
 # halt_on_error: a report ends it, the tier stops there.
-ASAN_ENV   := XFER_TEST_ASAN=1 \
+# XFER_TEST_STORED_LOG: the masters the store's tests start write their
+# stderr there, not to /dev/null, and a sanitizer report in it fails the
+# tier (a master that died of one otherwise showed only as a client's
+# timeout).
+ASAN_STORED_LOG := $(abspath $(ASAN_BUILD))/stored.log
+ASAN_ENV   := XFER_TEST_ASAN=1 XFER_TEST_STORED_LOG=$(ASAN_STORED_LOG) \
               ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
               CFLAGS='-O2 -g'
@@ -24,7 +29,11 @@ test-asan-unit:
 	+$(Q)$(ASAN_MAKE) test-unit
 
 test-asan-integration:
+	$(Q)rm -f $(ASAN_STORED_LOG)
 	+$(Q)$(ASAN_MAKE) test-integration
+	$(Q)if grep -s -q -E 'Sanitizer|runtime error:' $(ASAN_STORED_LOG); then \
+		grep -E -A12 'Sanitizer|runtime error:' $(ASAN_STORED_LOG); \
+		echo "a master's sanitizer report: $(ASAN_STORED_LOG)"; exit 1; fi
 
 test-asan: test-asan-unit test-asan-integration
 

@@ -31,6 +31,8 @@ struct ha {
 	struct xfer_store *etcd;
 	struct xfer_store_env env;
 	char prefix[300], key[320];
+	char self[300];                /* cfg.self's copy: the caller's may
+					  be on its stack */
 	enum role role;
 	char leader[300];              /* followed, as a standby */
 	bool asking;                   /* a campaign or check in flight */
@@ -207,6 +209,8 @@ struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg)
 	tv.tv_usec %= 1000000;
 	ha->base = base;
 	ha->cfg = *cfg;
+	snprintf(ha->self, sizeof(ha->self), "%s", cfg->self);
+	ha->cfg.self = ha->self;
 	ha->lost_ms = now_ms();        /* a restarted master is behind */
 	/* Mooncake's: one '/' that ends the id is dropped */
 	n = strlen(cfg->cluster_id);

@@ -36,8 +36,10 @@ struct ha_cfg {
 	void *arg;
 };
 
-/** Start campaigning on @p base. @return it, or NULL with a message on
- *  stderr (a malformed --etcd_endpoints, no memory). */
+/** Start campaigning on @p base. @p cfg's self is copied; its
+ *  endpoints and cluster_id must outlive the ha (the flags').
+ *  @return it, or NULL with a message on stderr (a malformed
+ *  --etcd_endpoints, no memory). */
 struct ha *ha_new(struct event_base *base, const struct ha_cfg *cfg);
 
 /** The stream from the leader ended: campaign again soon (20 ms,
