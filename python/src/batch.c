@@ -225,8 +225,10 @@ BatchObject *xpy_batch_new(EngineObject *eng, size_t cap)
 	}
 	bo->b = xfer_batch_new(e, cap);
 	if (!bo->b) {
+		int err = errno;
+
 		xpy_engine_put(eng);
-		xpy_raise(eng, -errno, "batch");
+		xpy_raise(eng, -err, "batch");
 		Py_DECREF(bo);
 		return NULL;
 	}
