@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "xfer_py.h"
 
@@ -309,6 +310,20 @@ static void batch_unlink(BatchObject *bo)
 	bo->pprev = NULL;
 }
 
+/* Free the core's batch. It is -EBUSY while a direct callback or the
+ * batch's notification still ends on another thread (xfer_batch_free()),
+ * after its tasks did: waited out without the GIL, which that callback
+ * may need, rather than leaked. */
+static void batch_free_core(struct xfer_batch *b)
+{
+	if (xfer_batch_free(b) != -EBUSY)
+		return;
+	Py_BEGIN_ALLOW_THREADS
+	while (xfer_batch_free(b) == -EBUSY)
+		usleep(100);
+	Py_END_ALLOW_THREADS
+}
+
 /*
  * With the engine alive, what is in flight is cancelled and waited for
  * first (a batch with a callback has had it, or has none set); once the
@@ -337,7 +352,7 @@ void xpy_batch_release(BatchObject *bo)
 			batch_quiesce(bo);
 		if (!bo->op.fut) /* an awaited one's comes from its callback */
 			bo->outcome = xpy_batch_outcome(bo->b);
-		xfer_batch_free(bo->b);
+		batch_free_core(bo->b);
 		pthread_mutex_lock(&bo->eng->g.lock);
 		bo->b = NULL;
 		pthread_cond_broadcast(&bo->eng->g.cv);
