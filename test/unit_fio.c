@@ -553,6 +553,7 @@ static void test_now(void **state)
 	enum { LEN = 256 * KiB };
 	char *src = malloc(LEN), *dst = calloc(1, LEN);
 	struct xfer_fio_req r = { .fd = F.fd, .buf = dst, .len = LEN };
+	bool cached;
 	int ret;
 
 	(void)state;
@@ -579,8 +580,8 @@ static void test_now(void **state)
 	assert_int_equal(fsync(F.fd), 0);
 	assert_int_equal(posix_fadvise(F.fd, 0, LEN, POSIX_FADV_DONTNEED), 0);
 	r.off = 0;
-	assert_int_equal(xfer_fio_now(&r, true),
-			 all_cached(F.fd, LEN) ? 0 : -EAGAIN);
+	cached = all_cached(F.fd, LEN); /* first: a refused read reads ahead */
+	assert_int_equal(xfer_fio_now(&r, true), cached ? 0 : -EAGAIN);
 	/* Without RWF_NOWAIT (a file in memory) it waits and ends. */
 	memset(dst, 0, LEN);
 	assert_int_equal(xfer_fio_now(&r, false), 0);
