@@ -54,19 +54,13 @@ static void on_mount(struct kv_rpc *r, const struct store_msg *rep)
 
 static void mount(struct xfer_kv *kv)
 {
-	struct store_msg *m = kv->req;
-
 	if (kv->mount_out)
 		return;
 	kv->mount_out = true;
-	memcpy(m->client, kv->client_id, STORE_ID_LEN);
-	memcpy(m->segment, kv->segment_id, STORE_ID_LEN);
-	m->base = (uintptr_t)kv->seg_mem;
-	m->size = kv->seg_size;
-	m->medium = STORE_MEDIUM_DRAM;
-	m->name = (struct store_str){ kv->name, (uint16_t)strlen(kv->name) };
 	kv->mount_rpc.done = on_mount;
-	kv_rpc_send(kv, &kv->mount_rpc, STORE_MOUNT);
+	kv_mount_send(kv, &kv->mount_rpc, kv->segment_id,
+		      (uintptr_t)kv->seg_mem, kv->seg_size, STORE_MEDIUM_DRAM,
+		      kv->name);
 }
 
 static void connected(struct xfer_kv *kv)
@@ -342,7 +336,6 @@ err:
 /* Every call has ended: unmount, then let xfer_kv_free() go on. */
 static void drained(struct xfer_kv *kv)
 {
-	struct store_msg *m = kv->req;
 	bool last;
 
 	if (kv->drained)
@@ -358,9 +351,7 @@ static void drained(struct xfer_kv *kv)
 		xfer_wait_done(kv->close_wait, 0);
 		return;
 	}
-	memcpy(m->client, kv->client_id, STORE_ID_LEN);
-	memcpy(m->segment, kv->segment_id, STORE_ID_LEN);
-	kv_rpc_send(kv, &kv->unmount_rpc, STORE_UNMOUNT);
+	kv_unmount_send(kv, &kv->unmount_rpc, kv->segment_id);
 }
 
 static void on_unmount(struct kv_rpc *r, const struct store_msg *rep)

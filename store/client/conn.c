@@ -246,6 +246,28 @@ void kv_rpc_send(struct xfer_kv *kv, struct kv_rpc *r, uint16_t type)
 	kv->rpcs_tail = &r->next;
 }
 
+void kv_mount_send(struct xfer_kv *kv, struct kv_rpc *r, const uint8_t *id,
+		   uint64_t base, uint64_t size, uint8_t medium,
+		   const char *name)
+{
+	struct store_msg *m = kv->req;
+
+	memcpy(m->client, kv->client_id, STORE_ID_LEN);
+	memcpy(m->segment, id, STORE_ID_LEN);
+	m->base = base;
+	m->size = size;
+	m->medium = medium;
+	m->name = (struct store_str){ name, (uint16_t)strlen(name) };
+	kv_rpc_send(kv, r, STORE_MOUNT);
+}
+
+void kv_unmount_send(struct xfer_kv *kv, struct kv_rpc *r, const uint8_t *id)
+{
+	memcpy(kv->req->client, kv->client_id, STORE_ID_LEN);
+	memcpy(kv->req->segment, id, STORE_ID_LEN);
+	kv_rpc_send(kv, r, STORE_UNMOUNT);
+}
+
 void kv_conn_check(struct xfer_kv *kv, int64_t now)
 {
 	if (kv->rpcs && now - kv->rpcs->sent_ms > KV_RPC_TIMEOUT_MS)

@@ -329,6 +329,16 @@ void kv_conn_fini(struct xfer_kv *kv);
  */
 void kv_rpc_send(struct xfer_kv *kv, struct kv_rpc *r, uint16_t type);
 
+/** Mount segment @p id ([@p base, + @p size) of @p medium, the engine
+ *  segment @p name) for this client: a STORE_MOUNT on @p r, whose done
+ *  the caller set: the own segment's, mount.c's, ssd.c's. */
+void kv_mount_send(struct xfer_kv *kv, struct kv_rpc *r, const uint8_t *id,
+		   uint64_t base, uint64_t size, uint8_t medium,
+		   const char *name);
+
+/** Unmount segment @p id: a STORE_UNMOUNT on @p r, done set as above. */
+void kv_unmount_send(struct xfer_kv *kv, struct kv_rpc *r, const uint8_t *id);
+
 /** Fail requests that waited over KV_RPC_TIMEOUT_MS (the tick). */
 void kv_conn_check(struct xfer_kv *kv, int64_t now);
 

@@ -49,20 +49,13 @@ static void on_mount(struct kv_rpc *r, const struct store_msg *rep)
 
 static void send_mount(struct xfer_kv *kv, struct kv_extra *x)
 {
-	struct store_msg *m = kv->req;
-
 	if (!x->ready || x->mount_out || x->unmounting || x->dropped ||
 	    !kv->bev || kv->closing)
 		return;
 	x->mount_out = true;
-	memcpy(m->client, kv->client_id, STORE_ID_LEN);
-	memcpy(m->segment, x->id, STORE_ID_LEN);
-	m->base = x->base;
-	m->size = x->size;
-	m->medium = STORE_MEDIUM_DRAM;
-	m->name = (struct store_str){ kv->name, (uint16_t)strlen(kv->name) };
 	x->mount_rpc.done = on_mount;
-	kv_rpc_send(kv, &x->mount_rpc, STORE_MOUNT);
+	kv_mount_send(kv, &x->mount_rpc, x->id, x->base, x->size,
+		      STORE_MEDIUM_DRAM, kv->name);
 }
 
 void kv_extra_mount(struct xfer_kv *kv)
@@ -211,7 +204,6 @@ static void unmount_begin(void *arg)
 	struct extra_req *q = arg;
 	struct xfer_kv *kv = q->kv;
 	struct kv_extra *x = kv->extras;
-	struct store_msg *m = kv->req;
 
 	while (x && (x->base != q->base || x->size != q->size ||
 		     !x->ready || x->unmounting))
@@ -223,10 +215,8 @@ static void unmount_begin(void *arg)
 	}
 	x->unmounting = true;
 	x->wait = q->w;
-	memcpy(m->client, kv->client_id, STORE_ID_LEN);
-	memcpy(m->segment, x->id, STORE_ID_LEN);
 	x->unmount_rpc.done = on_unmount;
-	kv_rpc_send(kv, &x->unmount_rpc, STORE_UNMOUNT);
+	kv_unmount_send(kv, &x->unmount_rpc, x->id);
 }
 
 int xfer_kv_unmount_segment(struct xfer_kv *kv, void *addr, size_t len)
@@ -261,7 +251,6 @@ static void on_close_unmount(struct kv_rpc *r, const struct store_msg *rep)
 
 bool kv_extra_unmount_all(struct xfer_kv *kv, bool ends_close)
 {
-	struct store_msg *m = kv->req;
 	struct kv_extra *last = NULL;
 
 	if (!kv->bev)
@@ -274,10 +263,8 @@ bool kv_extra_unmount_all(struct xfer_kv *kv, bool ends_close)
 			continue;
 		x->unmounting = true;
 		x->ends_close = ends_close && x == last;
-		memcpy(m->client, kv->client_id, STORE_ID_LEN);
-		memcpy(m->segment, x->id, STORE_ID_LEN);
 		x->unmount_rpc.done = on_close_unmount;
-		kv_rpc_send(kv, &x->unmount_rpc, STORE_UNMOUNT);
+		kv_unmount_send(kv, &x->unmount_rpc, x->id);
 	}
 	return last != NULL;
 }

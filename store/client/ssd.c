@@ -72,20 +72,12 @@ static void on_ssd_mount(struct kv_rpc *r, const struct store_msg *rep)
 
 void kv_ssd_mount(struct xfer_kv *kv)
 {
-	struct store_msg *m = kv->req;
-
 	if (!kv->ssd_name || kv->ssd_mount_out || !kv->bev || kv->closing)
 		return;
 	kv->ssd_mount_out = true;
-	memcpy(m->client, kv->client_id, STORE_ID_LEN);
-	memcpy(m->segment, kv->ssd_id, STORE_ID_LEN);
-	m->base = kv->ssd_base;
-	m->size = kv->ssd_size;
-	m->medium = STORE_MEDIUM_SSD;
-	m->name = (struct store_str){ kv->ssd_name,
-				      (uint16_t)strlen(kv->ssd_name) };
 	kv->ssd_mount_rpc.done = on_ssd_mount;
-	kv_rpc_send(kv, &kv->ssd_mount_rpc, STORE_MOUNT);
+	kv_mount_send(kv, &kv->ssd_mount_rpc, kv->ssd_id, kv->ssd_base,
+		      kv->ssd_size, STORE_MEDIUM_SSD, kv->ssd_name);
 }
 
 /* What xfer_kv_mount_file() hands the reactor, which owns kv->ssd_*. */
@@ -172,14 +164,10 @@ static void on_ssd_unmount(struct kv_rpc *r, const struct store_msg *rep)
 
 bool kv_ssd_unmount(struct xfer_kv *kv)
 {
-	struct store_msg *m = kv->req;
-
 	if (!kv->ssd_mounted || !kv->bev)
 		return false;
-	memcpy(m->client, kv->client_id, STORE_ID_LEN);
-	memcpy(m->segment, kv->ssd_id, STORE_ID_LEN);
 	kv->ssd_unmount_rpc.done = on_ssd_unmount;
-	kv_rpc_send(kv, &kv->ssd_unmount_rpc, STORE_UNMOUNT);
+	kv_unmount_send(kv, &kv->ssd_unmount_rpc, kv->ssd_id);
 	return true;
 }
 
