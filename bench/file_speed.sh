@@ -7,10 +7,13 @@
 # XFER_FILE_LOCAL=0) at 1 MiB next to TCP RAM-to-RAM between the same two
 # processes. xfer moves each request as one read or write (the runs of
 # its slices); both tools go over the same footprint, the bench's region
-# (queue depth x block size) at the start of the file. Fails only when a
-# tool fails, not on a low ratio.
-#   DURATION=10 bench/file_speed.sh   (seconds per run; FILE_DIR=/var/tmp,
-#   DISK_SIZE=1073741824, TMPFS_SIZE=536870912, QUEUE_DEPTH=32)
+# (queue depth x block size) at the start of the file. With --rounds N
+# each local figure is the median of N rounds and each ratio the median
+# of the rounds' ratios: a shared virtual disk moves one run by a third
+# or more. Fails only when a tool fails, not on a low ratio.
+#   DURATION=10 bench/file_speed.sh [--rounds N]  (seconds per run;
+#   FILE_DIR=/var/tmp, DISK_SIZE=1073741824, TMPFS_SIZE=536870912,
+#   QUEUE_DEPTH=32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,10 +23,20 @@ DISK_SIZE=${DISK_SIZE:-$((1 << 30))}
 TMPFS_SIZE=${TMPFS_SIZE:-$((512 << 20))}
 QD=${QUEUE_DEPTH:-32}
 BENCH=build/xfer-bench
+ROUNDS=1
 # xfer's batch and io_uring depth both match fio's iodepth
 export XFER_FILE_QUEUE_DEPTH=$QD
 
 die() { echo "file_speed.sh: $1" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rounds) ROUNDS=${2:?--rounds N}; shift 2 ;;
+	--rounds=*) ROUNDS=${1#*=}; shift ;;
+	*) die "usage: bench/file_speed.sh [--rounds N]" ;;
+	esac
+done
+[ "$ROUNDS" -ge 1 ] 2>/dev/null || die "--rounds wants a positive number"
 
 [ -x "$BENCH" ] || make -s
 command -v fio >/dev/null || die "fio not found (make setup)"
@@ -77,39 +90,55 @@ xfer_run() {
 }
 
 label() { [ "$1" -ge $((1 << 20)) ] && echo "$(($1 >> 20))MiB" || echo "$(($1 >> 10))KiB"; }
-ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", (y > 0 ? x / y : 0) }'; }
 
 # medium FILE SIZE DIRECT NAME: the local path against fio, two ways
-# each at the same depth and footprint. Kept full: fio's iodepth against
-# two xfer threads with a batch of QD/2 each (one refills while the
-# other waits). One batch at a time: fio told to submit QD and reap all
+# each at the same depth and footprint. Kept full: fio's iodepth, which
+# submits again as each request ends, against QD batches of one request
+# each on one thread's event loop, each submitted again from the
+# callback of the one before (--plugin), as an async server keeps a
+# device busy. One batch at a time: fio told to submit QD and reap all
 # QD before the next (iodepth_batch_submit, iodepth_batch_complete_min)
 # against one xfer thread with one batch of QD, as Mooncake's bench
 # submits; there the slowest request of each batch idles the queue.
 medium() {
-	local file=$1 size=$2 direct=$3 name=$4 bs op f fb x xb
+	local file=$1 size=$2 direct=$3 name=$4 bs op k f fb x xb
 
 	fio_run "$file" "$size" "$direct" prep 1M
+	for _ in $(seq "$ROUNDS"); do
+		for bs in $((64 << 10)) $((1 << 20)); do
+			for op in read write; do
+				k="$name.$op.$bs"
+				f=$(fio_run "$file" $((QD * bs)) "$direct" "$op" "$bs")
+				x=$(xfer_run --mode loopback --file "$file" \
+					--buffer_size "$size" --block_size "$bs" \
+					--operation "$op" --plugin --threads "$QD" \
+					--batch_size 1)
+				fb=$(fio_run "$file" $((QD * bs)) "$direct" "$op" \
+					"$bs" --iodepth_batch_submit="$QD" \
+					--iodepth_batch_complete_min="$QD")
+				xb=$(xfer_run --mode loopback --file "$file" \
+					--buffer_size "$size" --block_size "$bs" \
+					--operation "$op")
+				add "$k.f" "$f"; add "$k.x" "$x"
+				add "$k.r" "$(ratio "$x" "$f")"
+				add "$k.fb" "$fb"; add "$k.xb" "$xb"
+				add "$k.rb" "$(ratio "$xb" "$fb")"
+			done
+		done
+	done
 	for bs in $((64 << 10)) $((1 << 20)); do
 		for op in read write; do
-			f=$(fio_run "$file" $((QD * bs)) "$direct" "$op" "$bs")
-			x=$(xfer_run --mode loopback --file "$file" \
-				--buffer_size "$size" --block_size "$bs" \
-				--operation "$op" --threads 2 \
-				--batch_size $((QD / 2)))
-			fb=$(fio_run "$file" $((QD * bs)) "$direct" "$op" "$bs" \
-				--iodepth_batch_submit="$QD" \
-				--iodepth_batch_complete_min="$QD")
-			xb=$(xfer_run --mode loopback --file "$file" \
-				--buffer_size "$size" --block_size "$bs" \
-				--operation "$op")
-			printf 'file %s %s %s: kept full: xfer %.2f GB/s, fio %.2f GB/s, ratio %s; one batch at a time: xfer %.2f, fio %.2f, ratio %s\n' \
-				"$op" "$(label "$bs")" "$name" "$x" "$f" \
-				"$(ratio "$x" "$f")" "$xb" "$fb" "$(ratio "$xb" "$fb")"
+			k="$name.$op.$bs"
+			printf 'file %s %s %s: kept full: xfer %.2f GB/s, fio %.2f GB/s, ratio %.2f; one batch at a time: xfer %.2f, fio %.2f, ratio %.2f\n' \
+				"$op" "$(label "$bs")" "$name" "$(median "$k.x")" \
+				"$(median "$k.f")" "$(median "$k.r")" \
+				"$(median "$k.xb")" "$(median "$k.fb")" \
+				"$(median "$k.rb")"
 		done
 	done
 }
 
+[ "$ROUNDS" -gt 1 ] && echo "local path: medians of $ROUNDS rounds of ${DURATION} s runs"
 medium "$disk_file" "$DISK_SIZE" 1 disk
 medium "$tmpfs_file" "$TMPFS_SIZE" 0 tmpfs
 

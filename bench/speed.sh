@@ -90,15 +90,6 @@ xfer_run() {
 		awk -v b="$gb" '{ print (b > 0 ? $1 / (b / 1e9) : "nan") }')
 }
 
-# Per round: val[name] gets one value more, space-separated.
-declare -A val
-add() { val[$1]="${val[$1]:-} $2"; }
-median() {
-	python3 -c 'import statistics, sys
-v = [float(x) for x in sys.argv[1:]]
-print("%.6g" % statistics.median(v) if v else "nan")' ${val[$1]:-}
-}
-ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.4f", (y > 0 ? x / y : 0) }'; }
 
 for round in $(seq "$ROUNDS"); do
 	iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &

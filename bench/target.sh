@@ -16,6 +16,17 @@ for k in sys.argv[1:]:
     print("nan" if v is None else v)' "$@"
 }
 
+# Per round: add NAME VALUE gives val[NAME] one value more; median NAME
+# prints the median of them; ratio X Y prints X / Y (0 if Y is not > 0).
+declare -A val
+add() { val[$1]="${val[$1]:-} $2"; }
+median() {
+	python3 -c 'import statistics, sys
+v = [float(x) for x in sys.argv[1:]]
+print("%.6g" % statistics.median(v) if v else "nan")' ${val[$1]:-}
+}
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.4f", (y > 0 ? x / y : 0) }'; }
+
 # listening PORT: wait until something listens on PORT.
 listening() {
 	for _ in $(seq 200); do
