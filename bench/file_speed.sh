@@ -23,20 +23,13 @@ DISK_SIZE=${DISK_SIZE:-$((1 << 30))}
 TMPFS_SIZE=${TMPFS_SIZE:-$((512 << 20))}
 QD=${QUEUE_DEPTH:-32}
 BENCH=build/xfer-bench
-ROUNDS=1
 # xfer's batch and io_uring depth both match fio's iodepth
 export XFER_FILE_QUEUE_DEPTH=$QD
 
 die() { echo "file_speed.sh: $1" >&2; exit 1; }
 
-while [ $# -gt 0 ]; do
-	case $1 in
-	--rounds) ROUNDS=${2:?--rounds N}; shift 2 ;;
-	--rounds=*) ROUNDS=${1#*=}; shift ;;
-	*) die "usage: bench/file_speed.sh [--rounds N]" ;;
-	esac
-done
-[ "$ROUNDS" -ge 1 ] 2>/dev/null || die "--rounds wants a positive number"
+. bench/target.sh
+rounds_arg "$@"
 
 [ -x "$BENCH" ] || make -s
 command -v fio >/dev/null || die "fio not found (make setup)"
@@ -46,7 +39,6 @@ tmp=$(mktemp -d)
 disk_file=$(mktemp "$FILE_DIR/xfer-file-speed.XXXXXX")
 tmpfs_file=$(mktemp /dev/shm/xfer-file-speed.XXXXXX)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp" "$disk_file" "$tmpfs_file"' EXIT
-. bench/target.sh
 
 # json PATH: the field at PATH (a.0.b: list items by index) of the JSON
 # object on stdin, in GB when it counts bytes.

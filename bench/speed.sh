@@ -26,18 +26,11 @@ IPERF_PORT=${IPERF_PORT:-5201}
 SOCKPERF_PORT=${SOCKPERF_PORT:-11111}
 CONNS=${XFER_TCP_CONNS:-2}
 BENCH=${BENCH:-build/xfer-bench}
-ROUNDS=1
 
 die() { echo "speed.sh: $1" >&2; exit 1; }
 
-while [ $# -gt 0 ]; do
-	case $1 in
-	--rounds) ROUNDS=${2:?--rounds N}; shift 2 ;;
-	--rounds=*) ROUNDS=${1#*=}; shift ;;
-	*) die "usage: bench/speed.sh [--rounds N]" ;;
-	esac
-done
-[ "$ROUNDS" -ge 1 ] 2>/dev/null || die "--rounds wants a positive number"
+. bench/target.sh
+rounds_arg "$@"
 
 [ -x "$BENCH" ] || make -s
 for t in iperf3 sockperf; do
@@ -48,8 +41,6 @@ done
 pids=()
 tmp=$(mktemp -d)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-. bench/target.sh
-
 
 
 # Each run sets globals rather than print, so that it runs in this shell:

@@ -16,6 +16,21 @@ for k in sys.argv[1:]:
     print("nan" if v is None else v)' "$@"
 }
 
+# rounds_arg ARGS...: ROUNDS from the script's only option, --rounds N
+# (1 without it).
+rounds_arg() {
+	ROUNDS=1
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--rounds) ROUNDS=${2:?--rounds N}; shift 2 ;;
+		--rounds=*) ROUNDS=${1#*=}; shift ;;
+		*) die "usage: bench/${0##*/} [--rounds N]" ;;
+		esac
+	done
+	[ "$ROUNDS" -ge 1 ] 2>/dev/null ||
+		die "--rounds wants a positive number"
+}
+
 # Per round: add NAME VALUE gives val[NAME] one value more; median NAME
 # prints the median of them; ratio X Y prints X / Y (0 if Y is not > 0).
 declare -A val
