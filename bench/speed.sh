@@ -42,7 +42,6 @@ pids=()
 tmp=$(mktemp -d)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
-
 # Each run sets globals rather than print, so that it runs in this shell:
 # a failure stops the script, and the trap stops what it started.
 
@@ -80,7 +79,6 @@ xfer_run() {
 	CPU_T=$(grep '^{' "$tmp/target" | json cpu_s_target |
 		awk -v b="$gb" '{ print (b > 0 ? $1 / (b / 1e9) : "nan") }')
 }
-
 
 for round in $(seq "$ROUNDS"); do
 	iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &
