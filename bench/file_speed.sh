@@ -40,17 +40,6 @@ disk_file=$(mktemp "$FILE_DIR/xfer-file-speed.XXXXXX")
 tmpfs_file=$(mktemp /dev/shm/xfer-file-speed.XXXXXX)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp" "$disk_file" "$tmpfs_file"' EXIT
 
-# json PATH: the field at PATH (a.0.b: list items by index) of the JSON
-# object on stdin, in GB when it counts bytes.
-json() {
-	python3 -c '
-import json, sys
-v = json.load(sys.stdin)
-for p in sys.argv[1].split("."):
-    v = v[int(p)] if isinstance(v, list) else v[p]
-print(v / 1e9 if sys.argv[1].endswith("bytes") else v)' "$1"
-}
-
 # fio_run FILE SIZE DIRECT OP BS [FIO_ARGS...]: fio's GB/s, or with
 # "prep" as OP the file written once, fully, so reads never hit holes.
 fio_run() {
@@ -67,7 +56,7 @@ fio_run() {
 	out=$(timeout $((DURATION + 60)) fio "${args[@]}" "${@:6}" \
 		--rw="$op" --runtime="$DURATION" --time_based) ||
 		die "fio $op $bs failed"
-	json "jobs.0.$op.bw_bytes" <<<"$out"
+	json "jobs.0.$op.bw_bytes" <<<"$out" | awk '{ print $1 / 1e9 }'
 }
 
 # xfer_run ARGS...: xfer-bench's GB/s (one thread, one batch of QD
