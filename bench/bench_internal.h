@@ -61,6 +61,7 @@ struct bench_opts {
 	size_t footprint; /* 0: the batch's, every request its own */
 	bool json;
 	bool plugin;      /* the initiator on our event_base, no waiting */
+	bool hugepages;   /* buffers on transparent huge pages */
 	const char *file; /* the target segment is this file's, NULL: RAM */
 	const char *report_unit;    /* Mooncake's: "GB", "GiB" ... */
 	double report_bytes;        /* bytes in one report_unit */

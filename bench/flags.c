@@ -48,7 +48,7 @@ struct raw {
 	long long report_precision, gpu_id, workers, rpc_port, footprint;
 	double duration;
 	bool auto_discovery, use_vram, init_mem, verify, json, plugin, help;
-	bool list_config, markdown;
+	bool list_config, markdown, hugepages;
 };
 
 #define S(n, f, h) { n, XFER_GF_STRING, &r->f, 0, 0, h }
@@ -107,6 +107,8 @@ static void read_args(int argc, char **argv, struct raw *r)
 		  "thread's batch goes over, on each side: its requests wrap "
 		  "round within them, so they overlap (at least one block; 0: "
 		  "batch_size * block_size, every request its own)"),
+		B("hugepages", hugepages, "buffers on transparent huge pages: "
+		  "2 MiB-aligned, madvise(MADV_HUGEPAGE) (false)"),
 		B("json", json, "one JSON line instead of text"),
 		B("plugin", plugin, "the initiator on an event_base of the "
 		  "bench, no thread; loop stalls"),
@@ -284,6 +286,7 @@ static void convert(const struct raw *r, struct bench_opts *o)
 	o->footprint = (size_t)r->footprint;
 	o->json = r->json;
 	o->plugin = r->plugin;
+	o->hugepages = r->hugepages;
 	if (r->file && !*r->file)
 		die("--file: empty path");
 	o->file = r->file;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "bench/bench_internal.h"
@@ -76,14 +77,21 @@ static double thread_cpu_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Page-aligned and touched, so page faults stay out of the measurement. */
-static uint8_t *alloc_buffer(size_t len)
+/* Page-aligned and touched, so page faults stay out of the measurement.
+ * With --hugepages, 2 MiB-aligned and on transparent huge pages where the
+ * kernel has them: a 64 KiB O_DIRECT request is then one segment to the
+ * device, not sixteen (docs/BENCH.md). */
+static uint8_t *alloc_buffer(const struct bench_opts *o, size_t len)
 {
+	size_t align = o->hugepages ? 2u << 20 : 4096;
 	void *p;
-	int ret = posix_memalign(&p, 4096, len);
+	int ret = posix_memalign(&p, align, len);
 
 	if (ret)
 		die("posix_memalign %zu bytes: %s", len, strerror(ret));
+	if (o->hugepages && madvise(p, len, MADV_HUGEPAGE))
+		fprintf(stderr, "xfer-bench: madvise(MADV_HUGEPAGE): %s\n",
+			strerror(errno));
 	memset(p, 0, len);
 	return p;
 }
@@ -107,7 +115,7 @@ static uint8_t *target_buffer(const struct bench_opts *o,
 		bench_register_file(o, e);
 		return NULL;
 	}
-	buf = alloc_buffer(o->buffer_size);
+	buf = alloc_buffer(o, o->buffer_size);
 	if (o->verify)
 		bench_fill_pattern(buf, 0, o->buffer_size);
 	bench_register(e, buf, o->buffer_size);
@@ -339,7 +347,7 @@ void bench_initiator_new(const struct bench_opts *o,
 		in->e = bench_engine_new(o, o->local_server_name, o->bind_addr,
 					 o->rpc_port, base);
 	}
-	in->local = alloc_buffer(o->buffer_size);
+	in->local = alloc_buffer(o, o->buffer_size);
 }
 
 void bench_initiator_regions(const struct bench_opts *o,

@@ -3,7 +3,8 @@
 # loopback mode (the file read and written here with io_uring), then a
 # target process serving the file and an initiator with XFER_FILE_LOCAL=0
 # that reaches it through the target's file data port. Each run must exit
-# 0, say the bytes checked out and move batches.
+# 0, say the bytes checked out and move batches. One loopback run has its
+# buffers on transparent huge pages (--hugepages).
 #   test/check_bench_file.sh build/xfer-bench
 set -eu
 bench=${1:-build/xfer-bench}
@@ -37,6 +38,9 @@ for op in read write; do
 	"$bench" --mode loopback --file "$file" --operation "$op" $sizes \
 		--duration 1 --verify --json | check "loopback $op"
 done
+# shellcheck disable=SC2086
+"$bench" --mode loopback --file "$file" --operation read $sizes \
+	--duration 1 --verify --json --hugepages | check "loopback read --hugepages"
 
 rm -f "$file"
 : >"$dir/target.out" # the loop below may look before the target starts
