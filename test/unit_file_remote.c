@@ -8,7 +8,8 @@
  *   - the initiator against the owner: writes and reads over two files,
  *     past the wire bound, errno statuses, refusals;
  *   - the owner against raw sockets: hostile headers, v1, pipelining,
- *     a WRITE the file refuses, a peer gone before its replies;
+ *     a WRITE the file refuses, a file cut shorter under a WRITE, a
+ *     peer gone before its replies;
  *   - the initiator against a scripted owner (a thread of the test):
  *     errno and malformed statuses, connection loss, the transfer
  *     timeout, cancel with requests on the wire, close.
@@ -391,6 +392,67 @@ static void test_write_refused(void **state)
 	free(got);
 }
 
+/* Has the file at @p path come to hold @p want at @p off, within 5 s? */
+static bool file_holds(const char *path, const uint8_t *want, size_t len,
+		       off_t off)
+{
+	uint8_t *got = th_alloc(len);
+	bool same = false;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	for (int i = 0; i < 500 && !same; i++) {
+		same = pread(fd, got, len, off) == (ssize_t)len &&
+		       !memcmp(got, want, len);
+		if (!same)
+			usleep(10000);
+	}
+	close(fd);
+	free(got);
+	return same;
+}
+
+/*
+ * A file cut shorter by someone else under a WRITE (one the owner of a
+ * file in memory receives into the file's mapping, as it lay inside the
+ * file): what comes after the cut grows the file back, as a write would,
+ * the status is OK, and the owner (no SIGBUS) serves the next request.
+ */
+static void test_write_truncated(void **state)
+{
+	const size_t len = 3 * MiB;
+	uint8_t h[FILE_HDR_LEN], *src = th_alloc(len), *got = th_alloc(len);
+	char path[128];
+	int fd, ffd;
+
+	(void)state;
+	strcpy(path, add_file("cut", 4 * MiB, 0));
+	th_fill(src, len, 5);
+	fd = th_connect(F.t->data_port);
+	put_hdr(h, len, 0, 0x81);
+	assert_int_equal(th_send_all(fd, h, sizeof(h)), 0);
+	assert_int_equal(th_send_all(fd, src, MiB), 0);
+	assert_true(file_holds(path, src, MiB, 0));
+	ffd = open(path, O_RDWR);
+	assert_true(ffd >= 0);
+	assert_int_equal(ftruncate(ffd, 0), 0);
+	assert_int_equal(th_send_all(fd, src + MiB, len - MiB), 0);
+	assert_int_equal(recv_status(fd), STATUS(FILE_STATUS_OK));
+	assert_int_equal(pread(ffd, got, len, 0), (ssize_t)len);
+	assert_int_equal(th_check_byte(got, MiB, 0), -1); /* cut away */
+	assert_memory_equal(got + MiB, src + MiB, len - MiB);
+	/* the next request on the same connection */
+	put_hdr(h, 64 * KiB, MiB, 0x80);
+	assert_int_equal(th_send_all(fd, h, sizeof(h)), 0);
+	assert_int_equal(recv_status(fd), STATUS(FILE_STATUS_OK));
+	assert_int_equal(th_recv_all(fd, got, 64 * KiB, 5000), 64 * KiB);
+	assert_memory_equal(got, src + MiB, 64 * KiB);
+	close(ffd);
+	close(fd);
+	free(src);
+	free(got);
+}
+
 /* A peer gone before its replies are out costs the owner that
  * connection only: its reply is EPIPE, not a SIGPIPE that ends the
  * process (found by test/fuzz/fuzz_file_server.c). A socketpair, so the
@@ -769,6 +831,7 @@ static void test_close(void **state)
 #define OWNER_TESTS(kind)                                               \
 	OWNER_TEST(test_roundtrip, kind), OWNER_TEST(test_owner_errors, kind), \
 	OWNER_TEST(test_hostile, kind), OWNER_TEST(test_write_refused, kind), \
+	OWNER_TEST(test_write_truncated, kind), \
 	OWNER_TEST(test_peer_gone, kind), OWNER_TEST(test_stop_busy, kind)
 
 int main(void)

@@ -73,6 +73,11 @@ struct file_open {
 	atomic_uint lend;         /* io.c: what a submitter may not do */
 	bool mem;                 /* a regular file on tmpfs or ramfs */
 	char *path;
+	/* splice.c's shared mapping of a file in memory, the peers' WRITEs
+	 * received into it: made, remade larger and used on t->r only,
+	 * unmapped with the file; NULL: none yet */
+	uint8_t *map;
+	size_t map_len;
 };
 
 /* A file of the engine's own segment. */

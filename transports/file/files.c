@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -84,6 +85,8 @@ void xfer_file_open_put(struct file_open *fo)
 {
 	if (atomic_fetch_sub(&fo->refs, 1) != 1)
 		return;
+	if (fo->map)
+		munmap(fo->map, fo->map_len);
 	if (fo->dfd >= 0)
 		close(fo->dfd);
 	close(fo->fd);

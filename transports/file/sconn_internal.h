@@ -34,6 +34,7 @@ struct file_sconn {
 	 * [done, done + len) in buf. */
 	bool write, refused;
 	bool splice;                   /* on a file in memory, no pieces */
+	bool mapped;                   /* and its WRITE into fo->map */
 	bool answered;                 /* a READ's status is decided */
 	bool drain;                    /* the rest of the payload is dropped */
 	uint32_t code;                 /* a WRITE's first failure, or OK */
@@ -103,11 +104,20 @@ static inline uint32_t sconn_io_failed(struct file_sconn *c, int err,
 /* splice.c: requests on files in memory (c->fo->mem), on t->r */
 
 /**
- * Start the request whose header was just taken (c->write, c->size,
- * c->fo, c->off set; no bounce memory held): a WRITE reads its payload
- * (xfer_file_splice_recv(), the pipe made first); a READ's status is
- * decided now, OK (then xfer_file_splice_send()) or ENODATA where the
- * file ends before the range, as the bounce path's read would find it.
+ * May the request whose header was just taken (c->write, c->size,
+ * c->fo, c->off set) go here? A READ may; a WRITE where its range lies
+ * inside the file, into the file's mapping (c->mapped, the mapping made
+ * now), else where the transport's pipe can be had. Otherwise it goes
+ * the bounce path.
+ */
+bool xfer_file_splice_takes(struct file_sconn *c);
+
+/**
+ * Start the request xfer_file_splice_takes() took (no bounce memory
+ * held now): a WRITE reads its payload (xfer_file_splice_recv()); a
+ * READ's status is decided now, OK (then xfer_file_splice_send()) or
+ * ENODATA where the file ends before the range, as the bounce path's
+ * read would find it.
  */
 void xfer_file_splice_start(struct file_sconn *c);
 
@@ -120,12 +130,14 @@ void xfer_file_splice_start(struct file_sconn *c);
 ssize_t xfer_file_splice_send(struct file_sconn *c);
 
 /**
- * Splice what came of a WRITE's payload into its file through the
- * transport's pipe, which it leaves empty. A write that fails drops
- * what the pipe holds, with the pipe; the rest of the payload is then
- * drained (c->drain) and the status says the errno. Once all of it is
- * in, the status is next (sconn_reply()).
- * @return bytes taken from the socket, 0 on EAGAIN, -1 to close.
+ * Receive what came of a WRITE's payload into the file's mapping, or
+ * splice it into the file through the transport's pipe, which it leaves
+ * empty. A write through the pipe that fails drops what the pipe holds,
+ * with the pipe; the rest of the payload is then drained (c->drain) and
+ * the status says the errno. Once all of it is in, the status is next
+ * (sconn_reply()).
+ * @return bytes taken from the socket (1 where a fault turned it to the
+ * pipe), 0 on EAGAIN, -1 to close.
  */
 ssize_t xfer_file_splice_recv(struct file_sconn *c);
 

@@ -290,7 +290,7 @@ static int take_header(struct file_sconn *c)
 	}
 	c->off = in_file;
 	xfer_sstream_proved(&c->t->sconns, &c->s); /* a request taken */
-	if (c->fo->mem && (!c->write || !xfer_file_pipe_get(c->t))) {
+	if (c->fo->mem && xfer_file_splice_takes(c)) {
 		bounce_put(c); /* what it kept is not needed */
 		xfer_file_splice_start(c);
 		return 0;
