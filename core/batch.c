@@ -105,12 +105,19 @@ static void drop_notify(struct xfer_batch *b)
 	b->notify_seg = NULL;
 }
 
+/* What keeps xfer_batch_free() at -EBUSY; under b->lock. Each change of
+ * it to false broadcasts b->idle. */
+static bool busy(const struct xfer_batch *b)
+{
+	return b->inflight || b->deliver_pending || b->notifying;
+}
+
 int xfer_batch_free(struct xfer_batch *b)
 {
 	struct slice_chunk *c, *next;
 
 	pthread_mutex_lock(&b->lock);
-	if (b->inflight || b->deliver_pending || b->notifying) {
+	if (busy(b)) {
 		pthread_mutex_unlock(&b->lock);
 		return -EBUSY;
 	}
@@ -569,22 +576,43 @@ size_t xfer_batch_size(const struct xfer_batch *b)
 	return atomic_load(&b->n);
 }
 
-int xfer_batch_wait(struct xfer_batch *b, int timeout_ms)
+/* What xfer_batch_wait() waits out; under b->lock. */
+static bool tasks_busy(const struct xfer_batch *b)
+{
+	return b->inflight || b->notifying;
+}
+
+/* Wait on b->idle while @p still(b), at most @p timeout_ms (< 0: for
+ * ever). @return 0, -ETIMEDOUT. */
+static int idle_wait(struct xfer_batch *b,
+		     bool (*still)(const struct xfer_batch *b), int timeout_ms)
 {
 	struct timespec deadline;
 	int ret = 0;
 
 	xfer_deadline(&deadline, timeout_ms);
 	pthread_mutex_lock(&b->lock);
-	while ((b->inflight || b->notifying) && ret == 0) {
+	while (still(b) && ret == 0) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&b->idle, &b->lock);
 		else
 			ret = -pthread_cond_timedwait(&b->idle, &b->lock,
 						      &deadline);
 	}
-	if (!b->inflight && !b->notifying)
+	if (!still(b))
 		ret = 0;
 	pthread_mutex_unlock(&b->lock);
 	return ret;
+}
+
+int xfer_batch_free_wait(struct xfer_batch *b, int timeout_ms)
+{
+	int ret = idle_wait(b, busy, timeout_ms);
+
+	return ret ? ret : xfer_batch_free(b);
+}
+
+int xfer_batch_wait(struct xfer_batch *b, int timeout_ms)
+{
+	return idle_wait(b, tasks_busy, timeout_ms);
 }

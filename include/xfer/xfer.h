@@ -524,6 +524,19 @@ XFER_EXPORT
 int xfer_batch_free(struct xfer_batch *b);
 
 /**
+ * xfer_batch_free(), once nothing keeps it -EBUSY: waits up to
+ * @p timeout_ms (< 0: for ever) for the tasks in flight to end and for
+ * the last round's callback or notification to be delivered (a direct
+ * callback running on another thread to return), as a binding that
+ * frees a batch from its destructor must.
+ * @return 0 (freed); -ETIMEDOUT (not freed, the batch stays valid). Not
+ *         on the engine's control reactor, nor from the batch's own
+ *         callback (either would wait for itself); any other thread.
+ */
+XFER_EXPORT
+int xfer_batch_free_wait(struct xfer_batch *b, int timeout_ms);
+
+/**
  * Cancel a batch: every task not yet terminal ends CANCELED, unless it
  * completes or fails first. Slices not yet sent are never sent; from the
  * return on, nothing more of a canceled task is written into local memory

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "xfer_py.h"
 
@@ -312,15 +311,14 @@ static void batch_unlink(BatchObject *bo)
 
 /* Free the core's batch. It is -EBUSY while a direct callback or the
  * batch's notification still ends on another thread (xfer_batch_free()),
- * after its tasks did: waited out without the GIL, which that callback
- * may need, rather than leaked. */
+ * after its tasks did: waited out (xfer_batch_free_wait()) without the
+ * GIL, which that callback may need, rather than leaked. */
 static void batch_free_core(struct xfer_batch *b)
 {
 	if (xfer_batch_free(b) != -EBUSY)
 		return;
 	Py_BEGIN_ALLOW_THREADS
-	while (xfer_batch_free(b) == -EBUSY)
-		usleep(100);
+	(void)xfer_batch_free_wait(b, -1); /* never -ETIMEDOUT */
 	Py_END_ALLOW_THREADS
 }
 
