@@ -40,7 +40,8 @@ for op in read write; do
 done
 # shellcheck disable=SC2086
 "$bench" --mode loopback --file "$file" --operation read $sizes \
-	--duration 1 --verify --json --hugepages | check "loopback read --hugepages"
+	--duration 1 --verify --json --hugepages |
+	check "loopback read --hugepages"
 
 rm -f "$file"
 : >"$dir/target.out" # the loop below may look before the target starts
